@@ -1,0 +1,24 @@
+"""gradverify: verify custom torch.autograd.Function subclasses.
+
+Importing this package does not import torch; ``verify`` does, when called.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "verify", "Report", "VerificationFailed"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `gradverify --help`, `explain` and spec validation stay torch-free.
+    if name == "verify":
+        from gradverify.api import verify
+
+        return verify
+    if name in ("Report", "VerificationFailed"):
+        from gradverify.report import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'gradverify' has no attribute {name!r}")

@@ -1,0 +1,68 @@
+"""The Python API: ``verify(FunctionClass or "mod:Class", spec=...) -> Report``."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gradverify.config import Config
+from gradverify.report.model import Report
+
+
+def check_targets(targets: list[str], options: Any, *, config: Config,
+                  spec_file: str | None = None) -> Report:
+    """What ``gradverify check TARGET...`` does: discover, run, report."""
+    from gradverify.discover import Discoverer
+    from gradverify.runner import run
+    from gradverify.target import ensure_cwd_on_path
+
+    ensure_cwd_on_path()
+    plan = Discoverer(config, spec_file).run(targets)
+    return run(plan, options)
+
+
+def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
+           checks: Iterable[str] | None = None, skip: Iterable[str] = (), seed: int = 0,
+           device: str = "cpu", mode: str = "auto", cases: Iterable[str] = (),
+           strict: bool = False) -> Report:
+    """Verify one Function and return the report (``report.ok``, ``report.raise_for_failures()``).
+
+    ``function``: the Function class or ``"mod:Class"``. ``spec``: a spec file path, a mapping
+    with the keys of the YAML format (``{"cases": [{"args": [{"shape": [3, 4]}]}]}``), a
+    ``gradverify.spec.Spec``, or None (a spec under the spec folders naming the target, else
+    inputs inferred from forward's signature). ``checks``: run only these.
+    """
+    from gradverify import config as config_mod
+    from gradverify import spec as spec_mod
+    from gradverify.checks import REGISTRY
+    from gradverify.discover import Discoverer, Job, Plan
+    from gradverify.errors import UsageError, did_you_mean
+    from gradverify.runner import RunOptions, run
+    from gradverify.target import ensure_cwd_on_path, introspect, normalise
+
+    ensure_cwd_on_path()
+    for name in [*(checks or ()), *skip]:
+        if name not in REGISTRY:
+            raise UsageError(f"unknown check {name!r}{did_you_mean(name, REGISTRY)}")
+    options = RunOptions(seed=seed, device=device, mode=mode,
+                         only=tuple(checks) if checks is not None else None, skip=tuple(skip),
+                         cases=tuple(cases), strict=strict)
+    config = config_mod.load()
+    if isinstance(function, str):
+        target, cls = function, None
+    else:
+        info = introspect(function)
+        target, cls = normalise(info.target, function), function
+    if spec is None:
+        if cls is None:
+            return run(Discoverer(config).run([target]), options)
+        matched = [s for s in Discoverer(config).folder_specs() if s.target == target]
+        resolved: Any = matched[0] if matched else None
+    elif isinstance(spec, (str, Path)):
+        specs = spec_mod.load_file(spec)
+        resolved = next((s for s in specs if s.target in (None, target)), specs[0])
+    elif isinstance(spec, Mapping):
+        resolved = spec_mod.from_dict(spec)
+    else:
+        resolved = spec
+    return run(Plan(jobs=[Job(target, resolved, cls)]), options)

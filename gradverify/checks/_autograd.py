@@ -1,0 +1,345 @@
+"""Shared mechanics for the checks: applying a Function, raw backward calls, Jacobian diagnosis.
+
+Imported only from inside ``run`` (it imports torch).
+"""
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradverify.inputs import Args
+from gradverify.target import FunctionInfo
+
+# ----------------------------------------------------------------------------- applying
+
+
+@dataclass
+class Applied:
+    """One call of ``Function.apply`` and what came out."""
+
+    args: Args
+    """The arguments passed (leaf tensors; the Function may have seen clones of them)."""
+    outputs: list[Any]
+    single: bool
+    """forward returned one value rather than a tuple."""
+
+    @property
+    def tensors(self) -> list[tuple[int, torch.Tensor]]:
+        return [(j, o) for j, o in enumerate(self.outputs) if isinstance(o, torch.Tensor)]
+
+    @property
+    def differentiable(self) -> list[int]:
+        """Indices of outputs that carry gradients (floating, requiring grad)."""
+        return [j for j, o in self.tensors if o.requires_grad]
+
+    @property
+    def ctx(self) -> Any:
+        """The Function's ctx: the ``grad_fn`` of its differentiable outputs."""
+        for j in self.differentiable:
+            fn = self.outputs[j].grad_fn
+            if fn is not None:
+                return fn
+        return None
+
+
+def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> Applied:
+    """Call ``info.cls.apply``. With ``protect_inputs``, a Function that uses ``mark_dirty``
+    sees clones, so the caller's leaves stay intact (DESIGN §3)."""
+    values = list(args.values)
+    if protect_inputs and info.uses_mark_dirty:
+        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+    out = info.cls.apply(*values)
+    if isinstance(out, tuple):
+        return Applied(args, list(out), single=False)
+    return Applied(args, [out], single=True)
+
+
+def output_name(j: int) -> str:
+    return f"output {j}"
+
+
+def random_grads(applied: Applied, generator: torch.Generator, *,
+                 requires_grad: bool = False) -> list[torch.Tensor | None]:
+    """What the engine passes backward: a gradient per output (random for differentiable
+    outputs, zeros for non-differentiable tensor outputs, None for non-tensor outputs)."""
+    grads: list[torch.Tensor | None] = []
+    diff = set(applied.differentiable)
+    for j, out in enumerate(applied.outputs):
+        if not isinstance(out, torch.Tensor):
+            grads.append(None)
+        elif j in diff:
+            g = randn_like(out, generator)
+            grads.append(g.requires_grad_(requires_grad))
+        else:
+            grads.append(torch.zeros_like(out))
+    return grads
+
+
+def randn_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    g = torch.randn(t.shape, generator=generator, dtype=torch.float64)
+    if t.is_complex():
+        g = torch.complex(g, torch.randn(t.shape, generator=generator, dtype=torch.float64))
+    return g.to(dtype=t.dtype, device=t.device)
+
+
+def raw_backward(info: FunctionInfo, applied: Applied, grads: Sequence[Any]) -> tuple[Any, ...]:
+    """backward's own return value, before the engine validates, casts or sums it."""
+    result = info.cls.backward(applied.ctx, *grads)
+    return result if isinstance(result, tuple) else (result,)
+
+
+def engine_grads(applied: Applied, grads: Sequence[Any], positions: Sequence[int], *,
+                 create_graph: bool = False) -> list[torch.Tensor | None]:
+    """Gradients for the inputs at ``positions`` through the real autograd engine."""
+    outs = [applied.outputs[j] for j in applied.differentiable]
+    gs = [grads[j] for j in applied.differentiable]
+    inputs = [applied.args.values[i] for i in positions]
+    return list(torch.autograd.grad(outs, inputs, gs, retain_graph=True, allow_unused=True,
+                                    create_graph=create_graph))
+
+
+def user_location(exc: BaseException, info: FunctionInfo) -> str | None:
+    """``file:line`` of the innermost traceback frame in the Function's own source file."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if info.source_file:
+        mine = [f for f in frames if f.filename == info.source_file]
+        if mine:
+            from gradverify.target import _short
+
+            return f"{_short(mine[-1].filename)}:{mine[-1].lineno}"
+    return None
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def tensor_function(info: FunctionInfo, args: Args, positions: Sequence[int],
+                    outputs: Sequence[int]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """A function of the tensors at ``positions`` (the rest held fixed) returning the outputs
+    at ``outputs``; inputs are always cloned, so a mutating forward cannot corrupt them."""
+    base = list(args.values)
+
+    def fn(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values = list(base)
+        for pos, t in zip(positions, tensors):
+            values[pos] = t
+        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+        out = info.cls.apply(*values)
+        out = out if isinstance(out, tuple) else (out,)
+        return tuple(out[j] for j in outputs)
+
+    return fn
+
+
+# ----------------------------------------------------------------------------- Jacobians
+
+
+@dataclass
+class Block:
+    """The mismatch of one (output, input) block of a Jacobian."""
+
+    output: int
+    input: int
+    analytical: torch.Tensor
+    """[rows, cols] sampled entries; rows index the output, cols the input (flattened)."""
+    numerical: torch.Tensor
+    rows: torch.Tensor
+    cols: torch.Tensor
+    out_shape: tuple[int, ...]
+    in_shape: tuple[int, ...]
+    kink: torch.Tensor
+    """[rows, cols] True where left and right differences disagree."""
+    bad: torch.Tensor
+    full: bool
+    """All rows and columns were computed (no sampling)."""
+    pattern: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def only_kinks(self) -> bool:
+        return bool(self.bad.any()) and bool((self.bad <= self.kink).all())
+
+
+def numerical_columns(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor],
+                      i: int, cols: torch.Tensor, eps: float
+                      ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Central, left and right differences of every output w.r.t. selected entries of input i.
+    Each result is a list over outputs of [numel_out, len(cols)] tensors."""
+    with torch.no_grad():
+        base = [o.detach().reshape(-1).to(torch.float64) for o in fn(*inputs)]
+        x = inputs[i].detach().clone()
+        flat = x.view(-1)
+        central = [torch.zeros(b.numel(), len(cols), dtype=torch.float64) for b in base]
+        left = [c.clone() for c in central]
+        right = [c.clone() for c in central]
+        for c, k in enumerate(cols.tolist()):
+            orig = flat[k].item()
+            flat[k] = orig + eps
+            plus = fn(*[x if n == i else t for n, t in enumerate(inputs)])
+            flat[k] = orig - eps
+            minus = fn(*[x if n == i else t for n, t in enumerate(inputs)])
+            flat[k] = orig
+            for j, (p, m) in enumerate(zip(plus, minus)):
+                p = p.detach().reshape(-1).to(torch.float64)
+                m = m.detach().reshape(-1).to(torch.float64)
+                central[j][:, c] = (p - m) / (2 * eps)
+                left[j][:, c] = (base[j] - m) / eps
+                right[j][:, c] = (p - base[j]) / eps
+    return central, left, right
+
+
+def analytical_rows(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor],
+                    j: int, rows: torch.Tensor) -> list[torch.Tensor]:
+    """Rows of the Jacobian of output j (through backward): a list over inputs of
+    [len(rows), numel_in] tensors."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    outs = fn(*leaves)
+    out = outs[j]
+    result = [torch.zeros(len(rows), t.numel(), dtype=torch.float64) for t in inputs]
+    if not out.requires_grad:
+        return result
+    for r, idx in enumerate(rows.tolist()):
+        g = torch.zeros_like(out)
+        g.view(-1)[idx] = 1
+        grads = torch.autograd.grad(out, leaves, g, retain_graph=True, allow_unused=True)
+        for i, gi in enumerate(grads):
+            if gi is not None:
+                result[i][r] = gi.detach().reshape(-1).to(torch.float64)[: inputs[i].numel()]
+    return result
+
+
+def _sample(n: int, limit: int, generator: torch.Generator) -> torch.Tensor:
+    if n <= limit:
+        return torch.arange(n)
+    return torch.randperm(n, generator=generator)[:limit].sort().values
+
+
+def diagnose(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor], *,
+             atol: float, rtol: float, eps: float, generator: torch.Generator,
+             max_rows: int = 256, max_cols: int = 256) -> list[Block]:
+    """Compare analytical and numerical Jacobians block by block (sampled when large).
+    Returns the blocks that have mismatching entries, each with a recognised pattern."""
+    with torch.no_grad():
+        outs = [o.detach() for o in fn(*inputs)]
+    cols = [_sample(t.numel(), max_cols, generator) for t in inputs]
+    rows = [_sample(o.numel(), max_rows, generator) for o in outs]
+    numeric = [numerical_columns(fn, inputs, i, cols[i], eps) for i in range(len(inputs))]
+    blocks: list[Block] = []
+    for j, out in enumerate(outs):
+        if out.is_complex() or not out.is_floating_point():
+            continue
+        analytic = analytical_rows(fn, inputs, j, rows[j])
+        for i, x in enumerate(inputs):
+            if x.is_complex():
+                continue
+            central, left, right = (n[j][rows[j]] for n in numeric[i])
+            a = analytic[i][:, cols[i]]
+            bad = (a - central).abs() > atol + rtol * central.abs()
+            if not bad.any():
+                continue
+            jump = (left - right).abs()
+            kink = jump > torch.maximum(torch.full_like(jump, 10 * atol),
+                                        0.1 * torch.maximum(left.abs(), right.abs()))
+            block = Block(j, i, a, central, rows[j], cols[i], tuple(out.shape), tuple(x.shape),
+                          kink, bad, full=len(rows[j]) == out.numel() and len(cols[i]) == x.numel())
+            block.pattern = recognise(block, atol, rtol)
+            block.data = summarise(block)
+            blocks.append(block)
+    return blocks
+
+
+def recognise(block: Block, atol: float, rtol: float) -> str | None:
+    """Name the shape of a mismatch when it has a familiar one."""
+    a, n = block.analytical, block.numerical
+    close = lambda x, y: bool(((x - y).abs() <= atol + rtol * y.abs()).all())  # noqa: E731
+    if n.abs().max() <= atol:
+        return None
+    if a.abs().max() <= atol:
+        return "zero gradient"
+    if close(a, -n):
+        return "sign flipped"
+    denom = float((n * n).sum())
+    factor = float((a * n).sum()) / denom if denom else 0.0
+    if factor and close(a, factor * n):
+        return f"off by a constant factor {factor:.4g}"
+    if block.full and len(block.in_shape) >= 2 and block.in_shape[-1] == block.in_shape[-2]:
+        rows = a.reshape(a.shape[0], *block.in_shape).transpose(-1, -2).reshape(a.shape[0], -1)
+        if close(rows, n):
+            return "transposed"
+    if block.full and len(block.in_shape) >= 1 and block.in_shape[0] > 1:
+        bad_cols = block.bad.any(0)
+        first = torch.tensor([_unravel(int(c), block.in_shape)[0] for c in block.cols])
+        bad_rows = sorted(set(first[bad_cols].tolist()))
+        if len(bad_rows) < block.in_shape[0]:
+            return f"only rows {_short_list(bad_rows)} of {block.in_shape[0]} wrong"
+    return None
+
+
+def summarise(block: Block) -> dict[str, Any]:
+    err = (block.analytical - block.numerical).abs()
+    flat = int(torch.argmax(torch.where(block.bad, err, torch.zeros_like(err))))
+    r, c = divmod(flat, err.shape[1])
+    out_index = _unravel(int(block.rows[r]), block.out_shape)
+    in_index = _unravel(int(block.cols[c]), block.in_shape)
+    significant = block.bad & (block.numerical.abs() > 1e-12)
+    rel = err[significant] / block.numerical.abs()[significant]
+    return {
+        "worst_input_index": list(in_index),
+        "worst_output_index": list(out_index),
+        "analytical": float(block.analytical[r, c]),
+        "numerical": float(block.numerical[r, c]),
+        "max_abs_error": float(err.max()),
+        "max_rel_error": float(rel.max()) if rel.numel() else None,
+        "bad_entries": int(block.bad.sum()),
+        "entries": int(block.bad.numel()),
+        "sampled": not block.full,
+        "heatmap": heatmap(err),
+    }
+
+
+def _unravel(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        index, rem = divmod(index, size)
+        out.append(rem)
+    return tuple(reversed(out))
+
+
+def _short_list(items: list[int], limit: int = 6) -> str:
+    shown = ", ".join(map(str, items[:limit]))
+    return f"[{shown}{', ...' if len(items) > limit else ''}]"
+
+
+_SHADES = " .:-=+*#%@"
+
+
+def heatmap(err: torch.Tensor, max_rows: int = 8, max_cols: int = 32) -> list[str]:
+    """|analytical - numerical| as text: rows are output elements, columns input elements."""
+    rows, cols = err.shape
+    rh = math.ceil(rows / max_rows) if rows > max_rows else 1
+    cw = math.ceil(cols / max_cols) if cols > max_cols else 1
+    top = float(err.max()) or 1.0
+    lines = []
+    for r0 in range(0, rows, rh):
+        line = []
+        for c0 in range(0, cols, cw):
+            v = float(err[r0:r0 + rh, c0:c0 + cw].max()) / top
+            line.append(_SHADES[min(len(_SHADES) - 1, int(round(v * (len(_SHADES) - 1))))])
+        lines.append("".join(line))
+    return lines
+
+
+def format_index(name: str, index: Sequence[int]) -> str:
+    return f"{name}[{', '.join(map(str, index))}]" if index else name
+
+
+def jacobian_entries(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() for t in inputs) * sum(o.numel() for o in outputs)

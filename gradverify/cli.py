@@ -1,0 +1,209 @@
+"""The command line. Parses options, calls the library, renders, exits: no logic of its own.
+
+``main`` is the one place where exceptions become exit codes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from gradverify import __version__
+from gradverify.errors import GradverifyError, InputError, UsageError, did_you_mean
+from gradverify.report.model import ExitCode
+
+FORMAT_CHOICES = ("rich", "plain", "json")
+
+
+def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...]:
+    from gradverify.checks import REGISTRY
+
+    names: list[str] = []
+    for value in values:
+        for name in (n.strip() for n in value.split(",")):
+            if not name:
+                continue
+            if name not in REGISTRY:
+                raise click.BadParameter(f"unknown check {name!r}{did_you_mean(name, REGISTRY)}; "
+                                         f"checks: {', '.join(REGISTRY)}", param_hint=option)
+            names.append(name)
+    return tuple(names)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="gradverify",
+                      message="%(prog)s %(version)s")
+def cli() -> None:
+    """Verify custom torch.autograd.Function subclasses: gradcheck, gradgradcheck, and the bugs
+    gradcheck cannot see.
+
+    \b
+    Exit codes: 0 ok, 1 a check failed or the Function raised, 2 usage error,
+    3 invalid spec or target, 4 internal error, 5 nothing selected.
+    """
+
+
+@cli.command()
+@click.argument("targets", nargs=-1, metavar="[TARGET]...")
+@click.option("--spec", "spec_file", type=click.Path(dir_okay=False),
+              help="Spec file for a bare mod:Class target.")
+@click.option("--case", "cases", multiple=True, metavar="NAME",
+              help="Only cases whose name matches (glob; repeatable).")
+@click.option("--only", multiple=True, metavar="CHECK,...", help="Run only these checks.")
+@click.option("--skip", multiple=True, metavar="CHECK,...", help="Do not run these checks.")
+@click.option("--seed", type=int, default=None, help="Seed for inputs (default 0).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Device to run on (default cpu).")
+@click.option("--fast/--slow", "fast", default=None,
+              help="gradcheck fast or slow mode (default: automatic by size).")
+@click.option("--atol", type=click.FloatRange(min=0), default=None)
+@click.option("--rtol", type=click.FloatRange(min=0), default=None)
+@click.option("--eps", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
+              help="Report format (default: rich on a terminal, plain otherwise).")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the --format report to this file (the console still gets a summary).")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a JSON report to this file.")
+@click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
+@click.option("-v", "--verbose", is_flag=True, help="Details such as full Jacobian blocks.")
+@click.option("--no-color", is_flag=True, help="Plain console output.")
+def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...],
+          only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
+          fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,
+          fmt: str | None, output: str | None, json_file: str | None, strict: bool | None,
+          verbose: bool, no_color: bool) -> int:
+    """Verify Functions. TARGET: pkg.mod:Class, path/file.py:Class, a module or .py file,
+    a spec file, or a directory of specs (default: the spec folders, specs/)."""
+    from gradverify import config as config_mod
+    from gradverify.api import check_targets
+    from gradverify.report import FORMATS, write_atomic
+    from gradverify.report.console import write_console
+    from gradverify.runner import RunOptions
+    from gradverify.spec import Tolerance
+
+    config = config_mod.load()
+    only_checks = _split_checks(only, "--only") if only else config.only
+    skip_checks = _split_checks(skip, "--skip") if skip else tuple(config.skip)
+    device = device or config.device or "cpu"
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: CUDA is not available on this machine (torch "
+                             f"{torch.__version__}, torch.cuda.is_available() is False)")
+    mode = {True: "fast", False: "slow", None: config.mode or "auto"}[fast]
+    options = RunOptions(
+        seed=seed if seed is not None else (config.seed or 0), device=device, mode=mode,
+        only=only_checks, skip=skip_checks, cases=cases,
+        tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps), base_tolerance=config.tolerance,
+        config_checks=config.checks, verbose=verbose,
+        strict=bool(strict if strict is not None else config.strict))
+    report = check_targets(list(targets), options, config=config, spec_file=spec_file)
+    fmt = fmt or config.format
+    color = _color(no_color)
+    if fmt in (None, "rich", "plain") and output is None:
+        write_console(report, sys.stdout, color=color and fmt != "plain", verbose=verbose)
+    elif output is None:
+        sys.stdout.write(FORMATS[fmt](report, verbose))
+    else:
+        write_atomic(output, FORMATS["plain" if fmt in (None, "rich") else fmt](report, verbose))
+        write_console(report, sys.stdout, color=color, verbose=verbose)
+    if json_file:
+        write_atomic(json_file, FORMATS["json"](report, verbose))
+    return int(report.exit_code)
+
+
+def _color(no_color: bool) -> bool:
+    if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
+
+
+@cli.command()
+@click.argument("target")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the spec here instead of stdout.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
+def init(target: str, output: str | None, force: bool) -> int:
+    """Write a spec skeleton for TARGET (mod:Class) from forward's signature."""
+    from gradverify.init import skeleton
+    from gradverify.report import write_atomic
+    from gradverify.target import resolve
+
+    info = resolve(target)
+    text = skeleton(info, spec_path=output)
+    if output is None:
+        sys.stdout.write(text)
+        return 0
+    if os.path.exists(output) and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it")
+    write_atomic(output, text)
+    click.echo(f"wrote {output}; edit the shapes, then run: gradverify check {output}")
+    return 0
+
+
+@cli.command(name="list")
+@click.argument("where", nargs=-1, metavar="[MODULE|PATH]...")
+def list_(where: tuple[str, ...]) -> int:
+    """List spec files and their targets (no import), or the Functions in modules."""
+    from gradverify import config as config_mod
+    from gradverify.listing import list_items
+
+    for line in list_items(list(where), config_mod.load()):
+        click.echo(line)
+    return 0
+
+
+@cli.command()
+@click.argument("topic", required=False)
+def explain(topic: str | None) -> int:
+    """What a finding code (GV121) or a check (gradcheck) means, why it matters, how to fix it."""
+    from gradverify.explain import explain_topic
+
+    click.echo(explain_topic(topic))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run the CLI and turn every outcome into an exit code."""
+    try:
+        result: Any = cli.main(args=list(argv) if argv is not None else None,
+                               prog_name="gradverify", standalone_mode=False)
+        return int(result or 0)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return int(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return int(ExitCode.INTERRUPTED)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return int(ExitCode.USAGE)
+    except InputError as exc:
+        click.echo(f"error: {exc}  [{exc.code}]", err=True)
+        return int(ExitCode.INPUT)
+    except GradverifyError as exc:  # pragma: no cover -- every subclass is handled above
+        click.echo(f"error: {exc}", err=True)
+        return int(ExitCode.INPUT)
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.OK)
+    except Exception:  # noqa: BLE001 -- the one place that turns bugs into exit 4
+        traceback.print_exc()
+        click.echo(f"\ngradverify {__version__} hit an internal error (exit 4). This is a bug in "
+                   "gradverify, not in your Function: please report it with the traceback above "
+                   "and the spec you ran.", err=True)
+        return int(ExitCode.INTERNAL)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

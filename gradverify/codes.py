@@ -1,0 +1,220 @@
+"""Every finding code, documented for ``gradverify explain``. Codes are never renumbered or reused.
+
+Ranges: GV0nn input and run errors; GV10n-GV11n contract; GV12n gradcheck; GV14n gradgradcheck.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    name: str
+    """Describes the defect, not the fix."""
+    check: str | None
+    what: str
+    why: str
+    example: str = ""
+    fix: str = ""
+
+
+_CODES = [
+    # ------------------------------------------------------------------ input and run errors
+    Code("GV001", "spec-unreadable", None,
+         "A spec file could not be read as YAML: a syntax error, bad encoding, an empty file or a "
+         "YAML tag that would construct an object.",
+         "gradverify only reads plain YAML with yaml.safe_load semantics; it never builds objects "
+         "or runs code from a spec.",
+         "cases:\n  - args: [{shape: [3, 4]}\n",
+         "Fix the YAML at the line given (here: the missing ']'). Save the file as UTF-8."),
+    Code("GV002", "spec-invalid", None,
+         "A spec is valid YAML but not a valid gradverify spec: an unknown key, a wrong type, an "
+         "unknown dtype, init or dim, or arguments that do not match forward's parameters.",
+         "Specs are validated before anything runs, so that a typo never silently turns a check "
+         "off or tests something other than you meant.",
+         "cases:\n  - args:\n      input: {shpe: [3, 4]}\n",
+         "Follow the message: it names the file, line and key path, the allowed values and the "
+         "closest valid spelling."),
+    Code("GV003", "target-unimportable", None,
+         "The module of a target (or of a reference or factory) cannot be imported.",
+         "The current directory is put on sys.path as `python -m` does; everything else must be "
+         "installed in the environment that runs gradverify.",
+         "gradverify check mypkg.opz:Linear",
+         "Run from the project root, install the package (pip install -e .), or give a path: "
+         "gradverify check path/to/file.py:Linear."),
+    Code("GV004", "target-missing", None,
+         "The module imports, but has no attribute of the given name.",
+         "Usually a typo or a class that was renamed.",
+         "gradverify check mypkg.ops:LinearFuncton",
+         "Use the name the message suggests; `gradverify list mypkg.ops` lists the Functions."),
+    Code("GV005", "target-not-a-function", None,
+         "The target is not a torch.autograd.Function subclass with forward and backward.",
+         "gradverify verifies custom autograd Functions; an nn.Module or plain function has no "
+         "backward of its own to verify.",
+         "gradverify check mypkg.layers:Linear  # an nn.Module",
+         "Point at the Function class the module uses (`gradverify list mypkg.layers`)."),
+    Code("GV006", "factory-failed", None,
+         "A case's factory could not be imported, raised, or returned something other than a "
+         "tuple/list of arguments or a dict of named arguments.",
+         "A factory is your code: gradverify reports its failure instead of guessing inputs.",
+         "def make_inputs(generator):\n    return torch.randn(3, 4)  # not a tuple",
+         "Return a tuple/list of forward's arguments or a dict keyed by parameter name."),
+    Code("GV007", "inputs-too-large", None,
+         "A case's tensors would need more memory than gradverify allows for one case.",
+         "Gradient checks keep several float64 copies; allocating first and failing later would "
+         "take the machine down.",
+         "args: [{shape: [100000, 100000]}]",
+         "Use small shapes: gradient bugs show on tiny inputs (distinct sizes, batch 1 and > 1)."),
+    Code("GV008", "forward-raised", None,
+         "forward raised on the spec's inputs, so the checks of that case could not run.",
+         "Either the spec's inputs are not what the Function expects (shapes, dtypes, argument "
+         "order), or forward has a bug.",
+         "args: {input: {shape: [3, 4]}, weight: {shape: [3, 4]}}   # weight must be [5, 4]",
+         "Fix the shapes or dtypes in the spec; for an inferred spec run `gradverify init`."),
+    Code("GV009", "case-timed-out", None,
+         "A case ran longer than --timeout seconds and was stopped.",
+         "A hanging kernel or an enormous slow-mode Jacobian; other cases still run.",
+         "", "Use smaller shapes, --fast, or a larger --timeout."),
+    Code("GV010", "case-crashed", None,
+         "The process running a case died (a segfault or abort in an extension).",
+         "A crash in native code; gradverify isolates it so that other targets still report.",
+         "", "Run the case alone with --no-isolate under a debugger."),
+    Code("GV011", "gradverify-bug", None,
+         "An internal error in gradverify.",
+         "Exit code 4 means gradverify itself failed, not your Function.",
+         "", "Please report it with the traceback and the spec."),
+    # ------------------------------------------------------------------ contract
+    Code("GV101", "backward-raised", "contract",
+         "backward raised when called with gradients for the outputs.",
+         "Every training step that reaches this Function will crash.",
+         "def backward(ctx, grad):\n    x, = ctx.saved_tensors\n    return grad @ x   # shapes do not match",
+         "Read the traceback location given and fix backward."),
+    Code("GV102", "too-few-gradients", "contract",
+         "backward returned fewer values than forward has inputs.",
+         "Autograd requires exactly one gradient (or None) per forward input, including "
+         "non-tensor ones, and raises 'returned an incorrect number of gradients'.",
+         "def forward(ctx, x, scale): ...\ndef backward(ctx, grad):\n    return grad * ctx.scale",
+         "Return one value per forward input: `return grad * ctx.scale, None`."),
+    Code("GV103", "too-many-gradients", "contract",
+         "backward returned more non-None values than forward has inputs.",
+         "Autograd raises 'returned an incorrect number of gradients'; extra trailing Nones are "
+         "accepted, extra tensors are not.",
+         "return grad_x, grad_w, grad_b   # forward(ctx, x, w) has two inputs",
+         "Return exactly one value per forward input."),
+    Code("GV104", "grad-for-non-tensor", "contract",
+         "backward returned a gradient for an input that is not a tensor (an int, a float, None).",
+         "Autograd raises 'returned a gradient different than None at position N, but the "
+         "corresponding forward input was not a Variable'.",
+         "def forward(ctx, x, dim): ...\ndef backward(ctx, g):\n    return g, g",
+         "Return None at the positions of non-tensor inputs."),
+    Code("GV105", "grad-shape-mismatch", "contract",
+         "A gradient's shape cannot be summed to its input's shape.",
+         "Autograd raises 'returned an invalid gradient at index N - got [...] but expected shape "
+         "compatible with [...]'.",
+         "return grad.t()   # input was [3, 4]",
+         "Return a gradient with exactly the input's shape."),
+    Code("GV106", "grad-broadcast-unsummed", "contract",
+         "A gradient has a broadcast shape that autograd silently sums down to the input's shape.",
+         "The result is right but backward materialises a larger tensor than needed, and the "
+         "mismatch usually means backward forgot to reduce over broadcast dimensions.",
+         "def backward(ctx, g):\n    return g, g   # bias is [5], g is [N, 5]",
+         "Reduce explicitly: `g.sum(0)` (or `g.sum_to_size(bias.shape)`)."),
+    Code("GV107", "grad-dtype-mismatch", "contract",
+         "A gradient's dtype differs from its input's, and autograd silently casts it.",
+         "A float32 gradient for a float64 input loses precision (and often hides that the kernel "
+         "cannot run in double, so gradcheck compares against float32 noise).",
+         "return grad.float()",
+         "Compute the gradient in the input's dtype; for float32-only kernels use `reference:`."),
+    Code("GV108", "grad-for-integer-input", "contract",
+         "backward returned a tensor for an integer or boolean input, which can never require grad.",
+         "Autograd drops it silently; computing it is wasted work.",
+         "return grad_values, torch.zeros_like(indices)",
+         "Return None for integer inputs (indices, label maps, masks)."),
+    Code("GV109", "grad-wrong-device", "contract",
+         "A gradient is on a different device than its input.",
+         "Autograd raises, or copies across devices on every step.",
+         "return grad.cpu()",
+         "Create gradients on the input's device (`torch.zeros_like(x)`, `x.new_zeros(...)`)."),
+    Code("GV110", "backward-arity-mismatch", "contract",
+         "backward takes a different number of gradient arguments than forward has outputs.",
+         "Autograd calls backward with one gradient per output; a mismatch is a TypeError on "
+         "the first backward.",
+         "def forward(ctx, x):\n    return y, idx\ndef backward(ctx, grad_y):   # needs grad_idx too",
+         "Take one gradient per output: `def backward(ctx, grad_y, grad_idx)`."),
+    Code("GV111", "non-differentiable-output-depends-on-input", "contract",
+         "An output marked non-differentiable (ctx.mark_non_differentiable) changes when a "
+         "differentiable input changes.",
+         "Gradients that flow through that output are silently zero, so training ignores that path.",
+         "ctx.mark_non_differentiable(normalised)   # normalised = x / x.norm()",
+         "Only mark outputs that are truly piecewise constant (indices, masks, argmax)."),
+    Code("GV112", "grad-not-a-tensor", "contract",
+         "backward returned something other than a tensor or None (a number, a list, a numpy array).",
+         "Autograd raises 'expected Variable or None'.",
+         "return 2.0 * ctx.scale",
+         "Return tensors (`torch.full_like(x, 2.0 * ctx.scale)`) or None."),
+    Code("GV113", "output-not-float64", "contract",
+         "forward returned a lower-precision floating output for float64 inputs.",
+         "A kernel that only runs in float32 makes float64 gradient checks compare against float32 "
+         "round-off, so they fail (or pass) for the wrong reasons.",
+         "return kernel(x.float())",
+         "Support float64, or verify the kernel against a plain-PyTorch `reference:` in the spec."),
+    # ------------------------------------------------------------------ gradcheck
+    Code("GV121", "jacobian-mismatch", "gradcheck",
+         "The analytical Jacobian (from backward) differs from the numerical one (finite "
+         "differences in float64) for one (output, input) pair.",
+         "The gradient is wrong: training follows a wrong direction, usually without any error.",
+         "def backward(ctx, g):\n    x, = ctx.saved_tensors\n    return -g * x.cos()   # d sin = +cos",
+         "The finding names the input, the worst element and a recognised pattern (sign flipped, "
+         "constant factor, zero, not multiplied by the incoming gradient, transposed, only some "
+         "rows); fix the formula for that input."),
+    Code("GV122", "non-differentiable-point", "gradcheck",
+         "The mismatch is where the left and right finite differences disagree: the inputs sit "
+         "on a kink or a tie (relu at 0, max with equal values, abs at 0).",
+         "Finite differences are meaningless at such points, so this is a problem of the spec's "
+         "inputs, not of backward.",
+         "args: [{shape: [4], init: zeros}]   # relu at exactly 0",
+         "Choose an `init` that avoids the kink (e.g. `uniform` with low 0.1, or `randn`), or "
+         "distinct values for max/sort-like ops."),
+    Code("GV123", "fast-mode-used", "gradcheck",
+         "gradcheck ran in fast mode, which compares random projections of the Jacobian.",
+         "Fast mode can miss an error confined to a few elements.",
+         "", "Add a small case (a few elements per dim) so that slow mode runs, or pass --slow."),
+    Code("GV124", "no-slow-mode-case", "gradcheck",
+         "No case of this spec is small enough for slow-mode gradcheck.",
+         "Every case ran in fast mode, so errors confined to a few elements can go unseen.",
+         "", "Add a case with small shapes of distinct sizes, with batch 1 and batch > 1."),
+    Code("GV125", "square-shapes", "gradcheck",
+         "Every tensor dimension in this case has the same size.",
+         "Square shapes hide transpose bugs: grad.t() has the right shape by accident.",
+         "args: [{shape: [3, 3]}, {shape: [3, 3]}]",
+         "Use distinct sizes, e.g. [2, 3] and [3, 4]."),
+    Code("GV126", "gradient-in-wrong-dtype", "gradcheck",
+         "Gradients were not computed in float64 although the inputs were float64.",
+         "gradcheck then compares float64 finite differences with float32 results, so it fails "
+         "or passes for the wrong reason.",
+         "", "Support float64, or use `reference:`, which checks the working dtype directly."),
+    # ------------------------------------------------------------------ gradgradcheck
+    Code("GV141", "second-order-mismatch", "gradgradcheck",
+         "The derivative of backward's result (double backward) differs from finite differences.",
+         "Higher-order uses (gradient penalties, Hessian-vector products, MAML) get wrong values.",
+         "def backward(ctx, g):\n    x, = ctx.saved_tensors\n    return g * x.detach().cos()",
+         "Write backward with differentiable torch ops on tensors from ctx.saved_tensors; avoid "
+         ".data/.detach()/numpy and intermediates computed in forward without being saved."),
+    Code("GV142", "backward-not-differentiable", "gradgradcheck",
+         "Under create_graph=True, backward's result for an input has no grad_fn: backward breaks "
+         "the graph.",
+         "torch.autograd.grad(..., create_graph=True) silently treats the gradient as constant, so "
+         "second derivatives are zero.",
+         "def backward(ctx, g):\n    return torch.from_numpy(np_grad(g.numpy()))",
+         "Use torch ops on saved tensors; if double backward is truly unsupported, decorate "
+         "backward with @once_differentiable so that it raises instead of being silently wrong."),
+    Code("GV143", "once-differentiable", "gradgradcheck",
+         "backward is decorated @once_differentiable: double backward is unsupported (skip).",
+         "Calling autograd through it with create_graph=True raises; torch.autograd.grad with "
+         "create_graph=True through it silently drops its contribution in some versions.",
+         "", "Nothing to fix unless you need higher-order gradients."),
+]
+
+CODES: dict[str, Code] = {c.code: c for c in _CODES}
+BY_NAME: dict[str, Code] = {c.name: c for c in _CODES}

@@ -1,0 +1,209 @@
+"""TARGET arguments to jobs: (target, spec) pairs, plus the errors of those that cannot run.
+
+Spec files and directories are read without importing torch; only ``mod:Class``, module and
+``.py`` targets import user code here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gradverify.config import Config
+from gradverify.errors import InputError
+from gradverify.report.model import ErrorEntry
+from gradverify.spec import Spec, is_target_string, load_file
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One Function to verify with one spec (``spec=None``: infer it from forward)."""
+
+    target: str
+    spec: Spec | None
+    cls: Any = None
+    """The Function class itself, when the caller already has it (the Python API)."""
+
+
+@dataclass
+class Plan:
+    jobs: list[Job] = field(default_factory=list)
+    errors: list[ErrorEntry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def spec_files(directory: Path, config: Config) -> list[Path]:
+    """Spec files below a directory, sorted, without the configured excludes (the directory
+    itself may be excluded: naming it explicitly overrides that)."""
+    found = []
+    for path in sorted(directory.rglob("*")):
+        if path.suffix in SPEC_SUFFIXES and path.is_file() and not config.excluded(path, directory):
+            found.append(path)
+    return found
+
+
+def _error(exc: InputError, target: str | None = None, spec: str | None = None) -> ErrorEntry:
+    return ErrorEntry(target=target, spec=spec or getattr(exc, "file", None), code=exc.code,
+                      message=str(exc))
+
+
+class Discoverer:
+    def __init__(self, config: Config, spec_file: str | None = None) -> None:
+        self.config = config
+        self.spec_file = spec_file
+        self.plan = Plan()
+        self._folder_specs: list[Spec] | None = None
+
+    def run(self, targets: list[str]) -> Plan:
+        if not targets:
+            dirs = self.config.spec_dirs()
+            existing = [d for d in dirs if d.is_dir()]
+            if not existing:
+                shown = ", ".join(str(d) for d in dirs)
+                self.plan.notes.append(
+                    f"no spec folder found ({shown}); pass a target such as mymod:MyFunction, or "
+                    "write a spec with `gradverify init mymod:MyFunction -o specs/myfunc.yaml`")
+            for directory in existing:
+                self._directory(directory)
+            return self.plan
+        for target in targets:
+            self._one(target)
+        return self.plan
+
+    def _one(self, target: str) -> None:
+        path = Path(target)
+        if target.endswith(SPEC_SUFFIXES):
+            self._spec_file(path, explicit=True)
+        elif path.is_dir():
+            self._directory(path)
+        elif ":" in target and not path.exists():
+            self._class(target)
+        elif target.endswith(".py") or path.is_file():
+            self._module(target)
+        elif is_target_string(f"{target}:X") and "/" not in target:
+            self._module(target)
+        else:
+            self.plan.errors.append(ErrorEntry(
+                target=target, spec=None, code="GV003",
+                message=f"{target}: not a spec file, directory, module or 'module:Class' target"))
+
+    def _directory(self, directory: Path) -> None:
+        files = spec_files(directory, self.config)
+        if not files:
+            self.plan.notes.append(f"{directory}: no spec files (*.yaml, *.yml) found")
+        for file in files:
+            self._spec_file(file, explicit=False)
+
+    def _load(self, path: Path) -> list[Spec] | None:
+        try:
+            return load_file(path)
+        except InputError as exc:
+            self.plan.errors.append(_error(exc, spec=str(path)))
+            return None
+
+    def _spec_file(self, path: Path, explicit: bool) -> None:
+        if explicit and not path.is_file():
+            self.plan.errors.append(ErrorEntry(None, str(path), "GV001",
+                                               f"{path}: no such spec file"))
+            return
+        specs = self._load(path)
+        for spec in specs or []:
+            if spec.target is None:
+                self.plan.errors.append(ErrorEntry(
+                    None, spec.path, "GV002",
+                    f"{spec.where}: target: missing; name the Function (target: mymod:MyFunc), or "
+                    f"pass it on the command line: gradverify check mymod:MyFunc --spec {path}"))
+                continue
+            self.plan.jobs.append(Job(spec.target, spec))
+
+    def folder_specs(self) -> list[Spec]:
+        """Every valid spec in the configured spec folders (invalid ones are skipped here;
+        they are reported when run directly)."""
+        if self._folder_specs is None:
+            self._folder_specs = []
+            for directory in self.config.spec_dirs():
+                if directory.is_dir():
+                    for file in spec_files(directory, self.config):
+                        try:
+                            self._folder_specs.extend(load_file(file))
+                        except InputError:
+                            continue
+        return self._folder_specs
+
+    def _class(self, target: str) -> None:
+        from gradverify.target import resolve_object
+
+        if self.spec_file:
+            specs = self._load(Path(self.spec_file))
+            if specs is None:
+                return
+            chosen = self._match(target, specs, allow_untargeted=True)
+            if chosen is None:
+                names = ", ".join(str(s.target) for s in specs)
+                self.plan.errors.append(ErrorEntry(
+                    target, self.spec_file, "GV002",
+                    f"{self.spec_file}: no spec in this file is for {target} (it has: {names})"))
+                return
+            self.plan.jobs.append(Job(target, chosen))
+            return
+        try:
+            resolve_object(target)
+        except InputError as exc:
+            self.plan.errors.append(_error(exc, target=target))
+            return
+        chosen = self._match(target, self.folder_specs(), allow_untargeted=False)
+        self.plan.jobs.append(Job(target, chosen))
+
+    def _match(self, target: str, specs: list[Spec], allow_untargeted: bool) -> Spec | None:
+        from gradverify.target import resolve_object
+
+        for spec in specs:
+            if spec.target == target:
+                return spec
+        wanted = resolve_object(target)
+        for spec in specs:
+            if spec.target is None:
+                continue
+            try:
+                if resolve_object(spec.target) is wanted:
+                    return spec
+            except InputError:
+                continue
+        untargeted = [s for s in specs if s.target is None]
+        if allow_untargeted and untargeted:
+            return untargeted[0]
+        if allow_untargeted and len(specs) == 1:
+            return specs[0]
+        return None
+
+    def _module(self, name: str) -> None:
+        from gradverify.target import functions_in, import_module, resolve_object
+
+        try:
+            module = import_module(name)
+        except InputError as exc:
+            self.plan.errors.append(_error(exc, target=name))
+            return
+        classes = functions_in(module)
+        if not classes:
+            self.plan.notes.append(f"{name}: defines no torch.autograd.Function subclasses")
+            return
+        found = 0
+        for cls in classes:
+            for spec in self.folder_specs():
+                if spec.target is None:
+                    continue
+                try:
+                    if resolve_object(spec.target) is cls:
+                        self.plan.jobs.append(Job(spec.target, spec))
+                        found += 1
+                except InputError:
+                    continue
+        if not found:
+            names = ", ".join(c.__qualname__ for c in classes)
+            self.plan.notes.append(
+                f"{name}: none of its Functions ({names}) has a spec in "
+                f"{', '.join(self.config.specs)}; run `gradverify init {name}:"
+                f"{classes[0].__qualname__}` to write one, or check one class directly")

@@ -1,0 +1,59 @@
+"""Typed errors. Each maps to one exit code at exactly one boundary (``cli.main``)."""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class GradverifyError(Exception):
+    """Base for errors gradverify reports to the user (never a bug of ours)."""
+
+
+class InputError(GradverifyError):
+    """Bad user input: a spec, a target, a factory. Exit code 3.
+
+    ``code`` is the stable finding code (``GV0nn``); ``where`` is ``file:line`` or a target name.
+    """
+
+    def __init__(self, message: str, *, code: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class SpecError(InputError):
+    """A spec file is malformed or invalid (GV001 syntax, GV002 schema)."""
+
+    def __init__(self, message: str, *, file: str | None, line: int | None, key: str | None = None,
+                 code: str = "GV002") -> None:
+        where = file or "<spec>"
+        if line:
+            where = f"{where}:{line}"
+        text = f"{key}: {message}" if key else message
+        super().__init__(text, code=code, where=where)
+        self.file = file
+        self.line = line
+        self.key = key
+
+
+class TargetError(InputError):
+    """A target cannot be imported, found, or is not an autograd Function."""
+
+
+class UsageError(GradverifyError):
+    """Bad command-line usage that click could not catch itself. Exit code 2."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return `` (did you mean 'x'?)`` for the closest choice, or an empty string."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def one_of(choices: Iterable[str]) -> str:
+    """Render allowed values for a message: ``one of: a, b, c``."""
+    return "one of: " + ", ".join(sorted(str(c) for c in choices))

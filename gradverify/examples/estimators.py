@@ -1,0 +1,20 @@
+"""Straight-through / surrogate-gradient estimators: the gradient is deliberately not the
+derivative, so gradcheck must fail; their specs declare it under ``expect:``."""
+from __future__ import annotations
+
+import torch
+from torch.autograd import Function
+
+
+class SignSTE(Function):
+    """Forward: sign(x). Backward: the hard-tanh straight-through estimator, grad * 1{|x| <= 1}."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        (x,) = ctx.saved_tensors
+        return grad_y * (x.abs() <= 1).to(grad_y.dtype)

@@ -1,0 +1,84 @@
+"""``gradverify list``: spec files and their targets (no import), or the Functions in modules."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from gradverify.config import Config
+from gradverify.discover import SPEC_SUFFIXES, spec_files
+from gradverify.errors import InputError
+from gradverify.spec import Spec, load_file
+
+
+def _spec_lines(files: list[Path]) -> Iterator[str]:
+    for file in files:
+        try:
+            specs = load_file(file)
+        except InputError as exc:
+            yield f"{file}: invalid spec: {exc.message}"
+            continue
+        for spec in specs:
+            cases = len(spec.cases)
+            yield f"{spec.where}  {spec.target or '(no target)'}  {cases} case{'s' * (cases != 1)}"
+
+
+def _folder_specs(config: Config) -> list[Spec]:
+    specs: list[Spec] = []
+    for directory in config.spec_dirs():
+        if directory.is_dir():
+            for file in spec_files(directory, config):
+                try:
+                    specs.extend(load_file(file))
+                except InputError:
+                    continue
+    return specs
+
+
+def list_items(where: list[str], config: Config) -> Iterator[str]:
+    if not where:
+        dirs = [d for d in config.spec_dirs() if d.is_dir()]
+        files = [f for d in dirs for f in spec_files(d, config)]
+        if not files:
+            yield f"no spec files under {', '.join(config.specs)}"
+        yield from _spec_lines(files)
+        return
+    for item in where:
+        path = Path(item)
+        if path.is_dir():
+            yield from _spec_lines(spec_files(path, config))
+        elif item.endswith(SPEC_SUFFIXES):
+            yield from _spec_lines([path])
+        else:
+            yield from _module_lines(item, config)
+
+
+def _module_lines(name: str, config: Config) -> Iterator[str]:
+    from gradverify.target import (ensure_cwd_on_path, functions_in, import_module, introspect,
+                                   resolve_object)
+
+    ensure_cwd_on_path()
+    module = import_module(name)
+    classes = functions_in(module)
+    if not classes:
+        yield f"{name}: no torch.autograd.Function subclasses"
+        return
+    specs = _folder_specs(config)
+    for cls in classes:
+        info = introspect(cls)
+        owner = None
+        for spec in specs:
+            try:
+                if spec.target and resolve_object(spec.target) is cls:
+                    owner = spec.where
+                    break
+            except InputError:
+                continue
+        traits = [info.style]
+        if info.once_differentiable:
+            traits.append("once_differentiable")
+        if info.has_jvp:
+            traits.append("jvp")
+        if info.vmap:
+            traits.append(f"vmap:{info.vmap}")
+        yield (f"{info.target}  [{', '.join(traits)}]  "
+               f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + info.target + ')'}")

@@ -1,0 +1,63 @@
+"""JSON report, schema 1 (DESIGN §5): a plain dump of the data model."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from gradverify.report.model import CaseResult, CheckResult, Finding, Report
+
+SCHEMA = 1
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf become strings (strict JSON has no such numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
+            "output": f.output, "hint": f.hint, "location": f.location, "data": _clean(dict(f.data))}
+
+
+def _check(c: CheckResult) -> dict[str, Any]:
+    return {"name": c.name, "status": c.status.value, "duration_s": round(c.duration_s, 4),
+            "mode": c.mode, "summary": c.summary, "expect": c.expect,
+            "findings": [_finding(f) for f in c.findings]}
+
+
+def _case(r: CaseResult) -> dict[str, Any]:
+    return {"target": r.target, "spec": r.spec, "case": r.case, "status": r.status.value,
+            "duration_s": round(r.duration_s, 4), "inferred": r.inferred,
+            "inputs": [{"name": i.name, "kind": i.kind,
+                        "shape": list(i.shape) if i.shape is not None else None,
+                        "dtype": i.dtype, "requires_grad": i.requires_grad} for i in r.inputs],
+            "checks": [_check(c) for c in r.checks]}
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    counts = report.counts()
+    return {
+        "schema": SCHEMA,
+        "gradverify": report.versions.get("gradverify"),
+        "torch": report.versions.get("torch"),
+        "python": report.versions.get("python"),
+        "settings": {"device": report.settings.device, "seed": report.settings.seed,
+                     "mode": report.settings.mode},
+        "summary": {"cases": len(report.results), **counts,
+                    "exit_code": int(report.exit_code), "duration_s": round(report.duration_s, 4)},
+        "results": [_case(r) for r in report.results],
+        "errors": [{"target": e.target, "spec": e.spec, "code": e.code, "message": e.message}
+                   for e in report.errors],
+        "notes": list(report.notes),
+    }
+
+
+def render(report: Report, verbose: bool = False) -> str:
+    return json.dumps(to_dict(report), indent=2) + "\n"

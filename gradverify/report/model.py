@@ -1,0 +1,184 @@
+"""The report data model: frozen dataclasses, rendered by the formatters, never changed by them.
+
+The exit code is computed in exactly one place: ``Report.exit_code``.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILED = 1  # a check failed, or could not run because the Function raised
+    USAGE = 2  # command-line usage error
+    INPUT = 3  # invalid spec, or a target that cannot be imported / is not a Function
+    INTERNAL = 4  # a bug in gradverify itself
+    NOTHING_SELECTED = 5  # no specs, or the filters matched nothing
+    INTERRUPTED = 130
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        """Badness, for "a case's status is its worst check's"."""
+        return _RANK[self]
+
+
+_RANK = {
+    Status.SKIP: 0,
+    Status.PASS: 1,
+    Status.XFAIL: 2,
+    Status.WARN: 3,
+    Status.XPASS: 4,
+    Status.FAIL: 5,
+    Status.ERROR: 6,
+}
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"  # makes its check fail
+    WARNING = "warning"  # makes its check warn
+    INFO = "info"  # a note; never changes a status
+
+
+def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
+    return max(statuses, key=lambda s: s.rank) if statuses else default
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or note) found by a check."""
+
+    code: str
+    """Stable code, ``GVnnn``; ``gradverify explain CODE`` documents it."""
+    severity: Severity
+    message: str
+    """One line with concrete names and numbers."""
+    input: str | None = None
+    """Forward's parameter name of the input concerned, if any."""
+    output: int | None = None
+    """Index of the output concerned, if any."""
+    hint: str | None = None
+    """How to fix it."""
+    location: str | None = None
+    """``file:line`` of the Function's code concerned (usually backward)."""
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """Numbers behind the message (JSON-safe); ``details`` lines are shown with ``-v``."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: Status
+    duration_s: float
+    summary: str
+    """One line for the table: what was checked or why it was skipped."""
+    findings: tuple[Finding, ...] = ()
+    mode: str | None = None
+    """gradcheck/gradgradcheck only: ``slow`` or ``fast``."""
+    expect: str | None = None
+    """The spec's ``expect:`` reason when this check was expected to fail."""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    name: str
+    kind: str  # tensor | none | bool | int | float | str | tuple | list | other
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    requires_grad: bool | None = None
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    target: str
+    spec: str | None
+    case: str
+    status: Status
+    duration_s: float
+    inputs: tuple[InputInfo, ...] = ()
+    checks: tuple[CheckResult, ...] = ()
+    inferred: bool = False
+    """True when no spec was found and the inputs were inferred from forward's signature."""
+
+
+@dataclass(frozen=True)
+class ErrorEntry:
+    """A spec or target that could not be run at all."""
+
+    target: str | None
+    spec: str | None
+    code: str
+    message: str
+    internal: bool = False
+    """True for a bug in gradverify (exit 4); the message then carries the traceback."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str = "cpu"
+    seed: int = 0
+    mode: str = "auto"
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Report:
+    settings: Settings
+    results: tuple[CaseResult, ...] = ()
+    errors: tuple[ErrorEntry, ...] = ()
+    duration_s: float = 0.0
+    versions: Mapping[str, str] = field(default_factory=dict)
+    """gradverify, torch and python versions."""
+    notes: tuple[str, ...] = ()
+    """Messages about what was (not) selected; they never change the exit code."""
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Status}
+        for case in self.results:
+            for check in case.checks:
+                counts[check.status.value] += 1
+        return counts
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The one place that turns a report into an exit code."""
+        if any(e.internal for e in self.errors):
+            return ExitCode.INTERNAL
+        if self.errors:
+            return ExitCode.INPUT
+        if not self.results:
+            return ExitCode.NOTHING_SELECTED
+        bad = {Status.FAIL, Status.ERROR}
+        if self.settings.strict:
+            bad |= {Status.WARN, Status.XPASS}
+        if any(c.status in bad for case in self.results for c in case.checks):
+            return ExitCode.FAILED
+        return ExitCode.OK
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+    def raise_for_failures(self) -> None:
+        """Raise ``VerificationFailed`` (an AssertionError) with the plain report if not ok."""
+        if not self.ok:
+            from gradverify.report.console import render_plain
+
+            raise VerificationFailed(render_plain(self))
+
+
+class VerificationFailed(AssertionError):
+    """Raised by ``Report.raise_for_failures``; its message is the plain-text report."""

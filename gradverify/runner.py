@@ -1,0 +1,275 @@
+"""Cases x checks: selection, prerequisites, expectations, timing, and error classification."""
+from __future__ import annotations
+
+import fnmatch
+import platform
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import gradverify
+from gradverify.checks import REGISTRY
+from gradverify.checks.base import Check, Outcome
+from gradverify.context import CheckContext
+from gradverify.discover import Job, Plan
+from gradverify.errors import InputError
+from gradverify.inputs import MAX_CASE_BYTES, Bound, InputMaker, bind, case_bytes, case_seed
+from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, Finding, Report,
+                                     Settings, Severity, Status, worst)
+from gradverify.spec import DEFAULT_TOLERANCE, Case, Spec, TensorArg, Tolerance
+from gradverify.target import FunctionInfo
+
+_PACKAGE_DIR = str(Path(gradverify.__file__).resolve().parent)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    seed: int = 0
+    device: str = "cpu"
+    mode: str = "auto"
+    only: tuple[str, ...] | None = None
+    skip: tuple[str, ...] = ()
+    cases: tuple[str, ...] = ()
+    """Glob patterns on case names; empty means every case."""
+    tolerance: Tolerance = Tolerance()
+    """Command-line tolerances: override every spec."""
+    base_tolerance: Tolerance = Tolerance()
+    """pyproject tolerances: below every spec."""
+    config_checks: Mapping[str, bool] = field(default_factory=dict)
+    verbose: bool = False
+    strict: bool = False
+
+
+def versions() -> dict[str, str]:
+    import torch
+
+    return {"gradverify": gradverify.__version__, "torch": torch.__version__,
+            "python": platform.python_version()}
+
+
+def run(plan: Plan, options: RunOptions,
+        progress: Callable[[str], None] | None = None) -> Report:
+    started = time.perf_counter()
+    results: list[CaseResult] = []
+    errors = list(plan.errors)
+    for job in plan.jobs:
+        job_results, job_errors = run_job(job, options, progress)
+        results.extend(_note_fast_only(job_results))
+        errors.extend(job_errors)
+    return Report(
+        settings=Settings(device=options.device, seed=options.seed, mode=options.mode,
+                          strict=options.strict),
+        results=tuple(results), errors=tuple(errors),
+        duration_s=time.perf_counter() - started,
+        versions=versions() if plan.jobs else {"gradverify": gradverify.__version__,
+                                                "python": platform.python_version()},
+        notes=tuple(plan.notes))
+
+
+def run_job(job: Job, options: RunOptions, progress: Callable[[str], None] | None = None
+            ) -> tuple[list[CaseResult], list[ErrorEntry]]:
+    """Every selected case of one (target, spec) pair."""
+    from gradverify.target import introspect, resolve
+
+    spec_path = job.spec.path if job.spec else None
+    try:
+        info = introspect(job.cls, job.target) if job.cls is not None else resolve(job.target)
+    except InputError as exc:
+        return [], [ErrorEntry(job.target, spec_path, exc.code, str(exc))]
+    spec = job.spec or infer_spec(info)
+    cases = [c for c in spec.cases if _selected_case(c.name, options.cases)]
+    bound: dict[str, Bound] = {}
+    try:
+        for case in cases:
+            bound[case.name] = bind(case, info, spec)
+            size = case_bytes(bound[case.name], case.dims)
+            if size > MAX_CASE_BYTES:
+                raise InputError(
+                    f"case {case.name!r} needs {size / 1024**3:.1f} GiB for its float64 inputs "
+                    f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB); gradient bugs show on small "
+                    "shapes", code="GV007", where=spec.where)
+    except InputError as exc:
+        return [], [ErrorEntry(info.target, spec_path, exc.code, str(exc))]
+    results: list[CaseResult] = []
+    errors: list[ErrorEntry] = []
+    for case in cases:
+        if progress:
+            progress(f"{info.target} {case.name}")
+        result, error = run_case(info, spec, case, bound[case.name], options)
+        if result is not None:
+            results.append(result)
+        if error is not None:
+            errors.append(error)
+    return results, errors
+
+
+def infer_spec(info: FunctionInfo) -> Spec:
+    """Every forward parameter without a default becomes a float tensor of shape [3, 4]."""
+    args = tuple((p.name, TensorArg(shape=(3, 4))) for p in info.positional if p.required)
+    return Spec(target=info.target, cases=(Case(name="inferred", args=args, by_name=True),),
+                inferred=True)
+
+
+def _selected_case(name: str, patterns: tuple[str, ...]) -> bool:
+    if not patterns:
+        return True
+    base = name.split("[", 1)[0]
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(base, p) for p in patterns)
+
+
+def selected_checks(spec: Spec, case: Case, options: RunOptions) -> list[Check]:
+    chosen = []
+    for name, check in REGISTRY.items():
+        if options.only is not None:
+            on = name in options.only
+        else:
+            on = options.config_checks.get(name, check.default)
+            for level in (spec.checks, case.checks):
+                if name in level:
+                    on = level[name].enabled
+        if name in options.skip:
+            on = False
+        if on:
+            chosen.append(check)
+    return chosen
+
+
+def resolve_tolerance(spec: Spec, case: Case, options: RunOptions) -> Tolerance:
+    tol = options.base_tolerance.over(DEFAULT_TOLERANCE)
+    tol = spec.tolerance.over(tol)
+    tol = case.tolerance.over(tol)
+    return options.tolerance.over(tol)
+
+
+def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions
+             ) -> tuple[CaseResult | None, ErrorEntry | None]:
+    """Run one case; returns its result, or an input error (a factory that failed)."""
+    started = time.perf_counter()
+    seed = case_seed(options.seed, info.target, case.name)
+    maker = InputMaker(case, bound, info, seed, options.device)
+    checks = selected_checks(spec, case, options)
+    ctx = CheckContext(info=info, spec=spec, case=case, maker=maker,
+                       tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
+                       seed=options.seed, device=options.device, verbose=options.verbose)
+
+    def result(check_results: list[CheckResult], inputs: tuple[Any, ...] = ()) -> CaseResult:
+        return CaseResult(target=info.target, spec=spec.path, case=case.name,
+                          status=worst([c.status for c in check_results], Status.SKIP),
+                          duration_s=time.perf_counter() - started, inputs=inputs,
+                          checks=tuple(check_results), inferred=spec.inferred)
+
+    try:
+        working = maker.args("working")
+        inputs = working.info()
+    except InputError as exc:
+        return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
+    forward_error = _probe_forward(ctx)
+    if forward_error is not None:
+        return result([CheckResult(c.name, Status.ERROR, 0.0, "forward raised", (forward_error,))
+                       for c in checks], inputs), None
+    internal: ErrorEntry | None = None
+    check_results: list[CheckResult] = []
+    for check in checks:
+        t0 = time.perf_counter()
+        blocked = [r for r in check.requires if r in ctx.results
+                   and ctx.results[r].status in (Status.FAIL, Status.ERROR, Status.XFAIL)]
+        error = None
+        if blocked:
+            outcome = Outcome.skip(f"skipped: {blocked[0]} failed")
+        else:
+            ctx.options = _options(check.name, spec, case)
+            try:
+                outcome = check.run(ctx)
+            except Exception as exc:  # noqa: BLE001 -- classified just below
+                outcome, error = _classify(exc, check.name, info)
+                if error is not None and internal is None:
+                    internal = ErrorEntry(info.target, spec.path, "GV011", error, internal=True)
+        status = outcome.status if error is None else Status.ERROR
+        reason = case.expect.get(check.name) or spec.expect.get(check.name)
+        if reason and status == Status.FAIL:
+            status = Status.XFAIL
+        elif reason and status in (Status.PASS, Status.WARN):
+            status = Status.XPASS
+        check_result = CheckResult(
+            name=check.name, status=status, duration_s=time.perf_counter() - t0,
+            summary=outcome.summary or ("ok" if status == Status.PASS else status.value),
+            findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
+            data=outcome.data)
+        ctx.results[check.name] = check_result
+        check_results.append(check_result)
+    return result(check_results, inputs), internal
+
+
+def _options(name: str, spec: Spec, case: Case) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for level in (spec.checks, case.checks):
+        if name in level:
+            options.update(level[name].options)
+    return options
+
+
+def _probe_forward(ctx: CheckContext) -> Finding | None:
+    """Call forward once on the float64 inputs; a raise makes every check of the case an error."""
+    from gradverify.checks import _autograd as ag
+
+    try:
+        ag.apply(ctx.info, ctx.args("double"))
+    except Exception as exc:  # noqa: BLE001 -- user code
+        shapes = ", ".join(f"{i.name}: {list(i.shape)} {i.dtype}" if i.kind == "tensor"
+                           else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
+        if ctx.spec.inferred:
+            hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "
+                    f"write a spec: gradverify init {ctx.info.target} -o specs/"
+                    f"{ctx.info.name.lower()}.yaml")
+        else:
+            hint = "check the spec's shapes, dtypes and argument order against forward"
+        return Finding("GV008", Severity.ERROR,
+                       f"forward raised {ag.describe_exception(exc)} on the inputs of case "
+                       f"{ctx.case.name!r} ({shapes})",
+                       location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
+                       hint=hint)
+    return None
+
+
+def _classify(exc: Exception, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:
+    """An exception that escaped a check: the Function's (status error, exit 1) when it was
+    raised outside gradverify's own code, else a gradverify bug (exit 4)."""
+    from gradverify.checks import _autograd as ag
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    innermost = frames[-1].filename if frames else ""
+    if not str(Path(innermost).resolve()).startswith(_PACKAGE_DIR):
+        finding = Finding("GV008", Severity.ERROR,
+                          f"the Function raised {ag.describe_exception(exc)} during {check}",
+                          location=ag.user_location(exc, info) or info.backward_location,
+                          hint="this check calls the Function with other inputs or gradients; "
+                               "see the location")
+        return Outcome(findings=[finding], summary="the Function raised"), None
+    text = "".join(traceback.format_exception(exc))
+    finding = Finding("GV011", Severity.ERROR,
+                      f"internal error in check {check}: {ag.describe_exception(exc)}",
+                      hint="this is a bug in gradverify; please report it with the traceback",
+                      data={"traceback": text})
+    return Outcome(findings=[finding], summary="internal error"), text
+
+
+def _note_fast_only(results: list[CaseResult]) -> list[CaseResult]:
+    """When no case of a spec ran gradcheck in slow mode, say so once (GV124)."""
+    modes = [c.mode for r in results for c in r.checks if c.name == "gradcheck" and c.mode]
+    if not modes or any(m == "slow" for m in modes):
+        return results
+    first = results[0]
+    checks = []
+    for c in first.checks:
+        if c.name == "gradcheck":
+            note = Finding("GV124", Severity.INFO,
+                           "no case of this spec is small enough for slow-mode gradcheck, so "
+                           "errors confined to a few elements can go unseen",
+                           hint="add a case with small shapes of distinct sizes (batch 1 and "
+                                "batch > 1)")
+            c = replace(c, findings=c.findings + (note,))
+        checks.append(c)
+    return [replace(first, checks=tuple(checks)), *results[1:]]

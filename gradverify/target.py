@@ -1,0 +1,314 @@
+"""Resolve ``mod:Class`` / ``file.py:Class`` targets and introspect them into ``FunctionInfo``."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from gradverify.errors import TargetError, did_you_mean
+
+_MISSING = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: Any = _MISSING
+    annotation: Any = _MISSING
+    kind: str = "positional"  # positional | var_positional | keyword_only | var_keyword
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING and self.kind == "positional"
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """Everything the checks need to know about a Function class, found once."""
+
+    cls: type
+    target: str
+    """How the user named it, normalised (``pkg.mod:Class``)."""
+    style: str
+    """``ctx`` (forward(ctx, ...)) or ``setup_context``."""
+    params: tuple[Param, ...]
+    """forward's parameters, without ctx."""
+    once_differentiable: bool
+    has_jvp: bool
+    vmap: str | None
+    """``generate_vmap_rule``, ``staticmethod`` or None."""
+    forward_location: str | None
+    backward_location: str | None
+    backward_arity: int | None
+    """Number of gradient parameters backward takes; None when it takes ``*grads``."""
+    uses_mark_dirty: bool
+    source_file: str | None
+
+    @property
+    def name(self) -> str:
+        return self.cls.__qualname__
+
+    @property
+    def positional(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.kind == "positional")
+
+
+def ensure_cwd_on_path() -> None:
+    """Put the current directory first on sys.path, as ``python -m`` does."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def split_target(text: str) -> tuple[str, str]:
+    module, sep, attr = text.rpartition(":")
+    if not sep or not module or not attr:
+        raise TargetError(f"target {text!r} must look like 'package.module:ClassName' or "
+                          "'path/to/file.py:ClassName'", code="GV003")
+    return module, attr
+
+
+def import_module(name: str) -> ModuleType:
+    """Import a dotted module or a ``.py`` path; raise TargetError with the reason."""
+    ensure_cwd_on_path()
+    if name.endswith(".py") or os.sep in name or "/" in name:
+        return _import_file(Path(name))
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise TargetError(f"cannot import module {name!r}: no module named {exc.name!r} "
+                              f"(searched the current directory {os.getcwd()} and sys.path; is "
+                              "the package installed, or are you in the right directory?)",
+                              code="GV003", where=name) from None
+        raise TargetError(_import_failed(name, exc), code="GV003", where=name) from None
+    except Exception as exc:  # noqa: BLE001 -- any error in user code at import time
+        raise TargetError(_import_failed(name, exc), code="GV003", where=name) from None
+
+
+def _import_failed(name: str, exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "importlib" not in f.filename]
+    where = f" at {_short(user[-1].filename)}:{user[-1].lineno}" if user else ""
+    return f"importing {name!r} raised {type(exc).__name__}: {exc}{where}"
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise TargetError(f"no such file: {path}", code="GV003", where=str(path))
+    resolved = path.resolve()
+    # Import as a dotted module when the file lies under the current directory, so that
+    # `file.py:Class` and `pkg.file:Class` resolve to the same class object.
+    try:
+        rel = resolved.relative_to(Path.cwd().resolve()).with_suffix("")
+        dotted = ".".join(rel.parts)
+        if all(part.isidentifier() for part in rel.parts):
+            return import_module(dotted)
+    except ValueError:
+        pass
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == resolved:
+            return module
+    name = f"_gradverify_user_{resolved.stem}_{abs(hash(str(resolved))):x}"
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"cannot import {path}: not a Python source file", code="GV003",
+                          where=str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(resolved.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 -- user code
+        del sys.modules[name]
+        raise TargetError(_import_failed(str(path), exc), code="GV003", where=str(path)) from None
+    return module
+
+
+def resolve_object(text: str) -> Any:
+    """``mod:attr.path`` to the object, for targets, references and factories."""
+    module_name, attr = split_target(text)
+    module = import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            raise TargetError(f"{module_name!r} has no attribute {part!r}"
+                              f"{did_you_mean(part, names)}", code="GV004", where=text)
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve(text: str) -> FunctionInfo:
+    """Import and introspect a target; raise TargetError when it is not a Function."""
+    obj = resolve_object(text)
+    return introspect(obj, target=normalise(text, obj))
+
+
+def normalise(text: str, obj: Any) -> str:
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if module and qualname and not module.startswith("_gradverify_user_") and "<locals>" not in qualname:
+        return f"{module}:{qualname}"
+    return text
+
+
+def is_function_class(obj: Any) -> bool:
+    from torch.autograd import Function
+
+    return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
+        and not obj.__module__.startswith("torch.")
+
+
+def functions_in(module: ModuleType) -> list[type]:
+    """Function subclasses defined (not just imported) in a module, in source order."""
+    found = [obj for obj in vars(module).values()
+             if is_function_class(obj) and obj.__module__ == module.__name__]
+    return sorted(found, key=lambda c: _line_of(c) or 0)
+
+
+def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
+    from torch.autograd import Function
+
+    name = target or getattr(obj, "__qualname__", repr(obj))
+    if not is_function_class(obj):
+        what = f"class {obj.__qualname__}" if inspect.isclass(obj) else type(obj).__name__
+        raise TargetError(f"{name} is a {what}, not a torch.autograd.Function subclass; gradverify "
+                          "verifies classes with static forward and backward methods",
+                          code="GV005", where=name)
+    cls: type = obj
+    setup_context = _overrides(cls, "setup_context", Function)
+    forward = inspect.getattr_static(cls, "forward", None)
+    forward_fn = _underlying(forward)
+    if forward_fn is None or not _overrides(cls, "forward", Function):
+        raise TargetError(f"{name} does not define forward", code="GV005", where=name)
+    if not _overrides(cls, "backward", Function) and not _overrides(cls, "vjp", Function):
+        raise TargetError(f"{name} does not define backward", code="GV005", where=name)
+    skip = (0 if setup_context else 1) + (1 if isinstance(forward, classmethod) else 0)
+    params = _params(forward_fn, skip)
+    backward = inspect.getattr_static(cls, "backward", None) or inspect.getattr_static(cls, "vjp")
+    backward_fn = _underlying(backward)
+    once = _is_once_differentiable(backward_fn)
+    arity = _backward_arity(backward_fn, isinstance(backward, classmethod))
+    if getattr(cls, "generate_vmap_rule", False):
+        vmap = "generate_vmap_rule"
+    elif _overrides(cls, "vmap", Function):
+        vmap = "staticmethod"
+    else:
+        vmap = None
+    source_file = inspect.getsourcefile(cls) if _safe(lambda: inspect.getsourcefile(cls)) else None
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        source = ""
+    return FunctionInfo(
+        cls=cls, target=name, style="setup_context" if setup_context else "ctx",
+        params=params, once_differentiable=once,
+        has_jvp=_overrides(cls, "jvp", Function) or _overrides(cls, "forward_ad", Function),
+        vmap=vmap, forward_location=location_of(forward_fn),
+        backward_location=location_of(_unwrap(backward_fn)), backward_arity=arity,
+        uses_mark_dirty="mark_dirty" in source, source_file=source_file,
+    )
+
+
+def _overrides(cls: type, name: str, base: type) -> bool:
+    for klass in cls.__mro__:
+        if klass is base or klass.__module__.startswith("torch."):
+            return False
+        if name in vars(klass):
+            return True
+    return False
+
+
+def _underlying(member: Any) -> Callable[..., Any] | None:
+    if isinstance(member, (staticmethod, classmethod)):
+        return member.__func__
+    return member if callable(member) else None
+
+
+def _unwrap(fn: Any) -> Any:
+    while fn is not None and hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn
+
+
+def _is_once_differentiable(fn: Any) -> bool:
+    # torch's once_differentiable wraps with functools.wraps: the wrapper's code lives in
+    # torch/autograd/function.py.
+    while fn is not None and hasattr(fn, "__wrapped__"):
+        code = getattr(fn, "__code__", None)
+        if code and code.co_filename.replace("\\", "/").endswith("torch/autograd/function.py"):
+            return True
+        fn = fn.__wrapped__
+    return False
+
+
+def _params(fn: Callable[..., Any], skip: int) -> tuple[Param, ...]:
+    """forward's parameters without the leading ``cls``/``ctx`` ones."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return ()
+    params = list(signature.parameters.values())[skip:]
+    kinds = {
+        inspect.Parameter.POSITIONAL_ONLY: "positional",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+        inspect.Parameter.VAR_POSITIONAL: "var_positional",
+        inspect.Parameter.KEYWORD_ONLY: "keyword_only",
+        inspect.Parameter.VAR_KEYWORD: "var_keyword",
+    }
+    return tuple(Param(p.name, p.default, p.annotation, kinds[p.kind]) for p in params)
+
+
+def _backward_arity(fn: Any, is_classmethod: bool) -> int | None:
+    fn = _unwrap(fn)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
+    skip = 2 if is_classmethod else 1  # (cls,) ctx
+    return sum(1 for p in params[skip:] if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                      inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+
+def location_of(fn: Any) -> str | None:
+    fn = _unwrap(fn)
+    try:
+        file = inspect.getsourcefile(fn)
+        _, line = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    if not file:
+        return None
+    return f"{_short(file)}:{line}"
+
+
+def _line_of(cls: type) -> int | None:
+    try:
+        return inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        return None
+
+
+def _short(file: str) -> str:
+    try:
+        return str(Path(file).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return file
+
+
+def _safe(fn: Callable[[], Any]) -> bool:
+    try:
+        fn()
+        return True
+    except (OSError, TypeError):
+        return False

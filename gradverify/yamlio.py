@@ -1,0 +1,93 @@
+"""Safe YAML loading that remembers the line of every mapping key and sequence item.
+
+Only ``yaml.SafeLoader`` constructors are used: tags such as ``!!python/object`` are refused,
+never executed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gradverify.errors import SpecError
+
+
+class LDict(dict):  # type: ignore[type-arg]
+    """A dict that knows its own line and the line of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+class LList(list):  # type: ignore[type-arg]
+    """A list that knows its own line and the line of each item (1-based)."""
+
+    line: int = 0
+    item_lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
+    loader.flatten_mapping(node)
+    result = LDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            hash(key)
+        except TypeError:
+            raise SpecError("a mapping key must be a plain value, not a list or mapping",
+                            file=loader.name, line=line, code="GV001") from None
+        if key in result:
+            raise SpecError(f"duplicate key {key!r} (first on line {result.key_lines[key]})",
+                            file=loader.name, line=line, code="GV001")
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_lines[key] = line
+    return result
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LList:
+    result = LList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
+
+
+def load_documents(text: str, file: str | None) -> list[tuple[Any, int]]:
+    """Parse a YAML stream into ``(document, first_line)`` pairs; raise SpecError (GV001)."""
+    loader = _Loader(text)
+    loader.name = file or "<spec>"
+    documents: list[tuple[Any, int]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            documents.append((loader.construct_document(node), node.start_mark.line + 1))
+    except SpecError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or "invalid YAML"
+        if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in problem:
+            problem = (f"{problem.strip()}; gradverify loads YAML safely and never constructs "
+                       "objects from tags: write plain values instead")
+        raise SpecError(f"YAML error: {problem}", file=file, line=line, code="GV001") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"YAML error: {exc}", file=file, line=None, code="GV001") from None
+    except RecursionError:
+        raise SpecError("YAML error: document nested too deeply", file=file, line=None,
+                        code="GV001") from None
+    finally:
+        loader.dispose()
+    return documents
