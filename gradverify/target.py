@@ -177,7 +177,7 @@ def functions_in(module: ModuleType) -> list[type]:
 def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
     from torch.autograd import Function
 
-    name = target or getattr(obj, "__qualname__", repr(obj))
+    name = target or normalise(getattr(obj, "__qualname__", repr(obj)), obj)
     if not is_function_class(obj):
         what = f"class {obj.__qualname__}" if inspect.isclass(obj) else type(obj).__name__
         raise TargetError(f"{name} is a {what}, not a torch.autograd.Function subclass; gradverify "

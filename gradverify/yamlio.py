@@ -79,6 +79,8 @@ def load_documents(text: str, file: str | None) -> list[tuple[Any, int]]:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = exc.problem or "invalid YAML"
+        if exc.context and exc.context_mark is not None and exc.context_mark is not mark:
+            problem = f"{exc.context} (line {exc.context_mark.line + 1}): {problem}"
         if isinstance(exc, yaml.constructor.ConstructorError) and "tag" in problem:
             problem = (f"{problem.strip()}; gradverify loads YAML safely and never constructs "
                        "objects from tags: write plain values instead")

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradverify.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(*args: str) -> Result:
+    """Run `gradverify ARGS` through click's CliRunner isolation and our one exit boundary."""
+    runner = CliRunner()
+    with runner.isolation(env={"NO_COLOR": "1"}) as streams:
+        code = main(list(args))
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return Result(code, streams[0].getvalue().decode(), streams[1].getvalue().decode())
+
+
+class Project:
+    """A temporary project directory (the current directory during the test)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+    yield Project(tmp_path)
+    # Modules written by one test must not leak into the next under the same names.
+    for name in set(sys.modules) - before:
+        module = sys.modules.get(name)
+        if getattr(module, "__file__", None) and str(tmp_path) in str(module.__file__):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(ROOT)
+    return ROOT
+
+
+os.environ.setdefault("NO_COLOR", "1")

@@ -1,0 +1,79 @@
+"""The report model: exit codes from one place, counts, the closing line, golden output."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from gradverify.report.console import render_plain, summary_line
+from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, ExitCode, Report,
+                                     Settings, Status)
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _report(*statuses: Status, errors=(), strict=False) -> Report:
+    checks = tuple(CheckResult(f"c{i}", s, 0.0, "") for i, s in enumerate(statuses))
+    results = (CaseResult("m:F", None, "case", Status.PASS, 0.0, checks=checks),) if checks else ()
+    return Report(Settings(strict=strict), results, tuple(errors), duration_s=1.5)
+
+
+@pytest.mark.parametrize(("statuses", "errors", "strict", "code"), [
+    ((Status.PASS,), (), False, ExitCode.OK),
+    ((Status.PASS, Status.WARN, Status.SKIP, Status.XFAIL, Status.XPASS), (), False, ExitCode.OK),
+    ((Status.PASS, Status.WARN), (), True, ExitCode.FAILED),
+    ((Status.XPASS,), (), True, ExitCode.FAILED),
+    ((Status.FAIL,), (), False, ExitCode.FAILED),
+    ((Status.ERROR,), (), False, ExitCode.FAILED),
+    ((Status.FAIL,), (ErrorEntry(None, "s.yaml", "GV002", "bad"),), False, ExitCode.INPUT),
+    ((Status.FAIL,), (ErrorEntry(None, None, "GV002", "bad"),
+                      ErrorEntry(None, None, "GV011", "bug", internal=True)), False,
+     ExitCode.INTERNAL),
+    ((), (), False, ExitCode.NOTHING_SELECTED),
+    ((), (ErrorEntry(None, "s.yaml", "GV001", "bad"),), False, ExitCode.INPUT),
+])
+def test_exit_code(statuses, errors, strict, code):
+    assert _report(*statuses, errors=errors, strict=strict).exit_code == code
+
+
+def test_summary_line_reads_like_pytest():
+    report = _report(Status.PASS, Status.PASS, Status.FAIL, Status.WARN, Status.SKIP,
+                     Status.XFAIL)
+    assert summary_line(report).plain() == \
+        "2 passed, 1 failed, 1 warning, 1 skipped, 1 xfailed in 1.50s"
+    assert summary_line(_report()).plain() == "no checks ran in 1.50s"
+
+
+def test_raise_for_failures_is_an_assertion_with_the_report():
+    report = _report(Status.FAIL)
+    with pytest.raises(AssertionError, match="1 failed"):
+        report.raise_for_failures()
+    _report(Status.PASS).raise_for_failures()
+
+
+def _mask(text: str) -> str:
+    text = re.sub(r"\d+\.\d\ds\b", "X.XXs", text)
+    return re.sub(r"torch \S+ \| python \S+", "torch X | python X", text)
+
+
+def test_golden_console_report():
+    """The plain report of specs/broken: fixed width, no colour, seed 0, durations masked.
+    Regenerate with GRADVERIFY_UPDATE_GOLDEN=1 after an intended change, and review the diff."""
+    result = subprocess.run([sys.executable, "-m", "gradverify", "check", "specs/broken",
+                             "--format", "plain"], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "COLUMNS": "100"})
+    assert result.returncode == 1, result.stderr
+    actual = _mask(result.stdout)
+    golden = GOLDEN / "broken.txt"
+    if os.environ.get("GRADVERIFY_UPDATE_GOLDEN"):
+        golden.write_text(actual)
+    assert actual == golden.read_text()
+
+
+def test_render_plain_has_no_escape_codes():
+    assert "\x1b[" not in render_plain(_report(Status.FAIL))

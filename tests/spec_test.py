@@ -1,0 +1,173 @@
+"""Spec validation: each kind of mistake gives file:line, the key path and a useful message."""
+from __future__ import annotations
+
+import pytest
+
+from gradverify.errors import SpecError
+from gradverify.spec import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg, load_file, load_text
+
+GOOD_TARGET = "target: m:F\n"
+
+INVALID = [
+    pytest.param("cases:\n  - args: [{shape: [3, 4]}\n", 3, "while parsing a flow sequence (line 2)", id="yaml-syntax"),
+    pytest.param("", None, "empty spec file", id="empty"),
+    pytest.param("# only a comment\n", None, "empty spec file", id="only-comment"),
+    pytest.param("- a\n- b\n", 1, "expected a spec (a mapping), got a list", id="not-mapping"),
+    pytest.param("target: m:F\ncases: []\n", 2, "cases: expected a non-empty list", id="no-cases"),
+    pytest.param("target: m:F\n", 1, "missing key 'cases'", id="missing-cases"),
+    pytest.param("targt: m:F\ncases: [{args: []}]\n", 1, "unknown key 'targt' (did you mean 'target'?)",
+                 id="misspelt-top-key"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shpe: [3]}\n", 4,
+                 "cases[0].args.x: an argument mapping must be a tensor", id="misspelt-shape"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], dtyp: float64}\n", 4,
+                 "cases[0].args.x.dtyp: unknown key 'dtyp' (did you mean 'dtype'?)",
+                 id="misspelt-tensor-key"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], dtype: flaot32}\n", 4,
+                 "cases[0].args.x.dtype: unknown dtype 'flaot32' (did you mean 'float32'?)",
+                 id="bad-dtype"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], init: gauss}\n", 4,
+                 "unknown init 'gauss'", id="bad-init"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [-1]}\n", 4,
+                 "cases[0].args.x.shape[0]: must be >= 0", id="negative-size"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [N]}\n", 4,
+                 "cases[0].args.x.shape[0]: unknown dim 'N'", id="unknown-dim"),
+    pytest.param(GOOD_TARGET + "dims: {N: -2}\ncases:\n  - args: []\n", 2, "dims.N: must be >= 0",
+                 id="negative-dim"),
+    pytest.param(GOOD_TARGET + "dims: {N: [1, 2.5]}\ncases:\n  - args: []\n", 2,
+                 "dims.N: expected an integer", id="float-dim"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], dtype: int64, "
+                 "requires_grad: true}\n", 4, "only floating-point and complex tensors can "
+                 "require grad", id="int-requires-grad"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], dtype: int64, "
+                 "init: randn}\n", 4, "makes floating-point values", id="float-init-int-dtype"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], init: uniform, "
+                 "low: 2, high: 1}\n", 4, "'high' (1) must be greater than 'low' (2)",
+                 id="uniform-high-low"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], p: 0.5}\n", 4,
+                 "'p' applies only to init: bernoulli", id="param-for-wrong-init"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3, 4], init: spd}\n", 4,
+                 "last two are equal", id="spd-not-square"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {values: [[1, 2], [3]]}\n", 4,
+                 "ragged nested list", id="ragged-values"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], values: [1, 2, 3]}\n",
+                 4, "either 'shape' or 'values'", id="shape-and-values"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: [1, 2]\n", 4,
+                 "write {tuple: [...]} or {list: [...]}", id="bare-list-arg"),
+    pytest.param(GOOD_TARGET + "cases:\n  - name: a\n  - name: b\n", 3, "missing 'args'",
+                 id="case-without-args"),
+    pytest.param(GOOD_TARGET + "cases:\n  - {name: a, args: []}\n  - {name: a, args: []}\n", 4,
+                 "duplicate case name 'a'", id="duplicate-case"),
+    pytest.param(GOOD_TARGET + "checks: {gradchek: false}\ncases:\n  - args: []\n", 2,
+                 "checks.gradchek: unknown check 'gradchek' (did you mean 'gradcheck'?)",
+                 id="unknown-check"),
+    pytest.param(GOOD_TARGET + "checks: {gradcheck: {mode: quick}}\ncases:\n  - args: []\n", 2,
+                 "checks.gradcheck.mode: invalid value 'quick'", id="bad-check-option"),
+    pytest.param(GOOD_TARGET + "expect: {gradcheck: ''}\ncases:\n  - args: []\n", 2,
+                 "expect.gradcheck: expected a non-empty string", id="empty-expect-reason"),
+    pytest.param(GOOD_TARGET + "tolerance: {atol: -1}\ncases:\n  - args: []\n", 2,
+                 "tolerance.atol: must be >= 0", id="negative-tolerance"),
+    pytest.param(GOOD_TARGET + "tolerance: {atl: 1}\ncases:\n  - args: []\n", 2,
+                 "unknown key 'atl' (did you mean 'atol'?)", id="misspelt-tolerance"),
+    pytest.param("target: not a target\ncases:\n  - args: []\n", 1,
+                 "target: expected 'package.module:Name'", id="bad-target-syntax"),
+    pytest.param(GOOD_TARGET + "cases:\n  - args: []\n    factory: m:make\n", 3,
+                 "either 'args' or 'factory'", id="args-and-factory"),
+    pytest.param("a: !!python/object/apply:os.system [echo hacked]\n", 1,
+                 "never constructs objects", id="python-tag"),
+    pytest.param("a: 1\na: 2\n", 2, "duplicate key 'a'", id="duplicate-key"),
+    pytest.param(GOOD_TARGET + "version: 2\ncases:\n  - args: []\n", 2,
+                 "unsupported spec version 2", id="version"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), INVALID)
+def test_invalid_spec_is_rejected_with_location(text, line, message):
+    with pytest.raises(SpecError) as info:
+        load_text(text, "specs/x.yaml")
+    error = info.value
+    assert message in str(error)
+    assert error.file == "specs/x.yaml"
+    assert error.line == line
+    assert str(error).startswith(f"specs/x.yaml{':' + str(line) if line else ''}: ")
+
+
+def test_file_errors(tmp_path):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"target: m:F\ncases:\n  - name: caf\xe9\n")
+    with pytest.raises(SpecError, match="not valid UTF-8") as info:
+        load_file(bad)
+    assert info.value.line == 3
+    with pytest.raises(SpecError, match="cannot read spec file"):
+        load_file(tmp_path / "missing.yaml")
+
+
+def test_full_spec_parses():
+    (spec,) = load_text("""
+target: pkg.mod:Func
+reference: pkg.mod:ref
+dims: {N: [1, 4], D: 3}
+tolerance: {atol: 1.0e-5, rtol: 1.0e-3, eps: 1.0e-6, nondet_tol: 0.0}
+checks:
+  gradgradcheck: false
+  gradcheck: {mode: slow}
+expect:
+  contract: "known issue"
+cases:
+  - name: with-bias
+    args:
+      input: {shape: [N, D]}
+      weight: {shape: [5, D], init: uniform, low: -1, high: 1}
+      bias: {shape: [5], dtype: float64, requires_grad: false}
+      dim: 1
+      flag: true
+      pair: {tuple: [1, 1]}
+      names: {list: [a, b]}
+  - name: list-args
+    args: [{shape: [N, D]}, {shape: [5, D]}, null]
+    tolerance: {atol: 1.0e-4}
+    expect: {gradcheck: "case-level"}
+  - name: factory
+    factory: pkg.testing:make_inputs
+    dtype: float64
+""", "s.yaml")
+    assert spec.target == "pkg.mod:Func" and spec.reference == "pkg.mod:ref"
+    assert [c.name for c in spec.cases] == ["with-bias[N=1]", "with-bias[N=4]", "list-args[N=1]",
+                                            "list-args[N=4]", "factory[N=1]", "factory[N=4]"]
+    case = spec.cases[1]
+    assert case.dims == {"N": 4, "D": 3}
+    args = dict(case.args)
+    assert args["input"] == TensorArg(shape=("N", "D"))
+    assert args["weight"].init == "uniform" and args["weight"].params == {"low": -1, "high": 1}
+    assert not args["bias"].differentiable and args["bias"].dtype == "float64"
+    assert args["dim"] == ValueArg(1) and args["flag"] == ValueArg(True)
+    assert args["pair"] == SeqArg("tuple", (ValueArg(1), ValueArg(1)))
+    assert args["names"] == SeqArg("list", (ValueArg("a"), ValueArg("b")))
+    assert spec.checks["gradgradcheck"].enabled is False
+    assert spec.checks["gradcheck"].options == {"mode": "slow"}
+    assert spec.expect == {"contract": "known issue"}
+    assert spec.cases[2].tolerance.atol == 1e-4 and spec.cases[2].expect == {"gradcheck": "case-level"}
+    assert spec.cases[4].factory == "pkg.testing:make_inputs" and spec.cases[4].dtype == "float64"
+
+
+def test_dims_sweep_only_over_dims_a_case_uses():
+    (spec,) = load_text("target: m:F\ndims: {N: [1, 2], M: [3, 4]}\ncases:\n"
+                        "  - {name: a, args: [{shape: [N]}]}\n"
+                        "  - {name: b, args: [{shape: [N, M]}]}\n")
+    assert [c.name for c in spec.cases] == ["a[N=1]", "a[N=2]", "b[N=1,M=3]", "b[N=1,M=4]",
+                                            "b[N=2,M=3]", "b[N=2,M=4]"]
+
+
+def test_multi_document_stream():
+    specs = load_text("target: m:A\ncases: [{args: []}]\n---\ntarget: m:B\ncases: [{args: []}]\n")
+    assert [s.target for s in specs] == ["m:A", "m:B"]
+    assert [s.line for s in specs] == [1, 4]
+
+
+def test_dtype_aliases_and_defaults():
+    (spec,) = load_text("target: m:F\ncases:\n  - args: [{shape: [2], dtype: double}, "
+                        "{shape: [2], dtype: long}, {shape: [2], dtype: bool}]\n")
+    a, b, c = (arg for _, arg in spec.cases[0].args)
+    assert (a.dtype, b.dtype, c.dtype) == ("float64", "int64", "bool")
+    assert (a.resolved_init, b.resolved_init, c.resolved_init) == ("randn", "randint", "bernoulli")
+    assert a.differentiable and not b.differentiable and not c.differentiable
+    assert FLOATING.isdisjoint(COMPLEX)

@@ -1,0 +1,573 @@
+"""A zoo of Functions for the tests.
+
+Broken ones carry ``EXPECT = (check, code, input)``: the check that must catch them, the code
+it must report, and the input it must name (None when no single input is concerned).
+Correct ones carry ``EXPECT = None`` and must fail no check. Each carries its ``SPEC``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+VEC = {"cases": [{"name": "vec", "args": {"x": {"shape": [5]}}}]}
+MAT = {"cases": [{"name": "mat", "args": {"x": {"shape": [2, 3]}}}]}
+
+
+def spec_for(*args, **named):
+    return {"cases": [{"name": "c", "args": dict(named) if named else list(args)}]}
+
+
+# ============================================================================ broken: contract
+
+
+class TooFewGradients(Function):
+    EXPECT = ("contract", "GV102", None)
+    SPEC = spec_for(x={"shape": [4]}, factor=2.0)
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factor
+
+
+class TooManyGradients(Function):
+    EXPECT = ("contract", "GV103", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2, grad
+
+
+class GradForNonTensor(Function):
+    EXPECT = ("contract", "GV104", "dim")
+    SPEC = spec_for(x={"shape": [3, 4]}, dim=1)
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        return x.cumsum(dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.flip(1).cumsum(1).flip(1), torch.zeros(())
+
+
+class GradWrongShape(Function):
+    EXPECT = ("contract", "GV105", "x")
+    SPEC = spec_for(x={"shape": [3, 4]})
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * 3).t()
+
+
+class BiasGradUnsummed(Function):
+    EXPECT = ("contract", "GV106", "bias")
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"shape": [2, 3]}, bias={"shape": [3]})
+
+    @staticmethod
+    def forward(ctx, x, bias):
+        return x + bias
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class GradFloat32(Function):
+    EXPECT = ("contract", "GV107", "x")
+    SEVERITY = "warning"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * 2).float()
+
+
+class GradForIndices(Function):
+    EXPECT = ("contract", "GV108", "index")
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"shape": [5]}, index={"values": [0, 2], "dtype": "int64"})
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.save_for_backward(index)
+        ctx.n = x.shape[0]
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return grad.new_zeros(ctx.n).index_add(0, index, grad), torch.zeros_like(index)
+
+
+class BackwardArityWrong(Function):
+    EXPECT = ("contract", "GV110", None)
+    SPEC = MAT
+
+    @staticmethod
+    def forward(ctx, x):
+        values, indices = x.max(1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        ctx.shape = x.shape
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values):
+        (indices,) = ctx.saved_tensors
+        return grad_values.new_zeros(ctx.shape).scatter(1, indices[:, None], grad_values[:, None])
+
+
+class NonDiffOutputDepends(Function):
+    EXPECT = ("contract", "GV111", None)
+    SEVERITY = "warning"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        normalised = x / x.norm()
+        ctx.mark_non_differentiable(normalised)
+        return x * 2, normalised
+
+    @staticmethod
+    def backward(ctx, grad, grad_normalised):
+        return grad * 2
+
+
+class GradIsNumber(Function):
+    EXPECT = ("contract", "GV112", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return float(grad)
+
+
+class BackwardRaises(Function):
+    EXPECT = ("contract", "GV101", None)
+    SPEC = spec_for(x={"shape": [2, 3]}, w={"shape": [3, 4]})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w, grad @ x  # wrong shapes: raises
+
+
+# ============================================================================ broken: gradcheck
+
+
+class SinWrongSign(Function):
+    EXPECT = ("gradcheck", "GV121", "x")
+    PATTERN = "sign flipped"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * x.cos()
+
+
+class SquareMissingFactor(Function):
+    EXPECT = ("gradcheck", "GV121", "x")
+    PATTERN = "off by a constant factor 0.5"
+    SPEC = MAT
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x
+
+
+class WeightGradZero(Function):
+    EXPECT = ("gradcheck", "GV121", "w")
+    PATTERN = "zero gradient"
+    SPEC = spec_for(x={"shape": [3]}, w={"shape": [3]})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w, None
+
+
+class IgnoresIncomingGrad(Function):
+    EXPECT = ("gradcheck", "GV121", "x")
+    PATTERN = "not multiplied by the incoming gradient"
+    SPEC = MAT
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return x.exp()
+
+
+class MatmulTransposedGrad(Function):
+    EXPECT = ("gradcheck", "GV121", "b")
+    PATTERN = "transposed"
+    SPEC = spec_for(a={"shape": [2, 3]}, b={"shape": [3, 3]})
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad @ b.t(), (a.t() @ grad).t()
+
+
+class FirstRowWrong(Function):
+    EXPECT = ("gradcheck", "GV121", "x")
+    PATTERN = "only rows [0]"
+    SPEC = spec_for(x={"shape": [4, 3]})
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = grad * 2
+        g[0] = 0
+        return g
+
+
+class SecondInputWrong(Function):
+    """Only the second input's gradient is wrong: the finding must name it."""
+
+    EXPECT = ("gradcheck", "GV121", "scale")
+    SPEC = spec_for(x={"shape": [2, 3]}, scale={"shape": [3]})
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x, scale)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, scale = ctx.saved_tensors
+        return grad * scale, (grad * x).sum(0) + 0.1
+
+
+class ReluAtZero(Function):
+    """A correct ReLU evaluated exactly at its kink: a spec problem, reported as a warning."""
+
+    EXPECT = ("gradcheck", "GV122", "x")
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"values": [0.0, 0.0, 1.0], "dtype": "float64"})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0).to(grad.dtype)
+
+
+# ============================================================================ broken: gradgradcheck
+
+
+class CubeDetached(Function):
+    EXPECT = ("gradgradcheck", "GV141", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x.detach() ** 2
+
+
+class NumpyBackward(Function):
+    EXPECT = ("gradgradcheck", "GV142", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        out = np.cos(x.detach().numpy()) * grad.detach().numpy()
+        return torch.from_numpy(out)
+
+
+class DoubleBackwardWrongFormula(Function):
+    """First order right; backward uses an intermediate from forward that was not saved."""
+
+    EXPECT = ("gradgradcheck", "GV141", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cos = x.cos().detach()
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.cos
+
+
+# ============================================================================ correct
+
+
+class Exp(Function):
+    EXPECT = None
+    SPEC = MAT
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y
+
+
+class ScaleShift(Function):
+    """Non-tensor arguments of several kinds, one of them a tuple."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [2, 3]}, scale=2.5, shift={"tuple": [1, 2]}, flag=True, tag="a")
+
+    @staticmethod
+    def forward(ctx, x, scale, shift, flag, tag):
+        ctx.scale = scale
+        return x * scale + sum(shift) * flag
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None, None, None, None
+
+
+class SinCos(Function):
+    """Two differentiable outputs."""
+
+    EXPECT = None
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def backward(ctx, grad_sin, grad_cos):
+        (x,) = ctx.saved_tensors
+        return grad_sin * x.cos() - grad_cos * x.sin()
+
+
+class MaxWithIndices(Function):
+    """A non-differentiable integer output marked as such."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [3, 4]})
+
+    @staticmethod
+    def forward(ctx, x):
+        values, indices = x.max(1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        ctx.shape = x.shape
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        (indices,) = ctx.saved_tensors
+        return grad_values.new_zeros(ctx.shape).scatter(1, indices[:, None], grad_values[:, None])
+
+
+class InplaceMul(Function):
+    """In-place with mark_dirty."""
+
+    EXPECT = None
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(3)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+
+
+class OnceDifferentiableSin(Function):
+    """once_differentiable: gradgradcheck must be a skip, not a failure."""
+
+    EXPECT = None
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+
+class SetupContextMul(Function):
+    """setup_context style."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [2, 3]}, y={"shape": [2, 3]})
+
+    @staticmethod
+    def forward(x, y):
+        return x * y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * y, grad * x
+
+
+class OptionalBias(Function):
+    """An optional tensor argument passed as None."""
+
+    EXPECT = None
+    SPEC = {"cases": [{"name": "none", "args": [{"shape": [2, 3]}, None]},
+                      {"name": "bias", "args": [{"shape": [2, 3]}, {"shape": [3]}]}]}
+
+    @staticmethod
+    def forward(ctx, x, bias: Optional[torch.Tensor] = None):
+        ctx.has_bias = bias is not None
+        return x * 2 + (bias if bias is not None else 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2, (grad.sum(0) if ctx.has_bias else None)
+
+
+class ClassmethodStyle(Function):
+    """@classmethod forward/backward and extra trailing Nones are accepted, as torch accepts."""
+
+    EXPECT = None
+    SPEC = VEC
+
+    @classmethod
+    def forward(cls, ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x, None, None
+
+
+class VarGrads(Function):
+    """backward(ctx, *grads), and an integer index input."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [5]}, index={"values": [4, 0, 2], "dtype": "int64"})
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.save_for_backward(index)
+        ctx.n = x.shape[0]
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        (index,) = ctx.saved_tensors
+        return grads[0].new_zeros(ctx.n).index_add(0, index, grads[0]), None
+
+
+class FrozenInput(Function):
+    """An input declared requires_grad: false."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [2, 3]}, w={"shape": [2, 3], "requires_grad": False})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w if ctx.needs_input_grad[0] else None, \
+            grad * x if ctx.needs_input_grad[1] else None
+
+
+BROKEN = [obj for obj in list(globals().values())
+          if isinstance(obj, type) and issubclass(obj, Function) and obj is not Function
+          and getattr(obj, "EXPECT", None)]
+CORRECT = [obj for obj in list(globals().values())
+           if isinstance(obj, type) and issubclass(obj, Function) and obj is not Function
+           and hasattr(obj, "EXPECT") and obj.EXPECT is None]

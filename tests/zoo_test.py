@@ -1,0 +1,144 @@
+"""Every broken Function is caught by the check it targets; no correct Function fails."""
+from __future__ import annotations
+
+import pytest
+
+import zoo
+from gradverify import verify
+from gradverify.checks import REGISTRY
+from gradverify.report.model import Severity, Status
+
+
+def _findings(report, check):
+    return [f for case in report.results for c in case.checks if c.name == check
+            for f in c.findings]
+
+
+def _status(report, check):
+    return {c.status for case in report.results for c in case.checks if c.name == check}
+
+
+@pytest.mark.parametrize("cls", zoo.BROKEN, ids=lambda c: c.__name__)
+def test_broken_function_is_caught(cls):
+    check, code, input_name = cls.EXPECT
+    report = verify(cls, spec=cls.SPEC)
+    assert not report.errors, report.errors
+    severity = getattr(cls, "SEVERITY", "error")
+    assert _status(report, check) == {Status.FAIL if severity == "error" else Status.WARN}
+    found = [f for f in _findings(report, check) if f.code == code]
+    assert found, _findings(report, check)
+    assert found[0].severity == Severity(severity)
+    if input_name is not None:
+        assert {f.input for f in found} == {input_name}
+        assert repr(input_name) in found[0].message
+    if hasattr(cls, "PATTERN"):
+        assert cls.PATTERN in found[0].message
+    assert found[0].hint
+    if severity == "error":
+        assert not report.ok
+
+
+@pytest.mark.parametrize("cls", zoo.CORRECT, ids=lambda c: c.__name__)
+def test_correct_function_passes(cls):
+    report = verify(cls, spec=cls.SPEC)
+    bad = [(c.name, c.status, [f.message for f in c.findings])
+           for case in report.results for c in case.checks
+           if c.status not in (Status.PASS, Status.SKIP)]
+    assert not bad
+    assert report.ok
+
+
+def test_once_differentiable_is_a_skip_with_reason():
+    report = verify(zoo.OnceDifferentiableSin, spec=zoo.VEC)
+    (result,) = [c for c in report.results[0].checks if c.name == "gradgradcheck"]
+    assert result.status == Status.SKIP
+    assert "once_differentiable" in result.summary
+    assert [f.code for f in result.findings] == ["GV143"]
+
+
+def test_every_check_has_zoo_coverage():
+    covered = {cls.EXPECT[0] for cls in zoo.BROKEN}
+    assert covered == set(REGISTRY)
+
+
+def test_failed_prerequisite_skips_dependent_checks():
+    report = verify(zoo.TooFewGradients, spec=zoo.TooFewGradients.SPEC)
+    statuses = {c.name: c for c in report.results[0].checks}
+    assert statuses["gradcheck"].status == Status.SKIP
+    assert "contract failed" in statuses["gradcheck"].summary
+    assert statuses["gradgradcheck"].status == Status.SKIP
+
+
+def test_kink_skips_second_order_instead_of_failing():
+    report = verify(zoo.ReluAtZero, spec=zoo.ReluAtZero.SPEC)
+    statuses = {c.name: c.status for c in report.results[0].checks}
+    assert statuses == {"contract": Status.PASS, "gradcheck": Status.WARN,
+                        "gradgradcheck": Status.SKIP}
+
+
+def test_expect_turns_failure_into_xfail_and_pass_into_xpass():
+    spec = dict(zoo.SinWrongSign.SPEC, expect={"gradcheck": "known"})
+    report = verify(zoo.SinWrongSign, spec=spec)
+    assert _status(report, "gradcheck") == {Status.XFAIL}
+    assert report.ok
+    report = verify(zoo.Exp, spec=dict(zoo.Exp.SPEC, expect={"gradcheck": "known"}))
+    assert _status(report, "gradcheck") == {Status.XPASS}
+    assert report.ok
+    assert not verify(zoo.Exp, spec=dict(zoo.Exp.SPEC, expect={"gradcheck": "known"}),
+                      strict=True).ok
+
+
+def test_only_and_skip_select_checks():
+    report = verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"])
+    assert [c.name for c in report.results[0].checks] == ["gradcheck"]
+    report = verify(zoo.Exp, spec=zoo.Exp.SPEC, skip=["gradgradcheck"])
+    assert [c.name for c in report.results[0].checks] == ["contract", "gradcheck"]
+    spec = dict(zoo.Exp.SPEC, checks={"gradgradcheck": False})
+    assert [c.name for c in verify(zoo.Exp, spec=spec).results[0].checks] == ["contract",
+                                                                               "gradcheck"]
+
+
+def test_fast_mode_is_reported_and_no_slow_case_noted():
+    spec = {"cases": [{"name": "big", "args": {"x": {"shape": [300, 300]}}}]}
+    report = verify(zoo.Exp, spec=spec, checks=["gradcheck"])
+    (check,) = report.results[0].checks
+    assert check.mode == "fast"
+    codes = [f.code for f in check.findings]
+    assert "GV123" in codes and "GV124" in codes
+    assert check.status == Status.PASS
+
+
+def test_fast_mode_catches_a_wrong_gradient_on_large_inputs():
+    spec = {"cases": [{"name": "big", "args": {"x": {"shape": [300, 300]}}}]}
+    report = verify(zoo.SinWrongSign, spec=spec, checks=["gradcheck"])
+    (check,) = report.results[0].checks
+    assert check.mode == "fast" and check.status == Status.FAIL
+    finding = next(f for f in check.findings if f.code == "GV121")
+    assert finding.input == "x" and "sign flipped" in finding.message
+    assert finding.data["sampled"] is True
+
+
+def test_square_shapes_get_a_note():
+    spec = {"cases": [{"name": "sq", "args": {"x": {"shape": [3, 3]}}}]}
+    report = verify(zoo.Exp, spec=spec, checks=["gradcheck"])
+    assert "GV125" in [f.code for f in report.results[0].checks[0].findings]
+
+
+def test_float32_only_kernel_is_explained():
+    class Float32Only(zoo.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return (x.float() ** 2 * 1.0001).to(torch.float32)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return (2 * x.float() * grad.float()).to(torch.float32)
+
+    import torch
+
+    report = verify(Float32Only, spec=zoo.VEC)
+    codes = {f.code for case in report.results for c in case.checks for f in c.findings}
+    assert "GV113" in codes and "GV107" in codes
+    assert "GV126" in codes
