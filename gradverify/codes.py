@@ -1,6 +1,8 @@
 """Every finding code, documented for ``gradverify explain``. Codes are never renumbered or reused.
 
-Ranges: GV0nn input and run errors; GV10n-GV11n contract; GV12n gradcheck; GV14n gradgradcheck.
+Ranges: GV0nn input and run errors; GV10n-GV11n contract; GV12n gradcheck; GV14n gradgradcheck;
+GV20n needs_input_grad; GV21n saved_tensors; GV22n mutation; GV23n undefined_grad;
+GV24n determinism; GV25n layout; GV26n lint.
 """
 from __future__ import annotations
 
@@ -214,6 +216,150 @@ _CODES = [
          "Calling autograd through it with create_graph=True raises; torch.autograd.grad with "
          "create_graph=True through it silently drops its contribution in some versions.",
          "", "Nothing to fix unless you need higher-order gradients."),
+    # ------------------------------------------------------------------ needs_input_grad
+    Code("GV201", "backward-raises-with-partial-grad", "needs_input_grad",
+         "backward raised when only some inputs require grad.",
+         "Fine-tuning with frozen layers, or any input that does not require grad, crashes "
+         "training: usually a variable assigned only inside `if ctx.needs_input_grad[i]:` and "
+         "used for another input.",
+         "if ctx.needs_input_grad[0]:\n    gx = grad @ w.t()\nif ctx.needs_input_grad[1]:\n"
+         "    gw = x.t() @ grad\nreturn gx, gw   # UnboundLocalError when only w requires grad",
+         "Initialise every gradient to None first, and compute what each needs in its own branch."),
+    Code("GV202", "gradient-missing", "needs_input_grad",
+         "backward returned None for an input that requires grad.",
+         "That input silently gets no gradient: its parameters never train. Usually a wrong "
+         "index into ctx.needs_input_grad.",
+         "if ctx.needs_input_grad[0]:   # should be [1] for weight\n    grad_weight = ...",
+         "Use the position of the input in forward's signature (after ctx)."),
+    Code("GV203", "gradient-depends-on-requires-grad", "needs_input_grad",
+         "An input's gradient changes depending on which other inputs require grad.",
+         "Gradients must not depend on what else is being trained; this usually means the "
+         "needs_input_grad branches compute shared terms differently.",
+         "gx = grad * w if ctx.needs_input_grad[1] else grad",
+         "Compute each gradient from the saved tensors alone."),
+    Code("GV204", "gradient-not-needed", "needs_input_grad",
+         "backward computed a gradient for an input that does not require grad.",
+         "Autograd throws it away: wasted compute and memory on every step.",
+         "return grad @ w.t(), x.t() @ grad   # w is frozen",
+         "Guard each gradient with `if ctx.needs_input_grad[i]:`."),
+    Code("GV205", "forward-fails-without-grad", "needs_input_grad",
+         "forward raised when no input requires grad.",
+         "Inference calls forward on tensors that do not require grad.",
+         "ctx.save_for_backward(x.grad_fn.next_functions)",
+         "Do not depend on requires_grad or grad_fn in forward."),
+    Code("GV206", "forward-fails-under-no-grad", "needs_input_grad",
+         "forward raised under torch.no_grad().",
+         "Evaluation loops run under torch.no_grad() or torch.inference_mode().",
+         "", "Do not depend on grad mode in forward."),
+    Code("GV207", "output-depends-on-grad-mode", "needs_input_grad",
+         "forward computed different outputs when no input requires grad.",
+         "Training and inference would disagree.",
+         "", "Compute the same values whatever requires grad."),
+    # ------------------------------------------------------------------ saved_tensors
+    Code("GV211", "output-kept-on-ctx", "saved_tensors",
+         "forward stores an output as a ctx attribute: output -> grad_fn (ctx) -> output is a "
+         "reference cycle.",
+         "The output (and everything its graph holds) stays alive after the caller drops it, "
+         "until Python's garbage collector runs: activation memory leaks in training loops.",
+         "y = x.exp()\nctx.y = y\nreturn y",
+         "ctx.save_for_backward(y), then `y, = ctx.saved_tensors` in backward."),
+    Code("GV212", "tensor-kept-on-ctx", "saved_tensors",
+         "forward keeps an input or intermediate tensor as a ctx attribute instead of "
+         "save_for_backward.",
+         "Tensors on ctx attributes are not protected by version counters: an in-place change "
+         "after forward makes backward silently use the new values; they also bypass "
+         "saved_tensors_hooks (activation offloading, checkpointing).",
+         "ctx.x = x", "ctx.save_for_backward(x)."),
+    Code("GV213", "saved-tensor-unprotected", "saved_tensors",
+         "Changing an input or output in place after forward silently changed the gradient.",
+         "Code such as `x.add_(1)` or an optimizer step between forward and backward corrupts "
+         "gradients without any error.",
+         "ctx.x = x   # then, in backward: grad * ctx.x",
+         "Save with ctx.save_for_backward so that autograd raises 'modified by an inplace "
+         "operation' instead."),
+    # ------------------------------------------------------------------ mutation
+    Code("GV221", "input-mutated-without-mark-dirty", "mutation",
+         "forward wrote into an input in place without ctx.mark_dirty.",
+         "The caller's tensor changes behind autograd's back: other uses of it compute with the "
+         "new values and its gradient is wrong.",
+         "def forward(ctx, x):\n    return x.clamp_(min=0)",
+         "Work on a copy, or call ctx.mark_dirty(x) and return x."),
+    Code("GV222", "saved-tensor-mutated-in-backward", "mutation",
+         "backward wrote into a saved tensor in place.",
+         "A second backward (retain_graph=True, gradient penalties) or another user of that "
+         "tensor sees the changed values.",
+         "x, = ctx.saved_tensors\nreturn grad * x.mul_(2)",
+         "Use out-of-place ops: grad * (x * 2)."),
+    Code("GV223", "incoming-gradient-mutated", "mutation",
+         "backward wrote into its incoming gradient in place.",
+         "Autograd may hand the same gradient tensor to other branches (an add passes one "
+         "tensor to both of its inputs): their gradients silently change.",
+         "return grad.mul_(2)",
+         "Use out-of-place ops: return grad * 2."),
+    # ------------------------------------------------------------------ undefined_grad
+    Code("GV231", "unused-output-crashes-backward", "undefined_grad",
+         "With only one output of a multi-output Function used, backward raised.",
+         "Callers often use one output (values but not indices); with "
+         "ctx.set_materialize_grads(False) the unused outputs' gradients arrive as None, and "
+         "`None * x` raises TypeError.",
+         "ctx.set_materialize_grads(False)\n...\nreturn grad_a * 2 + grad_b * 3",
+         "Check `if grad_b is not None` before using it, or keep materialized gradients."),
+    Code("GV232", "unused-output-wrong-gradient", "undefined_grad",
+         "With only one output used, backward gave a different gradient than with zero "
+         "gradients for the other outputs.",
+         "An unused output's gradient is zero by definition.",
+         "if grad_b is None:\n    return None", "Treat a None gradient as zeros."),
+    # ------------------------------------------------------------------ determinism
+    Code("GV241", "nondeterministic-backward", "determinism",
+         "Two backward passes on the same inputs and gradients gave different results.",
+         "Unreproducible training; usually uninitialised memory (torch.empty) or random ops, "
+         "sometimes atomics (index_add/scatter_add on CUDA).",
+         "out = torch.empty_like(grad)\nout[mask] = grad[mask]   # the rest is garbage",
+         "Initialise with zeros; for known atomics, set `tolerance: {nondet_tol: ...}`."),
+    # ------------------------------------------------------------------ layout
+    Code("GV251", "noncontiguous-input-wrong", "layout",
+         "A non-contiguous input (transposed or strided storage) gave different outputs or "
+         "gradients than the same values in contiguous memory.",
+         "Kernels that read data_ptr as if memory were contiguous compute silently wrong results "
+         "for views, transposes and slices.",
+         "kernel(x.data_ptr(), ...)   # x may be x.t()",
+         "Call .contiguous() before raw kernels."),
+    Code("GV252", "noncontiguous-input-raises", "layout",
+         "A non-contiguous input made the Function raise.", "Views and slices are everyday "
+         "inputs.", "x.view(-1)   # fails on transposed x",
+         "Use .reshape or call .contiguous() first."),
+    Code("GV253", "noncontiguous-gradient-wrong", "layout",
+         "An expanded (stride 0) or non-contiguous incoming gradient gave a different gradient.",
+         "`out.sum().backward()` hands backward an expanded gradient with stride 0; a "
+         "downstream .t() hands it a transposed one.",
+         "kernel_backward(grad.data_ptr(), ...)",
+         "Call grad.contiguous() before raw kernels."),
+    Code("GV254", "noncontiguous-gradient-raises", "layout",
+         "An expanded or non-contiguous incoming gradient made backward raise.",
+         "`out.sum().backward()` produces such gradients.", "grad.view(-1)",
+         "Use grad.reshape or grad.contiguous()."),
+    # ------------------------------------------------------------------ lint
+    Code("GV261", "saved-variables-used", "lint",
+         "The source uses ctx.saved_variables.", "It is a deprecated alias of saved_tensors.",
+         "x, = ctx.saved_variables", "Use ctx.saved_tensors."),
+    Code("GV262", "legacy-variable-api", "lint",
+         "The source uses Variable(...) or volatile=.",
+         "Both have done nothing since PyTorch 0.4.", "Variable(x, volatile=True)",
+         "Use tensors, and torch.no_grad()."),
+    Code("GV263", "backward-leaves-graph", "lint",
+         "backward uses .data or numpy without @once_differentiable.",
+         "Double backward through it is silently wrong instead of raising.",
+         "return grad * torch.from_numpy(np.cos(x.numpy()))",
+         "Use torch ops, or decorate backward with @once_differentiable."),
+    Code("GV264", "save-for-backward-twice", "lint",
+         "save_for_backward is called more than once.",
+         "Each call replaces the previous one: the first tensors are lost.",
+         "ctx.save_for_backward(x)\nctx.save_for_backward(w)",
+         "Save everything in one call: ctx.save_for_backward(x, w)."),
+    Code("GV265", "non-static-method", "lint",
+         "forward or backward is not a @staticmethod.",
+         "torch rejects legacy (non-static) autograd Functions.",
+         "def forward(self, x): ...", "Use @staticmethod def forward(ctx, x)."),
 ]
 
 CODES: dict[str, Code] = {c.code: c for c in _CODES}

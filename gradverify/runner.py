@@ -95,10 +95,10 @@ def run_job(job: Job, options: RunOptions, progress: Callable[[str], None] | Non
         return [], [ErrorEntry(info.target, spec_path, exc.code, str(exc))]
     results: list[CaseResult] = []
     errors: list[ErrorEntry] = []
-    for case in cases:
+    for index, case in enumerate(cases):
         if progress:
             progress(f"{info.target} {case.name}")
-        result, error = run_case(info, spec, case, bound[case.name], options)
+        result, error = run_case(info, spec, case, bound[case.name], options, first=index == 0)
         if result is not None:
             results.append(result)
         if error is not None:
@@ -144,13 +144,15 @@ def resolve_tolerance(spec: Spec, case: Case, options: RunOptions) -> Tolerance:
     return options.tolerance.over(tol)
 
 
-def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions
-             ) -> tuple[CaseResult | None, ErrorEntry | None]:
-    """Run one case; returns its result, or an input error (a factory that failed)."""
+def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions,
+             first: bool = True) -> tuple[CaseResult | None, ErrorEntry | None]:
+    """Run one case; returns its result, or an input error (a factory that failed).
+    Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
     started = time.perf_counter()
     seed = case_seed(options.seed, info.target, case.name)
     maker = InputMaker(case, bound, info, seed, options.device)
-    checks = selected_checks(spec, case, options)
+    checks = [c for c in selected_checks(spec, case, options)
+              if first or not getattr(c, "static", False)]
     ctx = CheckContext(info=info, spec=spec, case=case, maker=maker,
                        tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose)
@@ -167,12 +169,13 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
     forward_error = _probe_forward(ctx)
-    if forward_error is not None:
-        return result([CheckResult(c.name, Status.ERROR, 0.0, "forward raised", (forward_error,))
-                       for c in checks], inputs), None
     internal: ErrorEntry | None = None
     check_results: list[CheckResult] = []
     for check in checks:
+        if forward_error is not None and not getattr(check, "static", False):
+            check_results.append(CheckResult(check.name, Status.ERROR, 0.0, "forward raised",
+                                             (forward_error,)))
+            continue
         t0 = time.perf_counter()
         blocked = [r for r in check.requires if r in ctx.results
                    and ctx.results[r].status in (Status.FAIL, Status.ERROR, Status.XFAIL)]

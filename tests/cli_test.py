@@ -77,7 +77,7 @@ def test_check_passes_on_default_spec_folder(ops):
     result = run_cli("check")
     assert result.code == 0, result.output
     assert "ops:Square :: vec" in result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].startswith("3 passed in ")
+    assert re.match(r"9 passed, 1 skipped in \d", result.stdout.rstrip().splitlines()[-1])
 
 
 def test_check_fails_with_named_input(ops):
@@ -188,13 +188,16 @@ def test_json_report_schema(ops):
     assert data["schema"] == 1 and data["gradverify"] == "0.1.0"
     assert set(data) >= {"torch", "python", "settings", "summary", "results", "errors"}
     assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto"}
-    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 3
+    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 9
+    assert data["summary"]["skip"] == 1 and data["summary"]["fail"] == 0
     assert data["summary"]["exit_code"] == 0
     (case,) = data["results"]
     assert case["target"] == "ops:Square" and case["spec"] == "specs/square.yaml"
     assert case["inputs"] == [{"name": "x", "kind": "tensor", "shape": [4], "dtype": "float32",
                                "requires_grad": True}]
-    assert [c["name"] for c in case["checks"]] == ["contract", "gradcheck", "gradgradcheck"]
+    assert [c["name"] for c in case["checks"]][:3] == ["contract", "gradcheck", "gradgradcheck"]
+    saved = next(c for c in case["checks"] if c["name"] == "saved_tensors")
+    assert saved["summary"].startswith("saves 1 tensor (1 input), 16 B per call")
     assert case["checks"][1]["mode"] == "slow"
 
 

@@ -368,6 +368,353 @@ class DoubleBackwardWrongFormula(Function):
         return grad * ctx.cos
 
 
+# ============================================================================ broken: needs_input_grad
+
+
+class UnboundWhenPartial(Function):
+    EXPECT = ("needs_input_grad", "GV201", "w")
+    SPEC = spec_for(x={"shape": [2, 3]}, w={"shape": [3, 4]})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        if ctx.needs_input_grad[0]:
+            gx = grad @ w.t()
+            shared = x.t()
+        if ctx.needs_input_grad[1]:
+            gw = shared @ grad
+        return gx if ctx.needs_input_grad[0] else None, gw if ctx.needs_input_grad[1] else None
+
+
+class WrongNeedsIndex(Function):
+    EXPECT = ("needs_input_grad", "GV202", "w")
+    SPEC = spec_for(x={"shape": [3]}, w={"shape": [3]})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        gx = grad * w if ctx.needs_input_grad[0] else None
+        gw = grad * x if ctx.needs_input_grad[0] else None  # wrong index
+        return gx, gw
+
+
+class WastedGradient(Function):
+    EXPECT = ("needs_input_grad", "GV204", "w")
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"shape": [2, 3]}, w={"shape": [2, 3], "requires_grad": False})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w, grad * x
+
+
+class ForwardNeedsGrad(Function):
+    EXPECT = ("needs_input_grad", "GV205", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        if not x.requires_grad:
+            raise RuntimeError("expected an input that requires grad")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+# ============================================================================ broken: saved_tensors
+
+
+class OutputOnCtx(Function):
+    EXPECT = ("saved_tensors", "GV211", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.y = y
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.y
+
+
+class InputOnCtx(Function):
+    EXPECT = ("saved_tensors", "GV213", "x")
+    SPEC = spec_for(x={"shape": [4]}, w={"shape": [4]})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.x = x
+        ctx.save_for_backward(w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        return grad * w, grad * ctx.x
+
+
+class DataAliasSaved(Function):
+    """Saving `.data` drops the version counter: in-place changes go unnoticed."""
+
+    EXPECT = ("saved_tensors", "GV213", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.data)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class IntermediateOnCtx(Function):
+    EXPECT = ("saved_tensors", "GV212", None)
+    SEVERITY = "warning"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cos = x.cos()
+        return x.sin()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        return grad * ctx.cos
+
+
+# ============================================================================ broken: mutation
+
+
+class ForwardMutatesInput(Function):
+    EXPECT = ("mutation", "GV221", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class BackwardMutatesSaved(Function):
+    EXPECT = ("mutation", "GV222", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.mul_(2)
+
+
+class BackwardMutatesGrad(Function):
+    EXPECT = ("mutation", "GV223", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.mul_(3)
+
+
+# ============================================================================ broken: undefined_grad
+
+
+class NoneGradCrash(Function):
+    EXPECT = ("undefined_grad", "GV231", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_b):
+        return grad_a * 2 + grad_b * 3
+
+
+class NoneGradWrong(Function):
+    EXPECT = ("undefined_grad", "GV232", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_b):
+        if grad_a is None or grad_b is None:
+            return torch.zeros(5, dtype=torch.float64)
+        return grad_a * 2 + grad_b * 3
+
+
+# ============================================================================ broken: determinism
+
+
+class EmptyGarbage(Function):
+    EXPECT = ("determinism", "GV241", "x")
+    SPEC = spec_for(x={"shape": [64]})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        out = torch.empty_like(grad)
+        out[x > 0] = grad[x > 0]
+        return out
+
+
+class NoisyBackward(Function):
+    EXPECT = ("determinism", "GV241", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 + 1e-9 * torch.randn_like(grad)
+
+
+# ============================================================================ broken: layout
+
+
+class ContiguousAssumed(Function):
+    """Reads the storage as if contiguous, like a raw kernel on data_ptr."""
+
+    EXPECT = ("layout", "GV251", "x")
+    SPEC = spec_for(x={"shape": [2, 3]})
+
+    @staticmethod
+    def forward(ctx, x):
+        flat = torch.as_strided(x, (x.numel(),), (1,), x.storage_offset())
+        return (flat * 2).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class ViewOnInput(Function):
+    EXPECT = ("layout", "GV252", "x")
+    SPEC = spec_for(x={"shape": [2, 3]})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return x.view(-1) * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * 2).reshape(ctx.shape)
+
+
+class GradContiguousAssumed(Function):
+    EXPECT = ("layout", "GV253", None)
+    SPEC = spec_for(x={"shape": [2, 3]})
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        flat = torch.as_strided(grad, (grad.numel(),), (1,), grad.storage_offset())
+        return (flat * 2).reshape(grad.shape)
+
+
+# ============================================================================ broken: lint
+
+
+class SavesTwice(Function):
+    EXPECT = ("lint", "GV264", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class LegacyAPIs(Function):
+    EXPECT = ("lint", "GV261", None)
+    SEVERITY = "warning"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_variables
+        return 2 * x * grad
+
+
+class DataInBackward(Function):
+    EXPECT = ("lint", "GV263", None)
+    SEVERITY = "warning"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 + 0 * x.data
+
+
 # ============================================================================ correct
 
 
@@ -492,7 +839,9 @@ class SetupContextMul(Function):
     @staticmethod
     def backward(ctx, grad):
         x, y = ctx.saved_tensors
-        return grad * y, grad * x
+        gx = grad * y if ctx.needs_input_grad[0] else None
+        gy = grad * x if ctx.needs_input_grad[1] else None
+        return gx, gy
 
 
 class OptionalBias(Function):
@@ -509,7 +858,9 @@ class OptionalBias(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad * 2, (grad.sum(0) if ctx.has_bias else None)
+        gx = grad * 2 if ctx.needs_input_grad[0] else None
+        gb = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[1] else None
+        return gx, gb
 
 
 class ClassmethodStyle(Function):

@@ -1,0 +1,88 @@
+"""determinism: two backward passes on the same inputs and gradients must agree.
+
+Runs forward + backward twice on fresh copies of the inputs, and backward a second time on the
+first graph. Between runs the allocator is filled with garbage, so that reading uninitialised
+memory (``torch.empty``) shows. Differences beyond ``tolerance.nondet_tol`` fail.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+
+class DeterminismCheck:
+    name = "determinism"
+    default = True
+    summary = "repeated forward/backward passes give identical gradients"
+    codes = ("GV241",)
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _autograd as ag
+
+        args = ctx.args("double")
+        diff = args.diff_positions
+        if not diff:
+            return Outcome.skip("no input requires grad")
+        first = ag.apply(ctx.info, args)
+        if not first.differentiable:
+            return Outcome.skip("no output is differentiable")
+        grads = ag.random_grads(first, ctx.generator("determinism"))
+        runs: list[tuple[str, list[Any]]] = [("first pass", ag.engine_grads(first, grads, diff))]
+        _poison(args.values)
+        runs.append(("a second backward on the same graph", ag.engine_grads(first, grads, diff)))
+        _poison(args.values)
+        again = ag.apply(ctx.info, ctx.args("double"))
+        runs.append(("a second forward and backward", ag.engine_grads(again, grads, diff)))
+        outcome = Outcome()
+        tol = ctx.tolerance.nondet_tol or 0.0
+        reference = runs[0][1]
+        for label, got in runs[1:]:
+            for pos, (a, b) in enumerate(zip(got, reference)):
+                if a is None or b is None:
+                    if (a is None) != (b is None):
+                        self._report(outcome, args.names[diff[pos]], label, float("inf"), (), tol,
+                                     ctx)
+                    continue
+                worst, where = ag.max_difference(a, b)
+                if worst > tol:
+                    self._report(outcome, args.names[diff[pos]], label, worst, where, tol, ctx)
+        outcome.summary = f"3 backward passes agree (nondet_tol {tol:g})"
+        return outcome
+
+    @staticmethod
+    def _report(outcome: Outcome, name: str, label: str, worst: float, where: tuple[int, ...],
+                tol: float, ctx: CheckContext) -> None:
+        from gradverify.checks import _autograd as ag
+
+        if any(f.input == name for f in outcome.findings):
+            return
+        outcome.add(Finding(
+            "GV241", Severity.ERROR,
+            f"backward is nondeterministic: the gradient for {name!r} from {label} differs by "
+            f"{worst:.3g} at {ag.format_index(name, where)} (nondet_tol {tol:g})", input=name,
+            location=ctx.location,
+            hint="look for uninitialised memory (torch.empty, new_empty) or random ops in "
+                 "forward/backward; only for known atomics (index_add/scatter_add on CUDA) set "
+                 "`tolerance: {nondet_tol: ...}` in the spec",
+            data={"max_difference": worst}))
+
+
+def _poison(values: list[Any]) -> None:
+    """Allocate and free buffers full of NaN, so uninitialised reads see garbage."""
+    import torch
+
+    sizes = {v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)}
+    for size in sorted(sizes)[-4:]:
+        for _ in range(4):
+            buffer = torch.full((max(1, size // 8) * 4,), float("nan"), dtype=torch.float64)
+            del buffer
+
+
+CHECK = DeterminismCheck()

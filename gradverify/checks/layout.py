@@ -1,0 +1,142 @@
+"""layout: non-contiguous inputs and incoming gradients must give the same results.
+
+Kernels that read ``data_ptr`` as if memory were contiguous are a top source of silently wrong
+gradients. Inputs are given transposed storage and strided (every other element) storage;
+incoming gradients are given those layouts and the expanded stride-0 layout that
+``out.sum().backward()`` produces. Outputs and gradients must equal the contiguous ones.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+LAYOUTS = ("transposed", "strided")
+
+
+class LayoutCheck:
+    name = "layout"
+    default = True
+    summary = "non-contiguous inputs and expanded/non-contiguous gradients give the same results"
+    codes = ("GV251", "GV252", "GV253", "GV254")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _autograd as ag
+
+        outcome = Outcome()
+        base = ctx.args("double")
+        diff = base.diff_positions
+        applied = ag.apply(ctx.info, base)
+        grads = ag.random_grads(applied, ctx.generator("layout"))
+        reference = self._run(ctx, base, grads, diff)
+        if isinstance(reference, Exception):
+            return Outcome.skip("forward/backward raised on contiguous inputs")
+        tried = 0
+        for how in LAYOUTS:
+            for pos, value in enumerate(base.values):
+                if not ag.isinstance_tensor(value):
+                    continue
+                variant = ag.noncontiguous(value, how)
+                if variant is None:
+                    continue
+                tried += 1
+                args = base.clone()
+                args.values[pos] = variant.requires_grad_(value.requires_grad)
+                self._compare(ctx, outcome, self._run(ctx, args, grads, diff), reference,
+                              f"input {base.names[pos]!r} with {how} storage", base.names[pos],
+                              "GV251", "GV252", diff, base.names)
+        if applied.differentiable:
+            tried += self._gradients(ctx, outcome, base, grads, diff, reference)
+        outcome.summary = f"{tried} non-contiguous variant(s) agree with contiguous ones"
+        return outcome
+
+    def _gradients(self, ctx: CheckContext, outcome: Outcome, base: Any, grads: list[Any],
+                   diff: list[int], reference: Any) -> int:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        tried = 0
+        for j, g in enumerate(grads):
+            if not isinstance(g, torch.Tensor) or j not in ag.apply(ctx.info, base).differentiable:
+                continue
+            variants = [(how, ag.noncontiguous(g, how)) for how in LAYOUTS]
+            if g.numel() > 1:
+                constant = torch.full((), 0.75, dtype=g.dtype, device=g.device).expand(g.shape)
+                variants.append(("expanded (stride 0, as .sum() produces)", constant))
+            for how, variant in variants:
+                if variant is None:
+                    continue
+                tried += 1
+                dense = [x.contiguous() if k == j and isinstance(x, torch.Tensor) else x
+                         for k, x in enumerate(grads)]
+                dense[j] = variant.contiguous()
+                expected = self._run(ctx, base, dense, diff)
+                trial = list(dense)
+                trial[j] = variant
+                self._compare(ctx, outcome, self._run(ctx, base, trial, diff), expected,
+                              f"the incoming gradient for output {j} {how}", None, "GV253",
+                              "GV254", diff, base.names, output=j)
+        return tried
+
+    @staticmethod
+    def _run(ctx: CheckContext, args: Any, grads: list[Any], diff: list[int]) -> Any:
+        """(outputs, gradients) of one forward and backward, or the exception raised."""
+        from gradverify.checks import _autograd as ag
+
+        try:
+            applied = ag.apply(ctx.info, args)
+            outputs = [o.detach().clone() if ag.isinstance_tensor(o) else o
+                       for o in applied.outputs]
+            got = ag.engine_grads(applied, grads, diff) if applied.differentiable else []
+            return outputs, got
+        except Exception as exc:  # noqa: BLE001 -- user code
+            return exc
+
+    @staticmethod
+    def _compare(ctx: CheckContext, outcome: Outcome, got: Any, expected: Any, label: str,
+                 input_name: str | None, wrong_code: str, raise_code: str, diff: list[int],
+                 names: list[str], output: int | None = None) -> None:
+        from gradverify.checks import _autograd as ag
+
+        if isinstance(expected, Exception):
+            return
+        if isinstance(got, Exception):
+            outcome.add(Finding(
+                raise_code, Severity.ERROR,
+                f"with {label}, the Function raised {ag.describe_exception(got)}",
+                input=input_name, output=output,
+                location=ag.user_location(got, ctx.info) or ctx.location,
+                hint="call .contiguous() on tensors before handing them to a kernel that "
+                     "assumes contiguous memory"))
+            return
+        outs, grads = got
+        ref_outs, ref_grads = expected
+        for j, (a, b) in enumerate(zip(outs, ref_outs)):
+            if ag.isinstance_tensor(a) and not ag.grads_close(a, b, atol=1e-9, rtol=1e-6):
+                outcome.add(Finding(
+                    wrong_code, Severity.ERROR,
+                    f"with {label}, output {j} differs from the contiguous result",
+                    input=input_name, output=j, location=ctx.info.forward_location,
+                    hint="forward reads memory as if it were contiguous: call .contiguous() "
+                         "first, or use the tensor's strides"))
+                return
+        for pos, (a, b) in enumerate(zip(grads, ref_grads)):
+            if not ag.grads_close(a, b, atol=1e-9, rtol=1e-6):
+                name = names[diff[pos]]
+                outcome.add(Finding(
+                    wrong_code, Severity.ERROR,
+                    f"with {label}, the gradient for {name!r} differs from the contiguous result",
+                    input=input_name or name, output=output, location=ctx.location,
+                    hint="backward reads memory as if it were contiguous: call .contiguous() on "
+                         "the incoming gradient and saved tensors before raw kernels"))
+                return
+
+
+CHECK = LayoutCheck()

@@ -1,0 +1,152 @@
+"""lint: a static reading of the Function's source (``ast``) for known-bad patterns.
+
+Runs once per target and does not need forward to work. Findings are warnings unless the
+pattern is certainly wrong (a second save_for_backward that overwrites the first, a non-static
+forward or backward).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import TYPE_CHECKING
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+class LintCheck:
+    name = "lint"
+    default = True
+    summary = "static patterns: saved_variables, Variable/volatile, .data or numpy in backward"
+    codes = ("GV261", "GV262", "GV263", "GV264", "GV265")
+    options: tuple[Option, ...] = ()
+    requires: tuple[str, ...] = ()
+    static = True
+    """Runs on the first case of each target only, and even when forward raises."""
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        cls = ctx.info.cls
+        try:
+            lines, first = inspect.getsourcelines(cls)
+        except (OSError, TypeError):
+            return Outcome.skip("source not available")
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except SyntaxError:
+            return Outcome.skip("source could not be parsed")
+        location = ctx.info.forward_location or ctx.info.backward_location
+        file = location.rsplit(":", 1)[0] if location else None
+        outcome = Outcome()
+        klass = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+        if klass is None:
+            return Outcome.skip("source could not be parsed")
+
+        def where(node: ast.AST) -> str | None:
+            return f"{file}:{first + node.lineno - 1}" if file else None
+
+        methods = {n.name: n for n in klass.body if isinstance(n, ast.FunctionDef)}
+        for name in ("forward", "backward"):
+            method = methods.get(name)
+            if method is not None and not _decorated(method, {"staticmethod", "classmethod"}):
+                outcome.add(Finding(
+                    "GV265", Severity.ERROR,
+                    f"{name} is not a @staticmethod: torch rejects non-static (legacy) "
+                    "autograd Functions", location=where(method),
+                    hint=f"decorate {name} with @staticmethod and take ctx as first argument"))
+        for node in ast.walk(klass):
+            if isinstance(node, ast.Attribute) and node.attr == "saved_variables":
+                outcome.add(Finding(
+                    "GV261", Severity.WARNING,
+                    "ctx.saved_variables is a deprecated alias", location=where(node),
+                    hint="use ctx.saved_tensors"))
+            elif isinstance(node, ast.Call) and _call_name(node) == "Variable":
+                outcome.add(Finding(
+                    "GV262", Severity.WARNING,
+                    "Variable(...) has been a no-op wrapper since PyTorch 0.4",
+                    location=where(node), hint="use tensors directly"))
+            elif isinstance(node, ast.keyword) and node.arg == "volatile":
+                outcome.add(Finding(
+                    "GV262", Severity.WARNING, "volatile= has no effect since PyTorch 0.4",
+                    location=where(node), hint="use `with torch.no_grad():`"))
+        backward = methods.get("backward")
+        if backward is not None and not _decorated(backward, {"once_differentiable"}):
+            for node in ast.walk(backward):
+                if isinstance(node, ast.Attribute) and node.attr == "data":
+                    outcome.add(Finding(
+                        "GV263", Severity.WARNING,
+                        "backward uses .data, which detaches from the graph: double backward "
+                        "through it is silently wrong", location=where(node),
+                        hint="use the tensor itself, or mark backward @once_differentiable"))
+                elif isinstance(node, ast.Call) and (_call_name(node) == "numpy"
+                                                     or _numpy_module_call(node)):
+                    outcome.add(Finding(
+                        "GV263", Severity.WARNING,
+                        "backward converts to numpy, which leaves the graph: double backward "
+                        "through it is silently wrong", location=where(node),
+                        hint="use torch ops, or mark backward @once_differentiable"))
+        for name in ("forward", "setup_context"):
+            method = methods.get(name)
+            if method is not None:
+                self._save_twice(method, outcome, where)
+        outcome.summary = "source read" if not outcome.findings else "patterns found"
+        return outcome
+
+    @staticmethod
+    def _save_twice(method: ast.FunctionDef, outcome: Outcome, where: object) -> None:
+        calls = [n for n in ast.walk(method)
+                 if isinstance(n, ast.Call) and _call_name(n) == "save_for_backward"]
+        if len(calls) < 2:
+            return
+        same_block = any(sum(1 for s in block if _contains(s, calls)) > 1
+                         for block in _blocks(method))
+        outcome.add(Finding(
+            "GV264", Severity.ERROR if same_block else Severity.WARNING,
+            f"save_for_backward is called {len(calls)} times in {method.name}; each call "
+            "replaces what the previous one saved", location=where(calls[-1]),  # type: ignore[operator]
+            hint="save everything in one call: ctx.save_for_backward(a, b, c)"))
+
+
+def _call_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _numpy_module_call(node: ast.Call) -> bool:
+    func = node.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        and func.value.id in ("np", "numpy")
+
+
+def _decorated(method: ast.FunctionDef, names: set[str]) -> bool:
+    for decorator in method.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+        if name in names:
+            return True
+    return False
+
+
+def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
+    blocks = []
+    for child in ast.walk(node):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(child, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                blocks.append(block)
+    return blocks
+
+
+def _contains(statement: ast.stmt, calls: list[ast.Call]) -> bool:
+    if isinstance(statement, (ast.If, ast.For, ast.While, ast.Try, ast.With)):
+        return False  # a call inside a branch may not run
+    return any(node in calls for node in ast.walk(statement))
+
+
+CHECK = LintCheck()

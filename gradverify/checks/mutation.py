@@ -1,0 +1,115 @@
+"""mutation: in-place writes that autograd does not know about.
+
+forward may write into an input only if it declares it with ``ctx.mark_dirty``; backward may
+write neither into a saved tensor (a second backward, or another use of that tensor, would see
+the new values) nor into its incoming gradient (autograd may hand the same tensor to other
+branches of the graph, whose gradients would then be wrong). Detected with version counters
+and value snapshots.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.checks._autograd import Applied
+    from gradverify.context import CheckContext
+
+
+class MutationCheck:
+    name = "mutation"
+    default = True
+    summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
+    codes = ("GV221", "GV222", "GV223")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        outcome = Outcome()
+        args = ctx.args("double")
+        # Non-leaf clones, so a Function may legally write into them (with mark_dirty).
+        values = [v.clone() if isinstance(v, torch.Tensor) and v.requires_grad else v
+                  for v in args.values]
+        tensors = {i: v for i, v in enumerate(values) if isinstance(v, torch.Tensor)}
+        before = ag.Snapshot.of(list(tensors.values()))
+        with ag.record_saved() as saved:
+            out = ctx.info.cls.apply(*values)
+        applied = ag.Applied(ag.Args(args.names, values, args.differentiable),
+                             list(out) if isinstance(out, tuple) else [out],
+                             single=not isinstance(out, tuple))
+        # mark_dirty rebases the input's history onto this Function: the input comes back as
+        # an output whose grad_fn is the Function's ctx (ctx.dirty_tensors is cleared by then).
+        dirty = {id(o) for _, o in applied.tensors
+                 if applied.ctx is not None and o.grad_fn is applied.ctx}
+        positions = list(tensors)
+        for k in before.changed():
+            pos = positions[k]
+            if id(values[pos]) in dirty:
+                continue
+            name = args.names[pos]
+            outcome.add(Finding(
+                "GV221", Severity.ERROR,
+                f"forward writes into input {name!r} in place without ctx.mark_dirty: the "
+                "caller's tensor changes behind autograd's back", input=name,
+                location=ctx.info.forward_location,
+                hint=f"work on a copy ({name}.clone()), or call ctx.mark_dirty({name}) and return "
+                     "it as an output"))
+        if applied.ctx is None:
+            outcome.summary = "forward checked; no differentiable output for backward"
+            return outcome
+        stored = [t for t in saved.tensors if isinstance(t, torch.Tensor)]
+        stored += [t for _, t in ag.ctx_tensors(applied.ctx)]
+        saved_snapshot = ag.Snapshot.of(stored)
+        grads = ag.random_grads(applied, ctx.generator("mutation"))
+        grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
+        grad_snapshot = ag.Snapshot.of(grad_tensors)
+        ag.raw_backward(ctx.info, applied, grads)
+        names = _names(stored, values, args.names, applied)
+        for k in saved_snapshot.changed():
+            outcome.add(Finding(
+                "GV222", Severity.ERROR,
+                f"backward writes into the saved tensor {names[k]} in place: a second backward "
+                "or any other user of that tensor sees the changed values",
+                input=names[k].split("'")[1] if names[k].startswith("input") else None,
+                location=ctx.location,
+                hint="use out-of-place ops on saved tensors (x * y, not x.mul_(y))"))
+        outputs = [j for j, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+        for k in grad_snapshot.changed():
+            outcome.add(Finding(
+                "GV223", Severity.ERROR,
+                f"backward writes into its incoming gradient for output {outputs[k]} in place: "
+                "autograd may hand that same tensor to other branches, whose gradients then "
+                "change", output=outputs[k], location=ctx.location,
+                hint="use out-of-place ops on the incoming gradient (grad * 2, not grad.mul_(2))"))
+        outcome.summary = (f"{len(tensors)} input tensor(s), {len(stored)} saved, "
+                           f"{len(grad_tensors)} incoming gradient(s) unchanged"
+                           if not outcome.findings else "in-place writes found")
+        return outcome
+
+
+def _names(stored: list, values: list, arg_names: list[str], applied: Applied) -> list[str]:
+    from gradverify.checks import _autograd as ag
+
+    names = []
+    for t in stored:
+        label = "(an intermediate)"
+        for pos, v in enumerate(values):
+            if v is t or (hasattr(v, "untyped_storage") and ag.same_storage(t, v)):
+                label = f"input {arg_names[pos]!r}"
+                break
+        else:
+            for j, o in applied.tensors:
+                if o is t or ag.same_storage(t, o):
+                    label = f"output {j}"
+                    break
+        names.append(label)
+    return names
+
+
+CHECK = MutationCheck()

@@ -1,0 +1,174 @@
+"""needs_input_grad: backward must work when only some inputs require grad.
+
+For each subset of the differentiable inputs (every subset up to 4 of them; else each alone,
+each left out, and all), forward runs with only that subset requiring grad and backward is
+called directly on its ctx. It must not raise, must return a gradient for every input that
+needs one, equal to the one computed with every input requiring grad. A gradient returned for
+an input that does not need one is wasted work (a warning). forward must also run with no input
+requiring grad and under ``torch.no_grad()``, and give the same outputs.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+EXHAUSTIVE_MAX = 4
+"""Up to this many differentiable inputs, every subset is tried (at most 15 runs)."""
+
+
+def subsets(positions: list[int]) -> list[tuple[int, ...]]:
+    """The requires-grad subsets to try, the full set first."""
+    n = len(positions)
+    full = tuple(positions)
+    if n <= EXHAUSTIVE_MAX:
+        chosen = [c for r in range(n, 0, -1) for c in itertools.combinations(positions, r)]
+    else:
+        alone = [(p,) for p in positions]
+        left_out = [tuple(q for q in positions if q != p) for p in positions]
+        chosen = [full, *alone, *left_out]
+    return chosen
+
+
+class NeedsInputGradCheck:
+    name = "needs_input_grad"
+    default = True
+    summary = "backward handles inputs that do not require grad; forward runs without grad"
+    codes = ("GV201", "GV202", "GV203", "GV204", "GV205", "GV206", "GV207")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        outcome = Outcome()
+        base = ctx.args("double")
+        diff = base.diff_positions
+        reference = self._no_grad_forward(ctx, outcome)
+        if not diff:
+            outcome.summary = "forward runs without grad (no input requires grad)"
+            return outcome
+        tried = subsets(diff)
+        full_grads: list[Any] | None = None
+        for subset in tried:
+            args = base.clone(requires_grad=subset)
+            applied = ag.apply(ctx.info, args)
+            if applied.ctx is None:
+                continue
+            grads = ag.random_grads(applied, ctx.generator("needs_input_grad"))
+            label = _label(args.names, subset, diff)
+            try:
+                raw = ag.raw_backward(ctx.info, applied, grads)
+            except Exception as exc:  # noqa: BLE001 -- user code
+                outcome.add(Finding(
+                    "GV201", Severity.ERROR,
+                    f"with {label}, backward raised {ag.describe_exception(exc)}",
+                    input=args.names[subset[0]],
+                    location=ag.user_location(exc, ctx.info) or ctx.location,
+                    hint="a variable is probably set only inside `if ctx.needs_input_grad[i]:` "
+                         "and used for another input; compute what each gradient needs in its "
+                         "own branch", data={"requires_grad": [args.names[i] for i in subset]}))
+                continue
+            if subset == tuple(diff):
+                full_grads = list(raw)
+            for pos in range(len(args.values)):
+                value = raw[pos] if pos < len(raw) else None
+                name = args.names[pos]
+                if pos in subset:
+                    if value is None:
+                        outcome.add(Finding(
+                            "GV202", Severity.ERROR,
+                            f"with {label}, backward returned None for {name!r}, which needs a "
+                            "gradient", input=name, location=ctx.location,
+                            hint=f"check the index used with ctx.needs_input_grad for {name!r} "
+                                 f"(position {pos} of forward's inputs)"))
+                    elif full_grads is not None and pos < len(full_grads) and \
+                            isinstance(value, torch.Tensor) and \
+                            not ag.grads_close(value, full_grads[pos]):
+                        diff_value, where = ag.max_difference(
+                            value.sum_to_size(full_grads[pos].shape)
+                            if value.shape != full_grads[pos].shape else value, full_grads[pos])
+                        outcome.add(Finding(
+                            "GV203", Severity.ERROR,
+                            f"with {label}, backward's gradient for {name!r} differs from the one "
+                            f"computed when every input requires grad (by {diff_value:.3g} at "
+                            f"{ag.format_index(name, where)})", input=name,
+                            location=ctx.location,
+                            hint="the gradient must not depend on which other inputs require "
+                                 "grad; check the needs_input_grad branches"))
+                elif value is not None and isinstance(args.values[pos], torch.Tensor) and \
+                        (args.values[pos].is_floating_point() or args.values[pos].is_complex()):
+                    if not any(f.code == "GV204" and f.input == name for f in outcome.findings):
+                        outcome.add(Finding(
+                            "GV204", Severity.WARNING,
+                            f"with {label}, backward computed a gradient for {name!r}, which does "
+                            "not require grad (autograd drops it: wasted work)", input=name,
+                            location=ctx.location,
+                            hint=f"guard it with `if ctx.needs_input_grad[{pos}]:`"))
+        if reference is not None:
+            self._same_outputs(ctx, reference, outcome)
+        outcome.summary = (f"{len(tried)} requires-grad subset(s) of {len(diff)} differentiable "
+                           "input(s); forward without grad and under no_grad")
+        return outcome
+
+    @staticmethod
+    def _no_grad_forward(ctx: CheckContext, outcome: Outcome) -> list[Any] | None:
+        """forward with no input requiring grad, and under torch.no_grad(); returns outputs."""
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        outputs = None
+        try:
+            outputs = ag.apply(ctx.info, ctx.args("double").clone(requires_grad=())).outputs
+        except Exception as exc:  # noqa: BLE001 -- user code
+            outcome.add(Finding(
+                "GV205", Severity.ERROR,
+                f"forward raised {ag.describe_exception(exc)} when no input requires grad",
+                location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
+                hint="inference calls forward with no input requiring grad: do not assume "
+                     "x.requires_grad or x.grad_fn in forward"))
+        try:
+            with torch.no_grad():
+                ag.apply(ctx.info, ctx.args("double"))
+        except Exception as exc:  # noqa: BLE001 -- user code
+            outcome.add(Finding(
+                "GV206", Severity.ERROR,
+                f"forward raised {ag.describe_exception(exc)} under torch.no_grad()",
+                location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
+                hint="evaluation loops run under torch.no_grad(); forward must not depend on "
+                     "grad mode"))
+        return outputs
+
+    @staticmethod
+    def _same_outputs(ctx: CheckContext, reference: list[Any], outcome: Outcome) -> None:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        with_grad = ag.apply(ctx.info, ctx.args("double")).outputs
+        for j, (a, b) in enumerate(zip(with_grad, reference)):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
+                    not ag.grads_close(a, b, atol=ctx.tolerance.nondet_tol or 1e-12, rtol=1e-9):
+                outcome.add(Finding(
+                    "GV207", Severity.ERROR,
+                    f"output {j} differs when no input requires grad", output=j,
+                    location=ctx.info.forward_location,
+                    hint="forward must compute the same values whatever requires grad"))
+
+
+def _label(names: list[str], subset: tuple[int, ...], diff: list[int]) -> str:
+    if len(subset) == len(diff):
+        return "every input requiring grad"
+    shown = ", ".join(repr(names[i]) for i in subset)
+    return f"only {shown} requiring grad"
+
+
+CHECK = NeedsInputGradCheck()

@@ -1,0 +1,215 @@
+"""saved_tensors: what forward keeps for backward, and whether it is protected.
+
+Tensors passed to ``save_for_backward`` are protected by version counters: changing them in
+place after forward makes backward raise instead of silently using new values. Tensors kept as
+ctx attributes are not. After forward, each input and output is changed in place; backward
+must then raise the version-counter error or give the unchanged gradient. An output kept on ctx
+makes a reference cycle (output -> grad_fn -> ctx -> output) that keeps it alive until the
+garbage collector runs. The check also reports what is saved per call (count, kind, bytes).
+"""
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    import torch
+
+    from gradverify.context import CheckContext
+
+
+class SavedTensorsCheck:
+    name = "saved_tensors"
+    default = True
+    summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
+    codes = ("GV211", "GV212", "GV213")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _autograd as ag
+
+        outcome = Outcome()
+        args = ctx.args("double")
+        if not args.diff_positions:
+            return Outcome.skip("no input requires grad")
+        with ag.record_saved() as saved:
+            applied = ag.apply(ctx.info, args)
+        if applied.ctx is None:
+            return Outcome.skip("no output is differentiable")
+        kept = ag.ctx_tensors(applied.ctx)
+        outputs = [o for _, o in applied.tensors]
+        inputs = {args.names[i]: v for i, v in enumerate(args.values) if _is_tensor(v)}
+        for attr, tensor in kept:
+            kind, name = _classify(tensor, inputs, dict(enumerate(outputs)))
+            if kind == "output":
+                continue  # reported by the cycle check below, with proof
+            what = f"input {name!r}" if kind == "input" else "an intermediate tensor"
+            outcome.add(Finding(
+                "GV212", Severity.WARNING,
+                f"forward keeps {what} as {attr} instead of save_for_backward: no "
+                "version-counter protection against in-place changes",
+                input=name if kind == "input" else None, location=ctx.info.forward_location,
+                hint="pass it to ctx.save_for_backward(...) and read it from ctx.saved_tensors",
+                data={"attribute": attr, "kind": kind}))
+        self._cycle(ctx, outcome)
+        self._in_place(ctx, outcome)
+        outcome.data["saved"] = memory = self._memory(ctx, saved.tensors, args, applied)
+        kinds = ", ".join(f"{n} {k}{'s' * (n != 1)}" for k, n in
+                          (("input", memory["inputs"]), ("output", memory["outputs"]),
+                           ("intermediate", memory["intermediates"])) if n)
+        outcome.summary = (f"saves {memory['count']} tensor{'s' * (memory['count'] != 1)}"
+                           f"{' (' + kinds + ')' if kinds else ''}, "
+                           f"{_bytes(memory['bytes'])} per call in {memory['dtype']}"
+                           + (f"; {len(kept)} on ctx attributes" if kept else ""))
+        return outcome
+
+    @staticmethod
+    def _memory(ctx: CheckContext, saved: list[torch.Tensor], args: Any, applied: Any
+                ) -> dict[str, Any]:
+        """Count and bytes of saved tensors in the working dtype (distinct storages)."""
+        from gradverify.checks import _autograd as ag
+
+        dtype = "float64"
+        try:
+            working = ctx.args("working")
+            with ag.record_saved() as record:
+                used = ag.apply(ctx.info, working)
+            saved, args, applied = record.tensors, working, used
+            floating = [v for v in working.values if _is_tensor(v) and v.is_floating_point()]
+            dtype = str(floating[0].dtype).removeprefix("torch.") if floating else "float32"
+        except Exception:  # noqa: BLE001 -- fall back to the float64 run's numbers
+            pass
+        inputs = {args.names[i]: v for i, v in enumerate(args.values) if _is_tensor(v)}
+        outputs = dict(enumerate(o for _, o in applied.tensors))
+        counts = {"input": 0, "output": 0, "intermediate": 0}
+        storages: dict[int, int] = {}
+        for tensor in saved:
+            if tensor is None:
+                continue
+            kind, _ = _classify(tensor, inputs, outputs)
+            counts[kind] += 1
+            storage = tensor.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+        return {"count": sum(counts.values()), "inputs": counts["input"],
+                "outputs": counts["output"], "intermediates": counts["intermediate"],
+                "bytes": sum(storages.values()), "dtype": dtype}
+
+    @staticmethod
+    def _cycle(ctx: CheckContext, outcome: Outcome) -> None:
+        """An output kept on ctx stays alive after the caller drops it (until gc runs)."""
+        from gradverify.checks import _autograd as ag
+
+        args = ctx.args("double")
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            applied = ag.apply(ctx.info, args)
+            attrs = {id(t): attr for attr, t in ag.ctx_tensors(applied.ctx)}
+            refs = [(j, weakref.ref(o), attrs.get(id(o))) for j, o in applied.tensors
+                    if o.requires_grad or id(o) in attrs]
+            del applied
+            leaked = False
+            for j, ref, attr in refs:
+                if ref() is not None:
+                    leaked = True
+                    outcome.add(Finding(
+                        "GV211", Severity.ERROR,
+                        f"output {j} stays alive after the caller drops it: forward keeps it "
+                        f"on ctx{' as ' + attr if attr else ''} (output -> grad_fn -> ctx -> "
+                        "output is a reference cycle, freed only by the garbage collector)",
+                        output=j, location=ctx.info.forward_location,
+                        hint="save outputs with ctx.save_for_backward(output); never store "
+                             "them as ctx attributes"))
+            if leaked:
+                del refs
+                gc.collect()  # free the cycles this check created
+        finally:
+            if enabled:
+                gc.enable()
+
+    @staticmethod
+    def _in_place(ctx: CheckContext, outcome: Outcome) -> None:
+        """Change each input and output in place after forward: backward must notice."""
+        from gradverify.checks import _autograd as ag
+
+        generator_salt = "saved_tensors"
+        base = ctx.args("double")
+        diff = base.diff_positions
+        applied = ag.apply(ctx.info, base)
+        grads = ag.random_grads(applied, ctx.generator(generator_salt))
+        expected = ag.engine_grads(applied, grads, diff)
+        targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
+                                          if _is_tensor(base.values[i])]
+        targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
+        for label, which in targets:
+            args = ctx.args("double")
+            if isinstance(which, int) and ctx.info.uses_mark_dirty:
+                continue  # mark_dirty Functions run on clones: the caller's input is not theirs
+            run = ag.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
+            tensor = run.outputs[which[1]] if isinstance(which, tuple) else args.values[which]
+            ag.modify_in_place(tensor)
+            try:
+                got = ag.engine_grads(run, grads, diff)
+            except RuntimeError as exc:
+                if ag.is_version_error(exc):
+                    continue
+                got = exc
+            except Exception as exc:  # noqa: BLE001 -- user code
+                got = exc
+            if isinstance(got, Exception):
+                outcome.add(Finding(
+                    "GV213", Severity.ERROR,
+                    f"after {label} was changed in place, backward raised "
+                    f"{ag.describe_exception(got)} instead of autograd's version-counter error",
+                    input=label.split("'")[1] if label.startswith("input") else None,
+                    location=ctx.location,
+                    hint="backward reads it from a ctx attribute; save it with "
+                         "ctx.save_for_backward so that autograd detects the change"))
+                continue
+            for pos, (a, b) in enumerate(zip(got, expected)):
+                if not ag.grads_close(a, b):
+                    name = base.names[diff[pos]]
+                    outcome.add(Finding(
+                        "GV213", Severity.ERROR,
+                        f"changing {label} in place after forward silently changes the gradient "
+                        f"for {name!r}: backward reads it unprotected",
+                        input=label.split("'")[1] if label.startswith("input") else name,
+                        location=ctx.location,
+                        hint="save it with ctx.save_for_backward instead of a ctx attribute (or "
+                             "a .detach()/.data alias), so that autograd raises instead"))
+                    break
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _classify(tensor: torch.Tensor, inputs: dict[str, torch.Tensor],
+              outputs: dict[int, torch.Tensor]) -> tuple[str, str | None]:
+    from gradverify.checks import _autograd as ag
+
+    for name, value in inputs.items():
+        if tensor is value or (ag.same_storage(tensor, value) and tensor.shape == value.shape):
+            return "input", name
+    for j, value in outputs.items():
+        if tensor is value or (ag.same_storage(tensor, value) and tensor.shape == value.shape):
+            return "output", str(j)
+    return "intermediate", None
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+CHECK = SavedTensorsCheck()
