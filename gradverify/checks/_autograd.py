@@ -61,6 +61,18 @@ def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> App
     return Applied(args, [out], single=True)
 
 
+def differentiable_call(ctx: Any) -> Applied | str:
+    """Apply on fresh float64 arguments (differentiable inputs requiring grad); or, when there
+    is nothing to differentiate, the reason to skip."""
+    args = ctx.args("double")
+    if not args.diff_positions:
+        return "no input requires grad"
+    applied = apply(ctx.info, args)
+    if not applied.differentiable or applied.ctx is None:
+        return "no output is differentiable (every output is non-differentiable or not a tensor)"
+    return applied
+
+
 def output_name(j: int) -> str:
     return f"output {j}"
 

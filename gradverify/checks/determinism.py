@@ -26,13 +26,10 @@ class DeterminismCheck:
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _autograd as ag
 
-        args = ctx.args("double")
-        diff = args.diff_positions
-        if not diff:
-            return Outcome.skip("no input requires grad")
-        first = ag.apply(ctx.info, args)
-        if not first.differentiable:
-            return Outcome.skip("no output is differentiable")
+        first = ag.differentiable_call(ctx)
+        if isinstance(first, str):
+            return Outcome.skip(first)
+        args, diff = first.args, first.args.diff_positions
         grads = ag.random_grads(first, ctx.generator("determinism"))
         runs: list[tuple[str, list[Any]]] = [("first pass", ag.engine_grads(first, grads, diff))]
         _poison(args.values)

@@ -166,14 +166,10 @@ def prepare(ctx: CheckContext) -> Outcome | tuple[Any, list[Any], list[str], lis
     (fn of the differentiable inputs, those inputs, their names, the differentiable outputs)."""
     from gradverify.checks import _autograd as ag
 
-    args = ctx.args("double")
-    diff = args.diff_positions
-    if not diff:
-        return Outcome.skip("no input requires grad")
-    applied = ag.apply(ctx.info, args)
-    out_idx = applied.differentiable
-    if not out_idx:
-        return Outcome.skip("no output is differentiable")
+    applied = ag.differentiable_call(ctx)
+    if isinstance(applied, str):
+        return Outcome.skip(applied)
+    args, diff, out_idx = applied.args, applied.args.diff_positions, applied.differentiable
     fn = ag.tensor_function(ctx.info, args, diff, out_idx)
     inputs = [args.values[i].detach().requires_grad_(True) for i in diff]
     outs = [applied.outputs[j] for j in out_idx]

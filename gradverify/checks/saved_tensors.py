@@ -34,13 +34,11 @@ class SavedTensorsCheck:
         from gradverify.checks import _autograd as ag
 
         outcome = Outcome()
-        args = ctx.args("double")
-        if not args.diff_positions:
-            return Outcome.skip("no input requires grad")
         with ag.record_saved() as saved:
-            applied = ag.apply(ctx.info, args)
-        if applied.ctx is None:
-            return Outcome.skip("no output is differentiable")
+            applied = ag.differentiable_call(ctx)
+        if isinstance(applied, str):
+            return Outcome.skip(applied)
+        args = applied.args
         kept = ag.ctx_tensors(applied.ctx)
         outputs = [o for _, o in applied.tensors]
         inputs = {args.names[i]: v for i, v in enumerate(args.values) if _is_tensor(v)}
@@ -162,27 +160,21 @@ class SavedTensorsCheck:
             except Exception as exc:  # noqa: BLE001 -- user code
                 got = exc
             if isinstance(got, Exception):
-                outcome.add(Finding(
-                    "GV213", Severity.ERROR,
-                    f"after {label} was changed in place, backward raised "
-                    f"{ag.describe_exception(got)} instead of autograd's version-counter error",
-                    input=label.split("'")[1] if label.startswith("input") else None,
-                    location=ctx.location,
-                    hint="backward reads it from a ctx attribute; save it with "
-                         "ctx.save_for_backward so that autograd detects the change"))
-                continue
-            for pos, (a, b) in enumerate(zip(got, expected)):
-                if not ag.grads_close(a, b):
-                    name = base.names[diff[pos]]
-                    outcome.add(Finding(
-                        "GV213", Severity.ERROR,
-                        f"changing {label} in place after forward silently changes the gradient "
-                        f"for {name!r}: backward reads it unprotected",
-                        input=label.split("'")[1] if label.startswith("input") else name,
-                        location=ctx.location,
-                        hint="save it with ctx.save_for_backward instead of a ctx attribute (or "
-                             "a .detach()/.data alias), so that autograd raises instead"))
-                    break
+                effect = (f"backward raised {ag.describe_exception(got)} instead of autograd's "
+                          "version-counter error")
+            else:
+                wrong = [base.names[diff[p]] for p, (a, b) in enumerate(zip(got, expected))
+                         if not ag.grads_close(a, b)]
+                if not wrong:
+                    continue
+                effect = f"the gradient for {wrong[0]!r} silently changed"
+            outcome.add(Finding(
+                "GV213", Severity.ERROR,
+                f"after {label} was changed in place, {effect}: backward reads it unprotected",
+                input=label.split("'")[1] if label.startswith("input") else None,
+                location=ctx.location,
+                hint="save it with ctx.save_for_backward instead of a ctx attribute (or a "
+                     ".data alias), so that autograd raises 'modified by an inplace operation'"))
 
 
 def _is_tensor(value: Any) -> bool:

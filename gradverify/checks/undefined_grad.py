@@ -27,11 +27,10 @@ class UndefinedGradCheck:
 
         from gradverify.checks import _autograd as ag
 
-        args = ctx.args("double")
-        diff = args.diff_positions
-        if not diff:
-            return Outcome.skip("no input requires grad")
-        applied = ag.apply(ctx.info, args)
+        applied = ag.differentiable_call(ctx)
+        if isinstance(applied, str):
+            return Outcome.skip(applied)
+        args, diff = applied.args, applied.args.diff_positions
         used = applied.differentiable
         if len(used) < 2:
             return Outcome.skip("fewer than two differentiable outputs")
