@@ -10,15 +10,21 @@ from gradverify.report.model import Report
 
 
 def check_targets(targets: list[str], options: Any, *, config: Config,
-                  spec_file: str | None = None) -> Report:
+                  spec_file: str | None = None, progress: Any = None) -> Report:
     """What ``gradverify check TARGET...`` does: discover, run, report."""
     from gradverify.discover import Discoverer
     from gradverify.runner import run
     from gradverify.target import ensure_cwd_on_path
 
     ensure_cwd_on_path()
-    plan = Discoverer(config, spec_file).run(targets)
-    return run(plan, options)
+    if not options.isolate:
+        return run(Discoverer(config, spec_file).run(targets), options, progress)
+    from gradverify.pool import Pool
+
+    with Pool(options) as pool:
+        pool.prestart(options.jobs)  # workers import torch while specs are read here
+        plan = Discoverer(config, spec_file, defer_imports=True).run(targets)
+        return run(plan, options, progress, pool=pool)
 
 
 def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
@@ -55,7 +61,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
         target, cls = normalise(info.target, function), function
     if spec is None:
         if cls is None:
-            return run(Discoverer(config).run([target]), options)
+            return run(Discoverer(config).run([target]), options)  # in-process: no deferral
         matched = [s for s in Discoverer(config).folder_specs() if s.target == target]
         resolved: Any = matched[0] if matched else None
     elif isinstance(spec, (str, Path)):

@@ -4,10 +4,11 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -69,13 +70,23 @@ def cli() -> None:
               help="Write the --format report to this file (the console still gets a summary).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
               help="Also write a JSON report to this file.")
+@click.option("-j", "--jobs", default=None, metavar="N|auto",
+              help="Worker processes running cases in parallel (default 1; auto = cores).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="Per-case time limit; the case's worker is killed "
+              "(default 300).")
+@click.option("--shard", default=None, metavar="K/N",
+              help="Run the K-th of N stable slices of the cases (CI sharding).")
+@click.option("--no-isolate", is_flag=True,
+              help="Run cases in this process (for debuggers; crashes and hangs are not caught).")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
 @click.option("-v", "--verbose", is_flag=True, help="Details such as full Jacobian blocks.")
 @click.option("--no-color", is_flag=True, help="Plain console output.")
 def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...],
           only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
           fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,
-          fmt: str | None, output: str | None, json_file: str | None, strict: bool | None,
+          fmt: str | None, output: str | None, json_file: str | None, jobs: str | None,
+          timeout: float | None, shard: str | None, no_isolate: bool, strict: bool | None,
           verbose: bool, no_color: bool) -> int:
     """Verify Functions. TARGET: pkg.mod:Class, path/file.py:Class, a module or .py file,
     a spec file, or a directory of specs (default: the spec folders, specs/)."""
@@ -97,15 +108,19 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
             raise UsageError("--device cuda: CUDA is not available on this machine (torch "
                              f"{torch.__version__}, torch.cuda.is_available() is False)")
     mode = {True: "fast", False: "slow", None: config.mode or "auto"}[fast]
+    fmt = fmt or config.format
+    color = _color(no_color)
     options = RunOptions(
+        isolate=not no_isolate, jobs=_jobs(jobs or config.jobs), shard=_shard(shard),
+        timeout=timeout if timeout is not None else config.timeout,
         seed=seed if seed is not None else (config.seed or 0), device=device, mode=mode,
         only=only_checks, skip=skip_checks, cases=cases,
         tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps), base_tolerance=config.tolerance,
         config_checks=config.checks, verbose=verbose,
         strict=bool(strict if strict is not None else config.strict))
-    report = check_targets(list(targets), options, config=config, spec_file=spec_file)
-    fmt = fmt or config.format
-    color = _color(no_color)
+    with _progress(enabled=color and fmt in (None, "rich")) as progress:
+        report = check_targets(list(targets), options, config=config, spec_file=spec_file,
+                               progress=progress)
     if fmt in (None, "rich", "plain") and output is None:
         write_console(report, sys.stdout, color=color and fmt != "plain", verbose=verbose)
     elif output is None:
@@ -116,6 +131,46 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     if json_file:
         write_atomic(json_file, FORMATS["json"](report, verbose))
     return int(report.exit_code)
+
+
+def _jobs(value: str | None) -> int:
+    if value is None:
+        return 1
+    if value == "auto":
+        return os.cpu_count() or 1
+    if not value.isdigit() or int(value) < 1:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}",
+                                 param_hint="-j/--jobs")
+    return int(value)
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise click.BadParameter(f"expected K/N with 1 <= K <= N, like 2/4; got {value!r}",
+                                 param_hint="--shard")
+    return int(k), int(n)
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A transient progress bar on a terminal; nothing in CI or when output is piped."""
+    if not enabled or os.environ.get("CI"):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=label or bar.tasks[0].description)
+
+        yield update
 
 
 def _color(no_color: bool) -> bool:

@@ -32,6 +32,11 @@ class Plan:
     jobs: list[Job] = field(default_factory=list)
     errors: list[ErrorEntry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+    """Targets whose discovery imports user code (mod:Class, modules, .py files); with
+    isolation a worker process discovers them, so that this process never imports torch."""
+    config: Config | None = None
+    spec_file: str | None = None
 
 
 def spec_files(directory: Path, config: Config) -> list[Path]:
@@ -50,10 +55,12 @@ def _error(exc: InputError, target: str | None = None, spec: str | None = None) 
 
 
 class Discoverer:
-    def __init__(self, config: Config, spec_file: str | None = None) -> None:
+    def __init__(self, config: Config, spec_file: str | None = None, *,
+                 defer_imports: bool = False) -> None:
         self.config = config
         self.spec_file = spec_file
-        self.plan = Plan()
+        self.defer_imports = defer_imports
+        self.plan = Plan(config=config, spec_file=spec_file)
         self._folder_specs: list[Spec] | None = None
 
     def run(self, targets: list[str]) -> Plan:
@@ -135,6 +142,10 @@ class Discoverer:
     def _class(self, target: str) -> None:
         from gradverify.target import resolve_object
 
+        if self.defer_imports:
+            self.plan.deferred.append(target)
+            return
+
         if self.spec_file:
             specs = self._load(Path(self.spec_file))
             if specs is None:
@@ -180,6 +191,10 @@ class Discoverer:
 
     def _module(self, name: str) -> None:
         from gradverify.target import functions_in, import_module, resolve_object
+
+        if self.defer_imports:
+            self.plan.deferred.append(name)
+            return
 
         try:
             module = import_module(name)

@@ -1,8 +1,12 @@
 """Cases x checks: selection, prerequisites, expectations, timing, and error classification."""
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import hashlib
+import math
 import platform
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -41,49 +45,149 @@ class RunOptions:
     config_checks: Mapping[str, bool] = field(default_factory=dict)
     verbose: bool = False
     strict: bool = False
+    isolate: bool = False
+    """Run cases in worker processes (crashes and hangs become that case's error)."""
+    jobs: int = 1
+    timeout: float | None = None
+    """Seconds per case before its worker is killed (isolated runs only)."""
+    shard: tuple[int, int] | None = None
+    """(K, N): run the K-th of N stable slices of the cases (1-based)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One case of one job, the unit a worker runs."""
+
+    index: int
+    job_index: int
+    job: Job
+    case: str
+    first: bool
+    """The job's first selected case: static checks (lint) run here."""
+    smallest: bool
+    """The job's smallest case: gradcheck also runs in slow mode if fast mode was chosen."""
 
 
 def versions() -> dict[str, str]:
     import torch
 
-    return {"gradverify": gradverify.__version__, "torch": torch.__version__,
+    return {"gradverify": gradverify.__version__, "torch": str(torch.__version__),
             "python": platform.python_version()}
 
 
 def run(plan: Plan, options: RunOptions,
-        progress: Callable[[str], None] | None = None) -> Report:
+        progress: Callable[[int, int, str], None] | None = None, pool: Any = None) -> Report:
+    """Run every selected case of the plan, in-process or in worker processes (``pool``, a
+    ``gradverify.pool.Pool``, may be started early by the caller)."""
     started = time.perf_counter()
-    results: list[CaseResult] = []
-    errors = list(plan.errors)
-    for job in plan.jobs:
-        job_results, job_errors = run_job(job, options, progress)
-        results.extend(_note_fast_only(job_results))
-        errors.extend(job_errors)
+    outcomes: dict[int, tuple[CaseResult | None, list[ErrorEntry]]] = {}
+    if options.isolate:
+        from gradverify.pool import Pool
+
+        with contextlib.nullcontext(pool) if pool is not None else Pool(options) as pool:
+            plan = pool.discover(plan)
+            tasks = plan_tasks(plan.jobs, options)
+            outcomes = pool.run(tasks, progress)
+            torch_version = pool.versions.get("torch")
+    else:
+        plan = resolve_deferred(plan)
+        tasks = plan_tasks(plan.jobs, options)
+        cache: dict[int, Any] = {}
+        for task in tasks:
+            if progress:
+                progress(task.index, len(tasks), f"{task.job.target} {task.case}")
+            # What the Function prints goes to stderr, so a report on stdout stays parseable.
+            with contextlib.redirect_stdout(sys.stderr):
+                outcomes[task.index] = execute(task, options, cache)
+        torch_version = versions()["torch"] if plan.jobs else None
+    results, errors = _collect(tasks, outcomes)
+    version_info = {"gradverify": gradverify.__version__, "python": platform.python_version()}
+    if torch_version:
+        version_info["torch"] = torch_version
     return Report(
         settings=Settings(device=options.device, seed=options.seed, mode=options.mode,
                           strict=options.strict),
-        results=tuple(results), errors=tuple(errors),
-        duration_s=time.perf_counter() - started,
-        versions=versions() if plan.jobs else {"gradverify": gradverify.__version__,
-                                                "python": platform.python_version()},
-        notes=tuple(plan.notes))
+        results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
+        duration_s=time.perf_counter() - started, versions=version_info, notes=tuple(plan.notes))
 
 
-def run_job(job: Job, options: RunOptions, progress: Callable[[str], None] | None = None
-            ) -> tuple[list[CaseResult], list[ErrorEntry]]:
-    """Every selected case of one (target, spec) pair."""
+def resolve_deferred(plan: Plan) -> Plan:
+    """Discover targets that need importing (mod:Class, modules, .py files), in-process."""
+    from gradverify.discover import Discoverer
+
+    if not plan.deferred:
+        return plan
+    found = Discoverer(plan.config, plan.spec_file).run(plan.deferred)
+    return Plan(jobs=plan.jobs + found.jobs, errors=plan.errors + found.errors,
+                notes=plan.notes + found.notes)
+
+
+def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
+    """Cases to run, after --case and --shard, knowing only the specs (no import)."""
+    tasks: list[Task] = []
+    for job_index, job in enumerate(jobs):
+        cases = job.spec.cases if job.spec else ()
+        names = [c.name for c in cases] if job.spec else ["inferred"]
+        selected = [n for n in names if _selected_case(n, options.cases)]
+        sizes = {c.name: _size(c) for c in cases}
+        smallest = min(selected, key=lambda n: sizes.get(n, 0)) if selected else None
+        for position, name in enumerate(selected):
+            if options.shard and not _in_shard(job, name, options.shard):
+                continue
+            tasks.append(Task(len(tasks), job_index, job, name, first=position == 0,
+                              smallest=name == smallest))
+    return tasks
+
+
+def _size(case: Case) -> float:
+    if case.factory:
+        return float("inf")
+    return float(sum(math.prod(s if isinstance(s, int) else case.dims[s] for s in arg.shape)
+                     for _, arg in case.args if isinstance(arg, TensorArg) and arg.shape
+                     and arg.differentiable))
+
+
+def _in_shard(job: Job, case: str, shard: tuple[int, int]) -> bool:
+    k, n = shard
+    key = f"{job.target}\0{job.spec.path if job.spec else ''}\0{case}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") % n == k - 1
+
+
+def _collect(tasks: list[Task], outcomes: Mapping[int, tuple[CaseResult | None, list[ErrorEntry]]]
+             ) -> tuple[list[CaseResult], list[ErrorEntry]]:
+    by_job: dict[int, list[CaseResult]] = {}
+    errors: list[ErrorEntry] = []
+    for task in tasks:
+        result, task_errors = outcomes.get(task.index, (None, []))
+        if result is not None:
+            by_job.setdefault(task.job_index, []).append(result)
+        for error in task_errors:
+            if error not in errors:  # a job's binding error comes back from each of its cases
+                errors.append(error)
+    results = [r for job in sorted(by_job) for r in _note_fast_only(by_job[job])]
+    return results, errors
+
+
+@dataclass
+class Prepared:
+    info: FunctionInfo
+    spec: Spec
+    bound: dict[str, Bound]
+
+
+def prepare(job: Job) -> Prepared | ErrorEntry:
+    """Import and introspect a job's target and bind every case (all before any runs)."""
     from gradverify.target import introspect, resolve
 
     spec_path = job.spec.path if job.spec else None
     try:
         info = introspect(job.cls, job.target) if job.cls is not None else resolve(job.target)
     except InputError as exc:
-        return [], [ErrorEntry(job.target, spec_path, exc.code, str(exc))]
+        return ErrorEntry(job.target, spec_path, exc.code, str(exc))
     spec = job.spec or infer_spec(info)
-    cases = [c for c in spec.cases if _selected_case(c.name, options.cases)]
     bound: dict[str, Bound] = {}
     try:
-        for case in cases:
+        for case in spec.cases:
             bound[case.name] = bind(case, info, spec)
             size = case_bytes(bound[case.name], case.dims)
             if size > MAX_CASE_BYTES:
@@ -92,18 +196,24 @@ def run_job(job: Job, options: RunOptions, progress: Callable[[str], None] | Non
                     f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB); gradient bugs show on small "
                     "shapes", code="GV007", where=spec.where)
     except InputError as exc:
-        return [], [ErrorEntry(info.target, spec_path, exc.code, str(exc))]
-    results: list[CaseResult] = []
-    errors: list[ErrorEntry] = []
-    for index, case in enumerate(cases):
-        if progress:
-            progress(f"{info.target} {case.name}")
-        result, error = run_case(info, spec, case, bound[case.name], options, first=index == 0)
-        if result is not None:
-            results.append(result)
-        if error is not None:
-            errors.append(error)
-    return results, errors
+        return ErrorEntry(info.target, spec_path, exc.code, str(exc))
+    return Prepared(info, spec, bound)
+
+
+def execute(task: Task, options: RunOptions, cache: dict[int, Any],
+            on_check: Callable[[str], None] | None = None
+            ) -> tuple[CaseResult | None, list[ErrorEntry]]:
+    """Run one task; ``cache`` keeps each job's preparation across its cases."""
+    if task.job_index not in cache:
+        cache[task.job_index] = prepare(task.job)
+    prepared = cache[task.job_index]
+    if isinstance(prepared, ErrorEntry):
+        return None, [prepared]
+    case = next(c for c in prepared.spec.cases if c.name == task.case)
+    result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
+                             options, first=task.first, smallest=task.smallest,
+                             on_check=on_check)
+    return result, [error] if error else []
 
 
 def infer_spec(info: FunctionInfo) -> Spec:
@@ -145,7 +255,9 @@ def resolve_tolerance(spec: Spec, case: Case, options: RunOptions) -> Tolerance:
 
 
 def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions,
-             first: bool = True) -> tuple[CaseResult | None, ErrorEntry | None]:
+             first: bool = True, smallest: bool = False,
+             on_check: Callable[[str], None] | None = None
+             ) -> tuple[CaseResult | None, ErrorEntry | None]:
     """Run one case; returns its result, or an input error (a factory that failed).
     Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
     started = time.perf_counter()
@@ -155,7 +267,8 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
               if first or not getattr(c, "static", False)]
     ctx = CheckContext(info=info, spec=spec, case=case, maker=maker,
                        tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
-                       seed=options.seed, device=options.device, verbose=options.verbose)
+                       seed=options.seed, device=options.device, verbose=options.verbose,
+                       smallest=smallest)
 
     def result(check_results: list[CheckResult], inputs: tuple[Any, ...] = ()) -> CaseResult:
         return CaseResult(target=info.target, spec=spec.path, case=case.name,
@@ -172,6 +285,8 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     internal: ErrorEntry | None = None
     check_results: list[CheckResult] = []
     for check in checks:
+        if on_check:
+            on_check(check.name)
         if forward_error is not None and not getattr(check, "static", False):
             check_results.append(CheckResult(check.name, Status.ERROR, 0.0, "forward raised",
                                              (forward_error,)))
@@ -186,7 +301,9 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
             ctx.options = _options(check.name, spec, case)
             try:
                 outcome = check.run(ctx)
-            except Exception as exc:  # noqa: BLE001 -- classified just below
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
                 outcome, error = _classify(exc, check.name, info)
                 if error is not None and internal is None:
                     internal = ErrorEntry(info.target, spec.path, "GV011", error, internal=True)
@@ -220,7 +337,9 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
 
     try:
         ag.apply(ctx.info, ctx.args("double"))
-    except Exception as exc:  # noqa: BLE001 -- user code
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
         shapes = ", ".join(f"{i.name}: {list(i.shape)} {i.dtype}" if i.kind == "tensor"
                            else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
         if ctx.spec.inferred:
@@ -237,7 +356,7 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
     return None
 
 
-def _classify(exc: Exception, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:
+def _classify(exc: BaseException, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:
     """An exception that escaped a check: the Function's (status error, exit 1) when it was
     raised outside gradverify's own code, else a gradverify bug (exit 4)."""
     from gradverify.checks import _autograd as ag
@@ -262,7 +381,7 @@ def _classify(exc: Exception, check: str, info: FunctionInfo) -> tuple[Outcome, 
 def _note_fast_only(results: list[CaseResult]) -> list[CaseResult]:
     """When no case of a spec ran gradcheck in slow mode, say so once (GV124)."""
     modes = [c.mode for r in results for c in r.checks if c.name == "gradcheck" and c.mode]
-    if not modes or any(m == "slow" for m in modes):
+    if not modes or any("slow" in m for m in modes):
         return results
     first = results[0]
     checks = []

@@ -64,10 +64,11 @@ _Loader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 def load_documents(text: str, file: str | None) -> list[tuple[Any, int]]:
     """Parse a YAML stream into ``(document, first_line)`` pairs; raise SpecError (GV001)."""
-    loader = _Loader(text)
-    loader.name = file or "<spec>"
     documents: list[tuple[Any, int]] = []
+    loader = None
     try:
+        loader = _Loader(text)  # the reader rejects unprintable characters right here
+        loader.name = file or "<spec>"
         while loader.check_node():
             node = loader.get_node()
             if node is None:
@@ -85,11 +86,17 @@ def load_documents(text: str, file: str | None) -> list[tuple[Any, int]]:
             problem = (f"{problem.strip()}; gradverify loads YAML safely and never constructs "
                        "objects from tags: write plain values instead")
         raise SpecError(f"YAML error: {problem}", file=file, line=line, code="GV001") from None
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise SpecError(f"YAML error: unacceptable character #x{exc.character:04x} "
+                        f"({exc.reason}); specs must be printable UTF-8 text", file=file,
+                        line=line, code="GV001") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"YAML error: {exc}", file=file, line=None, code="GV001") from None
     except RecursionError:
         raise SpecError("YAML error: document nested too deeply", file=file, line=None,
                         code="GV001") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return documents

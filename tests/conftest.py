@@ -27,8 +27,12 @@ class Result:
         return self.stdout + self.stderr
 
 
-def run_cli(*args: str) -> Result:
-    """Run `gradverify ARGS` through click's CliRunner isolation and our one exit boundary."""
+def run_cli(*args: str, isolate: bool = False) -> Result:
+    """Run `gradverify ARGS` through click's CliRunner isolation and our one exit boundary.
+    `check` runs in-process unless ``isolate`` (worker processes cost a torch import each);
+    pool_test.py covers the isolated default."""
+    if args and args[0] == "check" and not isolate:
+        args = (*args, "--no-isolate")
     runner = CliRunner()
     with runner.isolation(env={"NO_COLOR": "1"}) as streams:
         code = main(list(args))

@@ -142,3 +142,13 @@ def test_float32_only_kernel_is_explained():
     codes = {f.code for case in report.results for c in case.checks for f in c.findings}
     assert "GV113" in codes and "GV107" in codes
     assert "GV126" in codes
+
+
+def test_smallest_case_also_runs_slow_mode_when_all_are_fast():
+    spec = {"cases": [{"name": "big", "args": {"x": {"shape": [40, 40]}}},
+                      {"name": "smaller", "args": {"x": {"shape": [30, 31]}}}]}
+    report = verify(zoo.Exp, spec=spec, checks=["gradcheck"])
+    modes = {r.case: r.checks[0].mode for r in report.results}
+    assert modes == {"big": "fast", "smaller": "fast+slow"}
+    codes = {f.code for r in report.results for f in r.checks[0].findings}
+    assert "GV124" not in codes

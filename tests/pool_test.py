@@ -1,0 +1,157 @@
+"""Isolation: crashes, aborts, hangs and exits become that case's error; the rest still runs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+
+OPS = """
+import ctypes, os, sys, time
+import torch
+from torch.autograd import Function
+
+
+class Good(Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("noise from forward")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class Segfault(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctypes.string_at(0)   # reads address 0: SIGSEGV, like a bad kernel
+        return grad
+
+
+class Aborts(Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.abort()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Hangs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        time.sleep(600)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Exits(Function):
+    @staticmethod
+    def forward(ctx, x):
+        sys.exit(3)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+"""
+
+
+def spec(target: str, cases: int = 1) -> str:
+    body = "".join(f"  - name: c{i}\n    args: {{x: {{shape: [{i + 2}]}}}}\n" for i in range(cases))
+    return f"target: ops:{target}\ncases:\n{body}"
+
+
+@pytest.fixture
+def crashy(project):
+    project.write("ops.py", OPS)
+    for name in ("Good", "Segfault", "Aborts", "Exits"):
+        project.write(f"specs/{name.lower()}.yaml", spec(name, 2 if name == "Good" else 1))
+    return project
+
+
+def test_crashes_become_case_errors_and_other_targets_report(crashy):
+    result = run_cli("check", "--json", "report.json", isolate=True)
+    assert result.code == 1, result.output
+    out = result.stdout
+    assert "ops:Good :: c0" in out and "ops:Good :: c1" in out
+    assert "died (killed by SIGSEGV) during contract" in out
+    assert "died (killed by SIGABRT)" in out
+    assert "forward raised SystemExit" in out
+    assert "noise from forward" not in out
+    data = json.loads((crashy.root / "report.json").read_text())
+    statuses = {r["target"] + "/" + r["case"]: r["status"] for r in data["results"]}
+    assert statuses["ops:Good/c0"] == "pass" and statuses["ops:Segfault/c0"] == "error"
+    assert statuses["ops:Aborts/c0"] == "error" and statuses["ops:Exits/c0"] == "error"
+    crash = next(r for r in data["results"] if r["target"] == "ops:Segfault")
+    assert crash["checks"][0]["findings"][0]["code"] == "GV010"
+
+
+def test_hang_times_out(crashy):
+    crashy.write("specs/hangs.yaml", spec("Hangs"))
+    result = run_cli("check", "specs/hangs.yaml", "specs/good.yaml", "--timeout", "3",
+                     isolate=True)
+    assert result.code == 1
+    assert "timed out after 3 s" in result.stdout and "[GV009" in result.stdout
+    assert "ops:Good :: c1" in result.stdout
+
+
+def test_in_process_mode_still_reports_system_exit(crashy):
+    result = run_cli("check", "specs/exits.yaml")
+    assert result.code == 1 and "forward raised SystemExit: 3" in result.stdout
+
+
+def test_parallel_jobs_give_the_same_report(crashy):
+    one = run_cli("check", "specs/good.yaml", "specs/segfault.yaml", "--format", "json",
+                  isolate=True)
+    two = run_cli("check", "specs/good.yaml", "specs/segfault.yaml", "--format", "json", "-j",
+                  "2", isolate=True)
+    strip = lambda text: [(r["target"], r["case"], r["status"])  # noqa: E731
+                          for r in json.loads(text)["results"]]
+    assert strip(one.stdout) == strip(two.stdout)
+    assert one.code == two.code == 1
+
+
+def test_shards_partition_the_cases(project):
+    project.write("ops.py", OPS)
+    project.write("specs/good.yaml", spec("Good", 8))
+    seen = []
+    for k in (1, 2, 3):
+        result = run_cli("check", "--shard", f"{k}/3", "--format", "json", "--only", "contract")
+        seen += [r["case"] for r in json.loads(result.stdout)["results"]]
+    assert sorted(seen) == [f"c{i}" for i in range(8)]
+    assert run_cli("check", "--shard", "4/3").code == 2
+    assert run_cli("check", "--shard", "x").code == 2
+
+
+def test_jobs_option_is_validated(project):
+    result = run_cli("check", "-j", "0")
+    assert result.code == 2 and "positive integer or 'auto'" in result.output
+
+
+def test_parent_process_never_imports_torch(crashy):
+    code = ("import sys\nfrom gradverify.cli import main\n"
+            "rc = main(['check', 'ops:Good', 'specs/good.yaml', '--only', 'contract'])\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', rc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=crashy.root)
+    assert out.stdout.strip().splitlines()[-1] == "NO-TORCH 0", out.stdout + out.stderr
+
+
+def test_import_time_crash_in_deferred_discovery(project):
+    project.write("boom.py", "import os\nos.abort()\n")
+    result = run_cli("check", "boom:Thing", isolate=True)
+    assert result.code == 3
+    assert "crashed (killed by SIGABRT)" in result.stdout
