@@ -1,6 +1,7 @@
 """The Python API: ``verify(FunctionClass or "mod:Class", spec=...) -> Report``."""
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
     from gradverify.runner import run
     from gradverify.target import ensure_cwd_on_path
 
+    started = time.perf_counter()
     ensure_cwd_on_path()
     if not options.isolate:
         return run(Discoverer(config, spec_file).run(targets), options, progress)
@@ -24,7 +26,7 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
     with Pool(options) as pool:
         pool.prestart(options.jobs)  # workers import torch while specs are read here
         plan = Discoverer(config, spec_file, defer_imports=True).run(targets)
-        return run(plan, options, progress, pool=pool)
+        return run(plan, options, progress, pool=pool, started=started)
 
 
 def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,

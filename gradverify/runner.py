@@ -76,10 +76,12 @@ def versions() -> dict[str, str]:
 
 
 def run(plan: Plan, options: RunOptions,
-        progress: Callable[[int, int, str], None] | None = None, pool: Any = None) -> Report:
+        progress: Callable[[int, int, str], None] | None = None, pool: Any = None,
+        started: float | None = None) -> Report:
     """Run every selected case of the plan, in-process or in worker processes (``pool``, a
-    ``gradverify.pool.Pool``, may be started early by the caller)."""
-    started = time.perf_counter()
+    ``gradverify.pool.Pool``, may be started early by the caller; ``started``, a
+    ``time.perf_counter()`` value, then counts that early start in the duration)."""
+    started = time.perf_counter() if started is None else started
     outcomes: dict[int, tuple[CaseResult | None, list[ErrorEntry]]] = {}
     if options.isolate:
         from gradverify.pool import Pool
