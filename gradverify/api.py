@@ -19,14 +19,18 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
 
     started = time.perf_counter()
     ensure_cwd_on_path()
+
+    def discover(defer: bool) -> Any:
+        discoverer = Discoverer(config, spec_file, defer_imports=defer)
+        return discoverer.changed(targets) if options.changed else discoverer.run(targets)
+
     if not options.isolate:
-        return run(Discoverer(config, spec_file).run(targets), options, progress)
+        return run(discover(False), options, progress)
     from gradverify.pool import Pool
 
     with Pool(options) as pool:
         pool.prestart(options.jobs)  # workers import torch while specs are read here
-        plan = Discoverer(config, spec_file, defer_imports=True).run(targets)
-        return run(plan, options, progress, pool=pool, started=started)
+        return run(discover(True), options, progress, pool=pool, started=started)
 
 
 def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,

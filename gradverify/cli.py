@@ -17,7 +17,7 @@ from gradverify import __version__
 from gradverify.errors import GradverifyError, InputError, UsageError, did_you_mean
 from gradverify.report.model import ExitCode
 
-FORMAT_CHOICES = ("rich", "plain", "json")
+FORMAT_CHOICES = ("rich", "plain", "json", "junit", "markdown", "github")
 
 
 def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...]:
@@ -70,6 +70,8 @@ def cli() -> None:
               help="Write the --format report to this file (the console still gets a summary).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
               help="Also write a JSON report to this file.")
+@click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a JUnit XML report to this file.")
 @click.option("-j", "--jobs", default=None, metavar="N|auto",
               help="Worker processes running cases in parallel (default 1; auto = cores).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -79,14 +81,19 @@ def cli() -> None:
               help="Run the K-th of N stable slices of the cases (CI sharding).")
 @click.option("--no-isolate", is_flag=True,
               help="Run cases in this process (for debuggers; crashes and hangs are not caught).")
+@click.option("--changed", is_flag=True,
+              help="TARGETs are changed files (pre-commit): check changed specs and the specs of "
+              "Functions in changed .py files; ignore other files; nothing to check is success.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
 @click.option("-v", "--verbose", is_flag=True, help="Details such as full Jacobian blocks.")
 @click.option("--no-color", is_flag=True, help="Plain console output.")
 def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...],
           only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
           fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,
-          fmt: str | None, output: str | None, json_file: str | None, jobs: str | None,
-          timeout: float | None, shard: str | None, no_isolate: bool, strict: bool | None,
+          fmt: str | None, output: str | None, json_file: str | None, junit_file: str | None,
+          jobs: str | None,
+          timeout: float | None, shard: str | None, no_isolate: bool, changed: bool,
+          strict: bool | None,
           verbose: bool, no_color: bool) -> int:
     """Verify Functions. TARGET: pkg.mod:Class, path/file.py:Class, a module or .py file,
     a spec file, or a directory of specs (default: the spec folders, specs/)."""
@@ -112,6 +119,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     color = _color(no_color)
     options = RunOptions(
         isolate=not no_isolate, jobs=_jobs(jobs or config.jobs), shard=_shard(shard),
+        changed=changed,
         timeout=timeout if timeout is not None else config.timeout,
         seed=seed if seed is not None else (config.seed or 0), device=device, mode=mode,
         only=only_checks, skip=skip_checks, cases=cases,
@@ -130,6 +138,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         write_console(report, sys.stdout, color=color, verbose=verbose)
     if json_file:
         write_atomic(json_file, FORMATS["json"](report, verbose))
+    if junit_file:
+        write_atomic(junit_file, FORMATS["junit"](report, verbose))
     return int(report.exit_code)
 
 

@@ -16,7 +16,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 KEYS = ("specs", "exclude", "checks", "only", "skip", "tolerance", "seed", "device", "mode",
-        "jobs", "timeout", "strict", "format")
+        "jobs", "timeout", "fail-on-warnings", "strict", "format")
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,13 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
     for key in ("specs", "exclude", "only", "skip"):
         if key in section:
             values[key] = strings(key)
+    for key in ("only", "skip"):
+        if key in values:
+            from gradverify.checks import REGISTRY
+
+            for name in values[key]:
+                if name not in REGISTRY:
+                    raise fail(key, f"unknown check {name!r}{did_you_mean(name, REGISTRY)}")
     if "checks" in section:
         from gradverify.checks import REGISTRY
 
@@ -123,6 +130,8 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise fail(f"tolerance.{k}", "expected a non-negative number")
         values["tolerance"] = Tolerance(**{k: float(v) for k, v in tol.items()})
+    if "fail-on-warnings" in section:  # the documented name; `strict` is the flag's name
+        section = {**section, "strict": section["fail-on-warnings"]}
     for key, kind in (("seed", int), ("timeout", (int, float)), ("strict", bool)):
         if key in section:
             v = section[key]

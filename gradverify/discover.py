@@ -79,6 +79,31 @@ class Discoverer:
             self._one(target)
         return self.plan
 
+    def changed(self, files: list[str]) -> Plan:
+        """Pre-commit mode: the specs concerned by changed files. A changed spec file under
+        the spec folders runs; a changed .py file runs the specs whose target is defined in it
+        (matched by path, without importing it); every other file is ignored quietly."""
+        seen: set[tuple[str | None, int | None]] = set()
+
+        def add(spec: Spec) -> None:
+            if spec.target and (spec.path, spec.line) not in seen:
+                seen.add((spec.path, spec.line))
+                self.plan.jobs.append(Job(spec.target, spec))
+
+        folders = [d.resolve() for d in self.config.spec_dirs()]
+        for name in files:
+            path = Path(name).resolve()
+            if path.suffix in SPEC_SUFFIXES:
+                inside = any(d == path.parent or d in path.parents for d in folders)
+                if inside and path.is_file() and not self.config.excluded(path):
+                    for spec in self._load(path) or []:
+                        add(spec)
+            elif path.suffix == ".py":
+                for spec in self.folder_specs():
+                    if spec.target and path in _target_files(spec.target, self.config.root):
+                        add(spec)
+        return self.plan
+
     def _one(self, target: str) -> None:
         path = Path(target)
         if target.endswith(SPEC_SUFFIXES):
@@ -222,3 +247,14 @@ class Discoverer:
                 f"{name}: none of its Functions ({names}) has a spec in "
                 f"{', '.join(self.config.specs)}; run `gradverify init {name}:"
                 f"{classes[0].__qualname__}` to write one, or check one class directly")
+
+
+def _target_files(target: str, root: Path) -> set[Path]:
+    """Files that may define a target's module, found from its name alone (no import)."""
+    module = target.rpartition(":")[0]
+    if module.endswith(".py") or "/" in module:
+        return {(root / module).resolve(), Path(module).resolve()}
+    parts = module.split(".")
+    bases = [root, root / "src", Path.cwd()]
+    return {(base.joinpath(*parts[:-1], parts[-1] + ".py")).resolve() for base in bases} | \
+        {(base.joinpath(*parts, "__init__.py")).resolve() for base in bases}

@@ -168,6 +168,8 @@ class Pool:
 
     def run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None) -> Outcomes:
         outcomes: Outcomes = {}
+        if not tasks:
+            return outcomes
         pending = deque(tasks)
         done = 0
         # Start the workers together: each spends its first second or two importing torch.

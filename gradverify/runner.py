@@ -52,6 +52,8 @@ class RunOptions:
     """Seconds per case before its worker is killed (isolated runs only)."""
     shard: tuple[int, int] | None = None
     """(K, N): run the K-th of N stable slices of the cases (1-based)."""
+    changed: bool = False
+    """TARGETs are changed files (pre-commit); nothing to check is success."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def run(plan: Plan, options: RunOptions,
         version_info["torch"] = torch_version
     return Report(
         settings=Settings(device=options.device, seed=options.seed, mode=options.mode,
-                          strict=options.strict),
+                          strict=options.strict, empty_ok=options.changed),
         results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
         duration_s=time.perf_counter() - started, versions=version_info, notes=tuple(plan.notes))
 

@@ -89,7 +89,7 @@ def test_corpus_exit_3_every_message_and_good_target_still_runs(corpus):
     assert result.code == 3
     assert "Traceback" not in result.output
     for name, (_, message) in CORPUS.items():
-        line = next((l for l in result.stdout.splitlines() if message in l), None)
+        line = next((l for l in result.flat.splitlines() if message in l), None)
         assert line is not None, (name, message)
     assert "not valid UTF-8" in result.stdout
     assert not (corpus.root / "PWNED").exists()
@@ -105,7 +105,7 @@ def test_forward_raising_is_a_case_error_exit_1(corpus):
     result = run_cli("check", "picky.yaml")
     assert result.code == 1
     assert "forward raised ValueError: expected 7 rows, got 3 on the inputs of case 'case0' " \
-           "(x: [3] float64)" in result.stdout
+           "(x: [3] float64)" in result.flat
     assert "ops.py:" in result.stdout and "Traceback" not in result.output
 
 

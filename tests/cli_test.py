@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, unwrap
 
 GOOD_OPS = """
 import torch
@@ -121,7 +121,7 @@ def test_failure_and_input_error_exit_3_wins(ops):
 def test_target_forms(ops, target, code, message):
     result = run_cli("check", target)
     assert result.code == code, result.output
-    assert message in result.output
+    assert message in result.flat
 
 
 def test_inferred_spec_is_reported(ops):
@@ -304,6 +304,7 @@ def test_broken_examples_fail_end_to_end():
     result = subprocess.run([sys.executable, "-m", "gradverify", "check", "specs/broken",
                              "--no-color"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 1
+    stdout = unwrap(result.stdout)
     for expected in ("sign flipped", "not multiplied by the incoming gradient", "GV102",
                      "transposed", "second derivative d(grad 'x')/d('x') is wrong"):
-        assert expected in result.stdout
+        assert expected in stdout

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -25,6 +26,15 @@ class Result:
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+    @property
+    def flat(self) -> str:
+        """stdout + stderr with wrapped lines joined again (the report wraps at 100 columns)."""
+        return unwrap(self.output)
+
+
+def unwrap(text: str) -> str:
+    return re.sub(r"\n {4,}", " ", text)
 
 
 def run_cli(*args: str, isolate: bool = False) -> Result:
@@ -74,3 +84,5 @@ def in_repo(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 os.environ.setdefault("NO_COLOR", "1")
+
+pytest_plugins = ["pytester"]

@@ -6,7 +6,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from gradverify.report import console, jsonfmt
+from gradverify.report import console, github, jsonfmt, junit, markdown
 from gradverify.report.model import Report
 
 Renderer = Callable[[Report, bool], str]
@@ -14,6 +14,9 @@ Renderer = Callable[[Report, bool], str]
 FORMATS: dict[str, Renderer] = {
     "plain": console.render_plain,
     "json": jsonfmt.render,
+    "junit": junit.render,
+    "markdown": markdown.render,
+    "github": github.render,
 }
 """File formats by name; ``rich`` is the coloured console form of ``plain``."""
 

@@ -6,6 +6,7 @@ a pytest-like closing line.
 """
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
@@ -76,8 +77,11 @@ def lines(report: Report, verbose: bool = False) -> Iterator[_Line]:
         yield _p("errors", "bold underline")
         for error in report.errors:
             label = "internal error" if error.internal else "error"
-            yield _Line((f"{label}: ", "bold red"), (error.message.rstrip(), ""),
-                        (f"  [{error.code}]", "dim"))
+            message, *details = error.message.rstrip().split("\n")
+            wrapped = _wrap(f"{label}: {message}  [{error.code}]", "    ")
+            yield _Line((f"{label}: ", "bold red"), (wrapped[0][len(label) + 2:], ""))
+            for rest in wrapped[1:] + details:
+                yield _p(rest)
             if error.internal:
                 yield _p("gradverify hit a bug (exit 4): please report it at the project's issue "
                          "tracker with the traceback above and the spec.", "red")
@@ -121,10 +125,24 @@ def _finding(check: CheckResult, finding: Finding, verbose: bool) -> Iterator[_L
         finding.severity]
     if check.status == Status.XFAIL and finding.severity == Severity.ERROR:
         label = "expected failure"
+    # Wrapped at WIDTH so that CI logs stay readable; continuation lines are indented.
+    head = f"{where}{label}: "
+    tag = f"  [{finding.code} {check.name}]"
+    body = _wrap(head + finding.message + tag, "    ")
+    first = body[0]
     yield _Line((where, "bold"), (f"{label}: ", SEVERITY_STYLE[finding.severity]),
-                (finding.message, ""), (f"  [{finding.code} {check.name}]", "dim"))
+                (first[len(head):], "") if len(body) > 1 else
+                (finding.message, ""), ("" if len(body) > 1 else tag, "dim"))
+    for index, rest in enumerate(body[1:], start=1):
+        if index == len(body) - 1 and rest.endswith(tag.strip()):
+            yield _Line((rest[: -len(tag.strip())], ""), (tag.strip(), "dim"))
+        else:
+            yield _p(rest)
     if finding.hint:
-        yield _Line(("  note: ", "blue"), (finding.hint, ""))
+        hint = _wrap("  note: " + finding.hint, "        ")
+        yield _Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
+        for rest in hint[1:]:
+            yield _p(rest)
     heat = finding.data.get("heatmap") if finding.data else None
     if heat:
         cols = f"'{finding.input}'" if finding.input else "input"
@@ -167,6 +185,11 @@ def summary_line(report: Report) -> _Line:
         segments.append(("no checks ran", "yellow"))
     segments.append((f" in {report.duration_s:.2f}s", ""))
     return _Line(*segments)
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [text]
 
 
 def _clip(text: str, width: int) -> str:

@@ -132,6 +132,8 @@ class Settings:
     seed: int = 0
     mode: str = "auto"
     strict: bool = False
+    empty_ok: bool = False
+    """Nothing selected is success (pre-commit with no relevant changed file)."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class Report:
         if self.errors:
             return ExitCode.INPUT
         if not self.results:
-            return ExitCode.NOTHING_SELECTED
+            return ExitCode.OK if self.settings.empty_ok else ExitCode.NOTHING_SELECTED
         bad = {Status.FAIL, Status.ERROR}
         if self.settings.strict:
             bad |= {Status.WARN, Status.XPASS}

@@ -1,0 +1,193 @@
+"""pytest plugin: ``pytest --gradverify [PATH ...]`` collects spec files as test items.
+
+Items are ``spec.yaml::Target::case::check``; a case runs once per process and each of its checks
+reports as its own item, so ``-k``, ``--junitxml`` and pytest-xdist work unchanged (use
+``--dist loadscope`` to keep a case's checks on one worker). Without ``--gradverify`` the plugin
+collects nothing, so it never touches other YAML files.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gradverify.report.model import CheckResult, Finding, Severity, Status
+
+
+class GradverifyWarning(UserWarning):
+    """A check that warned (the finding text is the message)."""
+
+
+class CheckFailed(Exception):
+    """A check failed or errored; the message is its findings."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gradverify", "verify custom autograd Functions")
+    group.addoption("--gradverify", action="store_true", default=False,
+                    help="collect gradverify spec files (*.yaml, *.yml) as tests; without PATH, "
+                         "the spec folders of [tool.gradverify] (default specs/)")
+
+
+def _config(config: pytest.Config) -> Any:
+    from gradverify import config as config_mod
+
+    if not hasattr(config, "_gradverify_config"):
+        config._gradverify_config = config_mod.load(Path(str(config.rootpath)))  # type: ignore[attr-defined]
+    return config._gradverify_config  # type: ignore[attr-defined]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gradverify: a gradverify check of a spec case")
+    if not config.getoption("gradverify"):
+        return
+    source = getattr(config, "args_source", None)
+    explicit = source == pytest.Config.ArgsSource.ARGS if source is not None else bool(config.args)
+    if not explicit:
+        folders = [str(d) for d in _config(config).spec_dirs() if d.is_dir()]
+        config.args[:] = folders or config.args
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    config = parent.config
+    if not config.getoption("gradverify") or file_path.suffix not in (".yaml", ".yml"):
+        return None
+    gv_config = _config(config)
+    named = [Path(a.split("::")[0]).resolve() for a in config.args]
+    under = [n for n in named if n == file_path.resolve() or n in file_path.resolve().parents]
+    if not any(n == file_path.resolve() for n in under) and gv_config.excluded(
+            file_path, under[0] if under else None):
+        return None
+    return SpecFile.from_parent(parent, path=file_path)
+
+
+def _options(config: pytest.Config) -> Any:
+    from gradverify.runner import RunOptions
+
+    gv = _config(config)
+    return RunOptions(seed=gv.seed or 0, device=gv.device or "cpu", mode=gv.mode or "auto",
+                      only=gv.only, skip=tuple(gv.skip), base_tolerance=gv.tolerance,
+                      config_checks=gv.checks, strict=bool(gv.strict))
+
+
+class SpecFile(pytest.File):
+    def collect(self) -> Any:
+        from gradverify.errors import InputError
+        from gradverify.spec import load_file
+        from gradverify.target import ensure_cwd_on_path
+
+        ensure_cwd_on_path()
+        try:
+            specs = load_file(self.path)
+        except InputError as exc:
+            raise self.CollectError(f"{exc}  [{exc.code}]") from None
+        for spec in specs:
+            if spec.target is None:
+                raise self.CollectError(f"{spec.where}: target: missing  [GV002]")
+            yield TargetNode.from_parent(self, name=spec.target, spec=spec)
+
+
+class TargetNode(pytest.Collector):
+    def __init__(self, *, spec: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self._prepared: Any = None
+
+    def prepared(self) -> Any:
+        from gradverify.discover import Job
+        from gradverify.report.model import ErrorEntry
+        from gradverify.runner import prepare
+
+        if self._prepared is None:
+            self._prepared = prepare(Job(self.spec.target, self.spec))
+            if isinstance(self._prepared, ErrorEntry):
+                raise self.CollectError(f"{self._prepared.message}  [{self._prepared.code}]")
+        return self._prepared
+
+    def collect(self) -> Any:
+        from gradverify.runner import selected_checks
+
+        options = _options(self.config)
+        prepared = self.prepared()
+        for index, case in enumerate(prepared.spec.cases):
+            checks = [c.name for c in selected_checks(prepared.spec, case, options)
+                      if index == 0 or not getattr(c, "static", False)]
+            yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks,
+                                       first=index == 0)
+
+
+class CaseNode(pytest.Collector):
+    def __init__(self, *, case: Any, checks: list[str], first: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.checks = checks
+        self.first = first
+        self._result: Any = None
+
+    def collect(self) -> Any:
+        for name in self.checks:
+            yield CheckItem.from_parent(self, name=name)
+
+    def result(self) -> Any:
+        """Run the case once (all its checks) and keep the result for every item."""
+        from gradverify.runner import run_case
+
+        if self._result is None:
+            target: TargetNode = self.parent  # type: ignore[assignment]
+            prepared = target.prepared()
+            result, error = run_case(prepared.info, prepared.spec, self.case,
+                                     prepared.bound[self.case.name], _options(self.config),
+                                     first=self.first)
+            self._result = (result, error)
+        return self._result
+
+
+class CheckItem(pytest.Item):
+    def runtest(self) -> None:
+        case: CaseNode = self.parent  # type: ignore[assignment]
+        result, error = case.result()
+        if result is None:
+            raise CheckFailed(error.message if error else "the case could not run")
+        check = next((c for c in result.checks if c.name == self.name), None)
+        if check is None:
+            pytest.skip("not run for this case")
+        _report(check, bool(_options(self.config).strict))
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, CheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)  # type: ignore[arg-type]
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        case: CaseNode = self.parent  # type: ignore[assignment]
+        line = case.case.line - 1 if case.case.line else None
+        return self.path, line, f"{case.parent.name} {case.name} {self.name}"
+
+
+def _text(check: CheckResult, severities: set[Severity]) -> str:
+    return "\n".join(_finding(f) for f in check.findings if f.severity in severities) \
+        or check.summary
+
+
+def _finding(f: Finding) -> str:
+    where = f"{f.location}: " if f.location else ""
+    hint = f"\n  note: {f.hint}\n  explain: gradverify explain {f.code}" if f.hint else ""
+    return f"{where}{f.severity.value}: {f.message}  [{f.code}]{hint}"
+
+
+def _report(check: CheckResult, strict: bool) -> None:
+    if check.status in (Status.FAIL, Status.ERROR):
+        raise CheckFailed(_text(check, {Severity.ERROR}))
+    if check.status == Status.SKIP:
+        pytest.skip(check.summary)
+    if check.status == Status.XFAIL:
+        pytest.xfail(check.expect or "expected failure")
+    if check.status == Status.XPASS and strict:
+        raise CheckFailed(f"expected to fail ({check.expect}) but passed")
+    if check.status == Status.WARN:
+        text = _text(check, {Severity.WARNING})
+        if strict:
+            raise CheckFailed(text)
+        warnings.warn(GradverifyWarning(text), stacklevel=1)

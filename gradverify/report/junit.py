@@ -1,0 +1,78 @@
+"""JUnit XML: one testsuite per target, one testcase per (case, check).
+
+Follows the common schema CI systems read (Jenkins/xunit): ``failure`` for failed checks,
+``error`` for checks that could not run, ``skipped`` for skips and expected failures. Warnings
+pass, with the findings in ``system-out``. Specs or targets that could not run at all form a
+last testsuite named ``gradverify``.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from gradverify.report.model import CheckResult, Finding, Report, Status
+
+
+def _finding_text(f: Finding) -> str:
+    where = f"{f.location}: " if f.location else ""
+    hint = f"\n  note: {f.hint}" if f.hint else ""
+    return f"{where}{f.severity.value}: {f.message} [{f.code}]{hint}"
+
+
+def _testcase(suite: ET.Element, classname: str, case: str, check: CheckResult,
+              strict: bool) -> None:
+    element = ET.SubElement(suite, "testcase", classname=classname, name=f"{case}::{check.name}",
+                            time=f"{check.duration_s:.3f}")
+    text = "\n".join(_finding_text(f) for f in check.findings)
+    first = next((f for f in check.findings if f.severity.value == "error"), None)
+    message = f"{first.code}: {first.message}" if first else check.summary
+    if check.status == Status.FAIL or (strict and check.status in (Status.WARN, Status.XPASS)):
+        ET.SubElement(element, "failure", message=message,
+                      type=first.code if first else check.status.value).text = text
+    elif check.status == Status.ERROR:
+        ET.SubElement(element, "error", message=message,
+                      type=first.code if first else "error").text = text
+    elif check.status == Status.SKIP:
+        ET.SubElement(element, "skipped", message=check.summary)
+    elif check.status == Status.XFAIL:
+        ET.SubElement(element, "skipped", message=f"expected failure: {check.expect}").text = text
+    elif text:
+        ET.SubElement(element, "system-out").text = text
+
+
+def render(report: Report, verbose: bool = False) -> str:
+    root = ET.Element("testsuites", name="gradverify")
+    targets: dict[str, list] = {}
+    for case in report.results:
+        targets.setdefault(case.target, []).append(case)
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for target, cases in targets.items():
+        suite = ET.SubElement(root, "testsuite", name=target)
+        for case in cases:
+            for check in case.checks:
+                _testcase(suite, target, case.case, check, report.settings.strict)
+        _count(suite, totals, sum(c.duration_s for c in cases))
+    if report.errors:
+        suite = ET.SubElement(root, "testsuite", name="gradverify")
+        for error in report.errors:
+            element = ET.SubElement(suite, "testcase", classname="gradverify",
+                                    name=error.spec or error.target or "input", time="0")
+            ET.SubElement(element, "error", message=error.message[:500],
+                          type=error.code).text = error.message
+        _count(suite, totals, 0.0)
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{report.duration_s:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _count(suite: ET.Element, totals: dict[str, int], duration: float) -> None:
+    cases = suite.findall("testcase")
+    counts = {"tests": len(cases),
+              "failures": sum(1 for c in cases if c.find("failure") is not None),
+              "errors": sum(1 for c in cases if c.find("error") is not None),
+              "skipped": sum(1 for c in cases if c.find("skipped") is not None)}
+    for key, value in counts.items():
+        suite.set(key, str(value))
+        totals[key] += value
+    suite.set("time", f"{duration:.3f}")

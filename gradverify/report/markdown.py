@@ -1,0 +1,39 @@
+"""Markdown for ``$GITHUB_STEP_SUMMARY``: a summary table, then the details of what failed."""
+from __future__ import annotations
+
+from gradverify.report.console import summary_line
+from gradverify.report.model import Report, Severity, Status
+
+_ICON = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "💥", Status.WARN: "⚠️",
+         Status.SKIP: "⏭️", Status.XFAIL: "✔️ xfail", Status.XPASS: "❗ xpass"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(report: Report, verbose: bool = False) -> str:
+    lines = ["## gradverify", "", f"**{summary_line(report).plain()}**", ""]
+    if report.results:
+        lines += ["| target | case | status | checks |", "|---|---|---|---|"]
+        for case in report.results:
+            bad = [f"{c.name}: {c.status.value}" for c in case.checks
+                   if c.status not in (Status.PASS, Status.SKIP)]
+            lines.append(f"| `{_cell(case.target)}` | {_cell(case.case)} | "
+                         f"{_ICON[case.status]} {case.status.value} | "
+                         f"{_cell(', '.join(bad)) or f'{len(case.checks)} ok'} |")
+    details = [(case, check, f) for case in report.results for check in case.checks
+               if check.status in (Status.FAIL, Status.ERROR, Status.WARN, Status.XPASS)
+               for f in check.findings if f.severity != Severity.INFO]
+    if details:
+        lines += ["", "### Findings", ""]
+        for case, check, f in details:
+            where = f" — `{f.location}`" if f.location else ""
+            lines.append(f"- **{f.code}** `{_cell(case.target)}` {_cell(case.case)} "
+                         f"({check.name}){where}: {_cell(f.message)}")
+            if f.hint:
+                lines.append(f"  - fix: {_cell(f.hint)} (`gradverify explain {f.code}`)")
+    if report.errors:
+        lines += ["", "### Errors", ""]
+        lines += [f"- **{e.code}** {_cell(e.message)}" for e in report.errors]
+    return "\n".join(lines) + "\n"

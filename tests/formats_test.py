@@ -1,0 +1,105 @@
+"""CI report formats: JUnit XML read by a parser, markdown and GitHub annotations by eye."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import run_cli
+from gradverify.report import github
+from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, Finding, Report,
+                                     Settings, Severity, Status)
+
+
+def _report() -> Report:
+    bad = Finding("GV121", Severity.ERROR, "gradient for 'x' is wrong: 50%, a, b",
+                  input="x", hint="fix it\nnow", location="pkg/ops.py:42")
+    warn = Finding("GV204", Severity.WARNING, "wasted work", location="pkg/ops.py:40")
+    checks = (CheckResult("contract", Status.PASS, 0.1, "ok"),
+              CheckResult("gradcheck", Status.FAIL, 0.2, "mismatch", (bad,)),
+              CheckResult("gradgradcheck", Status.SKIP, 0.0, "skipped: gradcheck failed"),
+              CheckResult("needs_input_grad", Status.WARN, 0.1, "warned", (warn,)),
+              CheckResult("layout", Status.ERROR, 0.0, "crashed",
+                          (Finding("GV010", Severity.ERROR, "died"),)),
+              CheckResult("lint", Status.XFAIL, 0.0, "x", (bad,), expect="known"))
+    case = CaseResult("pkg.ops:F", "specs/f.yaml", "basic[N=1]", Status.FAIL, 0.4, checks=checks)
+    error = ErrorEntry(None, "specs/bad.yaml", "GV002", "specs/bad.yaml:3: cases[0]: bad")
+    return Report(Settings(), (case,), (error,), duration_s=1.0)
+
+
+def test_junit_is_valid_and_counts():
+    from gradverify.report import junit
+
+    root = ET.fromstring(junit.render(_report()))
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) \
+        == ("7", "1", "2", "2")
+    suite = root.find("testsuite[@name='pkg.ops:F']")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == {"basic[N=1]::" + n for n in ("contract", "gradcheck", "gradgradcheck",
+                                                        "needs_input_grad", "layout", "lint")}
+    failure = cases["basic[N=1]::gradcheck"].find("failure")
+    assert failure.get("type") == "GV121" and "pkg/ops.py:42" in failure.text
+    assert cases["basic[N=1]::layout"].find("error") is not None
+    assert cases["basic[N=1]::lint"].find("skipped").get("message") == "expected failure: known"
+    assert "wasted work" in cases["basic[N=1]::needs_input_grad"].find("system-out").text
+    assert root.find("testsuite[@name='gradverify']/testcase/error").get("type") == "GV002"
+
+
+def test_github_annotations_escape_and_point_at_source():
+    lines = github.render(_report()).splitlines()
+    assert lines[0] == ("::error file=pkg/ops.py,line=42,title=GV121 gradcheck::pkg.ops:F "
+                        "[basic[N=1]] gradcheck: gradient for 'x' is wrong: 50%25, a, b%0Afix: "
+                        "fix it%0Anow (gradverify explain GV121)")
+    assert lines[1].startswith("::warning file=pkg/ops.py,line=40,title=GV204 needs_input_grad::")
+    assert any(l.startswith("::error file=specs/bad.yaml,line=3,title=GV002::") for l in lines)
+    assert lines[-1].startswith("1 passed, 1 failed, 1 warning, 1 skipped, 1 xfailed, 2 errors")
+
+
+def test_markdown_summary():
+    from gradverify.report import markdown
+
+    text = markdown.render(_report())
+    assert text.startswith("## gradverify\n")
+    assert "| `pkg.ops:F` | basic[N=1] | ❌ fail |" in text
+    assert "**GV121**" in text and "`gradverify explain GV121`" in text
+    assert "### Errors" in text
+
+
+@pytest.fixture
+def broken(project):
+    project.write("ops.py", """
+        import torch
+        from torch.autograd import Function
+
+        class Neg(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return -grad * 2
+    """)
+    project.write("specs/neg.yaml", "target: ops:Neg\ncases:\n  - args: {x: {shape: [3]}}\n")
+    return project
+
+
+@pytest.mark.parametrize("fmt", ["junit", "markdown", "github", "json", "plain"])
+def test_every_format_from_the_cli(broken, fmt):
+    result = run_cli("check", "--format", fmt)
+    assert result.code == 1 and "GV121" in result.stdout
+
+
+def test_several_reports_in_one_run(broken):
+    result = run_cli("check", "--junit-xml", "out/junit.xml", "--json", "out/r.json",
+                     "--format", "markdown", "--output", "out/summary.md")
+    assert result.code == 1
+    assert ET.parse(broken.root / "out/junit.xml").getroot().get("failures") == "1"
+    assert (broken.root / "out/summary.md").read_text().startswith("## gradverify")
+    assert "failed" in result.stdout   # the console still gets the report
+
+
+def test_plain_report_has_a_fixed_width(broken):
+    result = run_cli("check", "--format", "plain")
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100

@@ -1,0 +1,77 @@
+"""The pytest plugin, run by pytest itself (pytester) as a user would."""
+from __future__ import annotations
+
+import pytest
+
+OPS = """
+import torch
+from torch.autograd import Function
+
+
+class Good(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class Bad(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return x * grad
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(ops=OPS)
+    pytester.mkdir("specs")
+    pytester.path.joinpath("specs/good.yaml").write_text(
+        "target: ops:Good\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
+    pytester.path.joinpath("specs/bad.yaml").write_text(
+        "target: ops:Bad\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
+    pytester.path.joinpath("other.yaml").write_text("not: a spec\n")
+    return pytester
+
+
+def test_collects_items_named_like_the_design(suite):
+    result = suite.runpytest("--gradverify", "--collect-only", "-q", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["specs/bad.yaml::ops:Bad::vec::gradcheck",
+                                 "specs/good.yaml::ops:Good::vec::contract"])
+
+
+def test_failures_carry_findings(suite):
+    result = suite.runpytest("--gradverify", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, passed=16, skipped=3)
+    result.stdout.fnmatch_lines(["*error: gradient for 'x' (output 0) is wrong: off by a constant "
+                                 "factor 0.5*[GV121]*",
+                                 "*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*"])
+
+
+def test_keyword_and_junit(suite):
+    result = suite.runpytest("--gradverify", "-k", "Good and gradcheck", "--junitxml=j.xml",
+                             "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert "testcase" in suite.path.joinpath("j.xml").read_text()
+
+
+def test_nothing_without_the_flag(suite):
+    result = suite.runpytest("-p", "no:cacheprovider", "specs")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_xdist(suite):
+    result = suite.runpytest("--gradverify", "-n", "2", "--dist", "loadscope",
+                             "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, passed=16, skipped=3)
