@@ -2,7 +2,8 @@
 
 Ranges: GV0nn input and run errors; GV10n-GV11n contract; GV12n gradcheck; GV14n gradgradcheck;
 GV20n needs_input_grad; GV21n saved_tensors; GV22n mutation; GV23n undefined_grad;
-GV24n determinism; GV25n layout; GV26n lint.
+GV24n determinism; GV25n layout; GV26n lint; GV30n forward_ad; GV31n vmap; GV32n precision;
+GV33n reference; GV34n device; GV35n compile.
 """
 from __future__ import annotations
 
@@ -338,6 +339,90 @@ _CODES = [
          "An expanded or non-contiguous incoming gradient made backward raise.",
          "`out.sum().backward()` produces such gradients.", "grad.view(-1)",
          "Use grad.reshape or grad.contiguous()."),
+    # ------------------------------------------------------------------ forward_ad
+    Code("GV301", "jvp-mismatch", "forward_ad",
+         "The Function's jvp (forward-mode derivative) differs from finite differences.",
+         "torch.func.jvp, jacfwd and forward-mode Hessians get wrong values silently.",
+         "@staticmethod\ndef jvp(ctx, x_t):\n    x, = ctx.saved_tensors\n    return -x.sin() * x_t"
+         "   # d cos... but forward is sin",
+         "The tangent of each output is the directional derivative along the input tangents; "
+         "the finding names the input and the pattern."),
+    Code("GV302", "forward-over-reverse-wrong", "forward_ad",
+         "jacfwd of the gradient (forward-over-reverse) is wrong or fails.",
+         "Hessian-vector products with torch.func compose forward mode over backward.",
+         "", "Write backward with ops that support forward-mode AD, or mark it "
+             "@once_differentiable."),
+    Code("GV303", "jvp-raised", "forward_ad",
+         "jvp raised.", "torch.func.jvp/jacfwd crash on this Function.",
+         "def jvp(ctx, x_t):\n    x, = ctx.saved_tensors   # saved with save_for_backward only",
+         "Save what jvp needs with ctx.save_for_forward; return one tangent per output."),
+    # ------------------------------------------------------------------ vmap
+    Code("GV311", "vmap-output-mismatch", "vmap",
+         "torch.func.vmap of the Function gives different outputs than a loop over the batch.",
+         "Batched code (vmap, per-sample gradients, ensembling) computes wrong values.",
+         "def vmap(info, in_dims, x):\n    return x.sum(0), 0   # reduces over the batch dim",
+         "Return outputs with the batch dimension where out_dims says it is."),
+    Code("GV312", "vmap-gradient-mismatch", "vmap",
+         "Per-sample gradients under vmap(grad(...)) differ from a loop.",
+         "Per-sample gradients (DP-SGD, influence functions) are wrong.",
+         "", "backward must treat each sample independently under vmap."),
+    Code("GV313", "vmap-raised", "vmap",
+         "torch.func.vmap raised on a Function that declares vmap support.",
+         "The declared support does not hold.", "",
+         "Fix the vmap staticmethod, or use generate_vmap_rule = True."),
+    # ------------------------------------------------------------------ precision
+    Code("GV321", "low-precision-overflow", "precision",
+         "In the working dtype (float32/float16/bfloat16), an output or gradient is inf or NaN "
+         "where float64 is finite.",
+         "float64 gradient checks hide overflow: exp(89) is inf in float32, exp(12) in float16.",
+         "def forward(ctx, x):\n    e = x.exp()\n    return (e / e.sum()).log()   # naive log-softmax",
+         "Use a stable formula: subtract the maximum before exp, use logsumexp, log1p, expm1."),
+    Code("GV322", "low-precision-error", "precision",
+         "In the working dtype, an output or gradient is far from float64 (beyond the dtype's "
+         "tolerance table).",
+         "Catastrophic cancellation or large unscaled sums make training noisy or biased.",
+         "return (x + 1e4) - 1e4", "Rearrange the formula, or accumulate in float32/float64."),
+    Code("GV323", "low-precision-unsupported", "precision",
+         "The Function raised in its working dtype.",
+         "The spec declares that dtype as the one the Function is used with.", "",
+         "Support the dtype, or declare the dtype the Function really works in."),
+    # ------------------------------------------------------------------ reference
+    Code("GV331", "reference-output-mismatch", "reference",
+         "An output differs from the spec's plain-PyTorch reference.",
+         "The kernel computes something else than the math it implements.",
+         "reference: mypkg.ops:linear_reference", "Fix the kernel (or the reference)."),
+    Code("GV332", "reference-gradient-mismatch", "reference",
+         "A gradient differs from autograd through the reference.",
+         "backward is wrong; for kernels that cannot run in float64, this is the gradient check.",
+         "", "Fix backward's formula for the input named."),
+    Code("GV333", "reference-raised", "reference",
+         "The reference function raised.",
+         "It must take forward's arguments and return the same outputs.", "",
+         "Make the reference take the same arguments as forward."),
+    # ------------------------------------------------------------------ device
+    Code("GV341", "device-mismatch", "device",
+         "Outputs or gradients on CUDA differ from the CPU run on the same inputs.",
+         "The device kernel is wrong while the CPU path is right (or the reverse).", "",
+         "Look for indexing, stride and race bugs in the device kernel."),
+    Code("GV342", "device-raised", "device",
+         "The Function raised on CUDA but not on the CPU.",
+         "Tensors created on the wrong device, or a kernel missing for CUDA.",
+         "torch.zeros(n)   # on the CPU, inside a CUDA backward",
+         "Create tensors with the input's device (x.new_zeros, torch.zeros_like)."),
+    # ------------------------------------------------------------------ compile
+    Code("GV351", "compile-graph-break", "compile",
+         "torch.compile(fullgraph=True) cannot trace the Function (a graph break).",
+         "With fullgraph=False it silently falls back to eager around the Function.",
+         "def forward(ctx, x):\n    return torch.from_numpy(np.exp(x.numpy()))",
+         "The finding gives Dynamo's reason; remove the construct it names."),
+    Code("GV352", "compile-mismatch", "compile",
+         "Compiled outputs or gradients differ from eager.",
+         "The compiled model trains on different numbers than the eager one.",
+         "", "Avoid Python state and data-dependent control flow in forward/backward."),
+    Code("GV353", "compile-failed", "compile",
+         "torch.compile failed for another reason than a graph break.",
+         "The model cannot be compiled with this Function in it.", "",
+         "Read the message; run TORCH_LOGS=+dynamo for details."),
     # ------------------------------------------------------------------ lint
     Code("GV261", "saved-variables-used", "lint",
          "The source uses ctx.saved_variables.", "It is a deprecated alias of saved_tensors.",

@@ -31,6 +31,8 @@ class CheckContext:
     """The spec's options for the check being run."""
     results: dict[str, CheckResult] = field(default_factory=dict)
     """Results of the checks already run on this case, by name."""
+    reference: Any = None
+    """The spec's ``reference:`` function, resolved (None when the spec names none)."""
     smallest: bool = False
     """The smallest case of its spec: gradcheck adds a slow-mode run when it chose fast mode."""
 

@@ -139,7 +139,7 @@ class CaseNode(pytest.Collector):
             prepared = target.prepared()
             result, error = run_case(prepared.info, prepared.spec, self.case,
                                      prepared.bound[self.case.name], _options(self.config),
-                                     first=self.first)
+                                     first=self.first, reference=prepared.reference)
             self._result = (result, error)
         return self._result
 

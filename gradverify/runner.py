@@ -177,6 +177,7 @@ class Prepared:
     info: FunctionInfo
     spec: Spec
     bound: dict[str, Bound]
+    reference: Any = None
 
 
 def prepare(job: Job) -> Prepared | ErrorEntry:
@@ -199,9 +200,17 @@ def prepare(job: Job) -> Prepared | ErrorEntry:
                     f"case {case.name!r} needs {size / 1024**3:.1f} GiB for its float64 inputs "
                     f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB); gradient bugs show on small "
                     "shapes", code="GV007", where=spec.where)
+        reference = None
+        if spec.reference:
+            from gradverify.target import resolve_object
+
+            reference = resolve_object(spec.reference)
+            if not callable(reference):
+                raise InputError(f"reference {spec.reference} is not callable", code="GV005",
+                                 where=spec.where)
     except InputError as exc:
         return ErrorEntry(info.target, spec_path, exc.code, str(exc))
-    return Prepared(info, spec, bound)
+    return Prepared(info, spec, bound, reference)
 
 
 def execute(task: Task, options: RunOptions, cache: dict[int, Any],
@@ -216,7 +225,7 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     case = next(c for c in prepared.spec.cases if c.name == task.case)
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,
-                             on_check=on_check)
+                             on_check=on_check, reference=prepared.reference)
     return result, [error] if error else []
 
 
@@ -246,6 +255,11 @@ def selected_checks(spec: Spec, case: Case, options: RunOptions) -> list[Check]:
                     on = level[name].enabled
         if name in options.skip:
             on = False
+        if getattr(check, "needs_reference", False) and not spec.reference:
+            on = False  # nothing to compare against
+        if getattr(check, "needs_accelerator", False) and options.device == "cpu" \
+                and (options.only is None or name not in options.only):
+            on = False  # runs with --device cuda
         if on:
             chosen.append(check)
     return chosen
@@ -260,7 +274,7 @@ def resolve_tolerance(spec: Spec, case: Case, options: RunOptions) -> Tolerance:
 
 def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions,
              first: bool = True, smallest: bool = False,
-             on_check: Callable[[str], None] | None = None
+             on_check: Callable[[str], None] | None = None, reference: Any = None
              ) -> tuple[CaseResult | None, ErrorEntry | None]:
     """Run one case; returns its result, or an input error (a factory that failed).
     Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
@@ -272,7 +286,7 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     ctx = CheckContext(info=info, spec=spec, case=case, maker=maker,
                        tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
-                       smallest=smallest)
+                       smallest=smallest, reference=reference)
 
     def result(check_results: list[CheckResult], inputs: tuple[Any, ...] = ()) -> CaseResult:
         return CaseResult(target=info.target, spec=spec.path, case=case.name,

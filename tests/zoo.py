@@ -715,6 +715,243 @@ class DataInBackward(Function):
         return grad * 2 + 0 * x.data
 
 
+# ============================================================================ broken: forward_ad
+
+
+class WrongJvp(Function):
+    EXPECT = ("forward_ad", "GV301", "x")
+    PATTERN = "sign flipped"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        (x,) = ctx.saved_tensors
+        return -x.cos() * x_t
+
+
+class JvpWithoutSavedInput(Function):
+    EXPECT = ("forward_ad", "GV301", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        return x_t   # forgot to multiply by exp(x)
+
+
+# ============================================================================ broken: vmap
+
+
+class WrongVmapRule(Function):
+    EXPECT = ("vmap", "GV311", None)
+    SPEC = spec_for(x={"shape": [4]})
+
+    @staticmethod
+    def forward(x):
+        return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return x * 3, in_dims[0]   # not what forward computes
+
+
+class VmapRuleMixesBatch(Function):
+    EXPECT = ("vmap", "GV311", None)
+    SPEC = spec_for(x={"shape": [4]})
+
+    @staticmethod
+    def forward(x):
+        return x - x.mean()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad - grad.mean()
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        x = x.movedim(in_dims[0], 0)
+        return x - x.mean(), 0   # the mean over the whole batch, not per sample
+
+
+# ============================================================================ broken: precision
+
+
+class NaiveLogSumExp(Function):
+    EXPECT = ("precision", "GV321", None)
+    SPEC = spec_for(x={"shape": [2, 3], "init": "uniform", "low": 85, "high": 95})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp().sum(-1).log()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        e = x.exp()
+        return grad.unsqueeze(-1) * e / e.sum(-1, keepdim=True)
+
+
+class Float16Overflow(Function):
+    """Fine in float32, overflows in float16: the spec checks float16 via the check's option."""
+
+    EXPECT = ("precision", "GV321", None)
+    SPEC = {"checks": {"precision": {"dtype": "float16"}},
+            "cases": [{"args": {"x": {"shape": [4], "init": "uniform", "low": 10, "high": 12}}}]}
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp() / 1e3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.exp() / 1e3
+
+
+class Cancellation(Function):
+    EXPECT = ("precision", "GV322", None)
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"shape": [5], "init": "uniform", "low": 0, "high": 1})
+
+    @staticmethod
+    def forward(ctx, x):
+        return (x + 1e5) - 1e5
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+# ============================================================================ broken: reference
+
+
+def softplus_reference(x):
+    return torch.nn.functional.softplus(x)
+
+
+class WrongKernelGradient(Function):
+    EXPECT = ("reference", "GV332", "x")
+    SPEC = {"reference": "zoo:softplus_reference",
+            "expect": {"gradcheck": "float32 kernel"},
+            "cases": [{"args": {"x": {"shape": [6]}}}]}
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x.float()).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return (grad.float() * torch.sigmoid(2 * x.float())).to(grad.dtype)
+
+
+class WrongKernelOutput(Function):
+    EXPECT = ("reference", "GV331", None)
+    SPEC = {"reference": "zoo:softplus_reference",
+            "cases": [{"args": {"x": {"shape": [6]}}}]}
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x) * 1.01
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x) * 1.01
+
+
+# ============================================================================ broken: compile
+
+
+class ToListForward(Function):
+    EXPECT = ("compile", "GV351", None)
+    SPEC = {"checks": {"compile": True}, "cases": [{"args": {"x": {"shape": [3]}}}]}
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.tensor([v * 2 for v in x.tolist()], dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class DataDependentBranch(Function):
+    EXPECT = ("compile", "GV351", None)
+    SPEC = {"checks": {"compile": True}, "cases": [{"args": {"x": {"shape": [3]}}}]}
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.sum().item() > 0:
+            return x * 2
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+# ============================================================================ broken: complex
+
+
+class ComplexMulNoConj(Function):
+    EXPECT = ("gradcheck", "GV121", None)
+    SPEC = spec_for(z={"shape": [3], "dtype": "complex64"}, w={"shape": [3], "dtype": "complex64"})
+
+    @staticmethod
+    def forward(ctx, z, w):
+        ctx.save_for_backward(z, w)
+        return z * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        z, w = ctx.saved_tensors
+        return grad * w, grad * z   # missing .conj()
+
+
 # ============================================================================ correct
 
 
@@ -914,6 +1151,54 @@ class FrozenInput(Function):
         x, w = ctx.saved_tensors
         return grad * w if ctx.needs_input_grad[0] else None, \
             grad * x if ctx.needs_input_grad[1] else None
+
+
+class ComplexScale(Function):
+    """Correct complex Function."""
+
+    EXPECT = None
+    SPEC = spec_for(z={"shape": [2, 3], "dtype": "complex64"})
+
+    @staticmethod
+    def forward(ctx, z):
+        ctx.save_for_backward(z)
+        return z * z
+
+    @staticmethod
+    def backward(ctx, grad):
+        (z,) = ctx.saved_tensors
+        return grad * (2 * z).conj()
+
+
+class CubeFunctional(Function):
+    """setup_context + jvp + vmap staticmethod, all correct."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [2, 3]})
+
+    @staticmethod
+    def forward(x):
+        return x ** 3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x ** 2
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        (x,) = ctx.saved_tensors
+        return 3 * x ** 2 * x_t
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        return CubeFunctional.apply(x), in_dims[0]
 
 
 BROKEN = [obj for obj in list(globals().values())

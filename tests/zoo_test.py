@@ -58,7 +58,8 @@ def test_once_differentiable_is_a_skip_with_reason():
 
 def test_every_check_has_zoo_coverage():
     covered = {cls.EXPECT[0] for cls in zoo.BROKEN}
-    assert covered == set(REGISTRY)
+    # `device` needs a second device; device_check_test below drives its comparison on cpu:0.
+    assert covered == set(REGISTRY) - {"device"}
 
 
 def test_failed_prerequisite_skips_dependent_checks():
@@ -91,7 +92,9 @@ def test_expect_turns_failure_into_xfail_and_pass_into_xpass():
 def test_only_and_skip_select_checks():
     report = verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"])
     assert [c.name for c in report.results[0].checks] == ["gradcheck"]
-    everything_but = [n for n in REGISTRY if n != "gradgradcheck"]
+    # reference runs only for specs naming one, device only off the CPU, compile is opt-in
+    everything_but = [n for n in REGISTRY
+                      if n not in ("gradgradcheck", "reference", "device", "compile")]
     report = verify(zoo.Exp, spec=zoo.Exp.SPEC, skip=["gradgradcheck"])
     assert [c.name for c in report.results[0].checks] == everything_but
     spec = dict(zoo.Exp.SPEC, checks={"gradgradcheck": False})
@@ -152,3 +155,34 @@ def test_smallest_case_also_runs_slow_mode_when_all_are_fast():
     assert modes == {"big": "fast", "smaller": "fast+slow"}
     codes = {f.code for r in report.results for f in r.checks[0].findings}
     assert "GV124" not in codes
+
+
+class _Flaky(zoo.Function):
+    """Gives a different answer on every other call: stands in for a device kernel that
+    disagrees with the CPU path."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        _Flaky.calls += 1
+        return x * (2 if _Flaky.calls % 2 else -2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_device_check_compares_against_a_cpu_run():
+    report = verify(_Flaky, spec=zoo.VEC, checks=["device"], device="cpu:0")
+    (check,) = report.results[0].checks
+    assert check.status == Status.FAIL
+    assert {f.code for f in check.findings} == {"GV341"}
+    assert "against cpu" in check.findings[0].message
+    report = verify(zoo.Exp, spec=zoo.VEC, checks=["device"], device="cpu:0")
+    assert report.results[0].checks[0].status == Status.PASS
+
+
+def test_device_check_skips_on_cpu():
+    report = verify(zoo.Exp, spec=zoo.VEC, checks=["device"])
+    assert report.results[0].checks[0].status == Status.SKIP

@@ -1,8 +1,9 @@
 """The check registry: explicit, in run order. Importing it does not import torch."""
 from __future__ import annotations
 
-from gradverify.checks import (contract, determinism, gradcheck, gradgradcheck, layout, lint,
-                               mutation, needs_input_grad, saved_tensors, undefined_grad)
+from gradverify.checks import (compile, contract, determinism, device, forward_ad, gradcheck,
+                               gradgradcheck, layout, lint, mutation, needs_input_grad,
+                               precision, reference, saved_tensors, undefined_grad, vmap)
 from gradverify.checks.base import Check
 
 REGISTRY: dict[str, Check] = {
@@ -17,6 +18,12 @@ REGISTRY: dict[str, Check] = {
         undefined_grad.CHECK,
         determinism.CHECK,
         layout.CHECK,
+        reference.CHECK,
+        precision.CHECK,
+        forward_ad.CHECK,
+        vmap.CHECK,
+        device.CHECK,
+        compile.CHECK,
         lint.CHECK,
     )
 }

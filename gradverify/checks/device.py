@@ -1,0 +1,69 @@
+"""device: with ``--device cuda``, outputs and gradients on CUDA against the same case on CPU.
+
+Both runs use the float64 copies of the same inputs, so differences beyond round-off are the
+kernel's. Skipped when CUDA is unavailable (``--device cuda`` itself is refused then).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+
+class DeviceCheck:
+    name = "device"
+    default = True
+    summary = "outputs and gradients on CUDA match CPU"
+    codes = ("GV341", "GV342")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+    needs_accelerator = True
+    """Selected only when the run's device is not the CPU."""
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+        from gradverify.inputs import InputMaker
+
+        if ctx.device == "cpu":
+            return Outcome.skip("the run is on the CPU (use --device cuda)")
+        if ctx.device.startswith("cuda") and not torch.cuda.is_available():
+            return Outcome.skip("CUDA is unavailable")
+        accelerated = ctx.args("double")
+        cpu_maker = InputMaker(ctx.case, ctx.maker.bound, ctx.info, ctx.maker.seed, "cpu")
+        on_cpu = cpu_maker.args("double")
+        diff = on_cpu.diff_positions
+        probe = ag.apply(ctx.info, on_cpu)
+        grads = ag.random_grads(probe, ctx.generator("device")) if probe.differentiable else None
+        reference = ag.forward_backward(ctx.info, on_cpu, grads, diff)
+        outcome = Outcome(summary=f"{ctx.device} matches cpu")
+        try:
+            ours = ag.forward_backward(
+                ctx.info, accelerated,
+                [g.to(ctx.device) if isinstance(g, torch.Tensor) else g for g in grads or []]
+                if grads is not None else None, diff)
+        except Exception as exc:  # noqa: BLE001 -- user code
+            outcome.add(Finding("GV342", Severity.ERROR,
+                                f"on {ctx.device} the Function raised {ag.describe_exception(exc)}",
+                                location=ag.user_location(exc, ctx.info) or ctx.location,
+                                hint="the same inputs work on the CPU"))
+            return outcome
+        rtol, atol = ag.tolerance_for(torch.float64)
+        names = [on_cpu.names[i] for i in diff]
+        for mismatch in ag.compare_runs(ours, reference, names, max(rtol, 1e-6), max(atol, 1e-8)):
+            outcome.add(Finding(
+                "GV341", Severity.ERROR, f"on {ctx.device}, {mismatch.describe()} (against cpu)",
+                input=mismatch.input, output=mismatch.output,
+                location=ctx.info.forward_location if mismatch.output is not None
+                else ctx.location,
+                hint="the device kernel computes something else than the CPU path (indexing, "
+                     "strides, uninitialised memory, a race)", data=mismatch.data))
+        return outcome
+
+
+CHECK = DeviceCheck()

@@ -1,0 +1,82 @@
+"""reference: the Function against a plain-PyTorch implementation of the same math.
+
+``reference: mod:fn`` in a spec names a function taking forward's arguments. The Function's
+outputs and gradients in the working dtype must match autograd through the reference in
+float64, within the working dtype's tolerance. This is how to verify kernels that cannot run in
+float64 at all.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+
+class ReferenceCheck:
+    name = "reference"
+    default = True
+    summary = "outputs and gradients match a plain-PyTorch reference (spec `reference:`)"
+    codes = ("GV331", "GV332", "GV333")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+    needs_reference = True
+    """Selected only for specs that name a reference."""
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        reference_fn = ctx.reference
+        if reference_fn is None:
+            return Outcome.skip("the spec names no reference")
+        working = ctx.args("working")
+        double = ctx.args("double")
+        diff = double.diff_positions
+        run = ag.apply(ctx.info, ctx.args("working"))
+        grads = ag.random_grads(run, ctx.generator("reference")) if run.differentiable else None
+        ours = ag.forward_backward(ctx.info, working, grads, diff)
+        try:
+            out = reference_fn(*double.values)
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            tensors = [(o, g) for o, g in zip(outs, grads or []) if isinstance(o, torch.Tensor)
+                       and o.requires_grad and isinstance(g, torch.Tensor)]
+            theirs_grads = list(torch.autograd.grad(
+                [o for o, _ in tensors], [double.values[i] for i in diff],
+                [g.to(o.dtype) for o, g in tensors], allow_unused=True)) if tensors else \
+                [None] * len(diff)
+        except Exception as exc:  # noqa: BLE001 -- user code
+            outcome = Outcome()
+            outcome.add(Finding(
+                "GV333", Severity.ERROR,
+                f"the reference {ctx.spec.reference} raised {ag.describe_exception(exc)}",
+                hint="the reference takes forward's arguments (float64 tensors) and returns "
+                     "the same outputs, computed with plain differentiable torch ops"))
+            return outcome
+        theirs = ([o.detach() if isinstance(o, torch.Tensor) else o for o in outs], theirs_grads)
+        floating = [v for v in working.values if isinstance(v, torch.Tensor)
+                    and (v.is_floating_point() or v.is_complex())]
+        dtype = floating[0].dtype if floating else torch.float32
+        rtol, atol = ag.tolerance_for(dtype)
+        label = str(dtype).removeprefix("torch.")
+        outcome = Outcome(summary=f"matches {ctx.spec.reference} in {label} "
+                                  f"(rtol {rtol:g}, atol {atol:g})")
+        names = [double.names[i] for i in diff]
+        for mismatch in ag.compare_runs(ours, theirs, names, rtol, atol):
+            is_output = mismatch.output is not None
+            outcome.add(Finding(
+                "GV331" if is_output else "GV332", Severity.ERROR,
+                f"{mismatch.describe()} against the reference (Function in {label}, reference "
+                "in float64)", input=mismatch.input, output=mismatch.output,
+                location=ctx.info.forward_location if is_output else ctx.location,
+                hint="the kernel computes something else than the reference"
+                     + ("" if is_output else "; its backward formula for this input is wrong"),
+                data=mismatch.data))
+        return outcome
+
+
+CHECK = ReferenceCheck()

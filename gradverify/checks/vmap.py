@@ -1,0 +1,128 @@
+"""vmap: ``torch.func.vmap`` over a batch equals a loop, for outputs and per-sample gradients.
+
+Runs when the Function supports vmap (``generate_vmap_rule = True`` or a ``vmap``
+staticmethod, both of which torch.func accepts only in setup_context style); otherwise a skip
+naming what is missing.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks.base import Option, Outcome
+from gradverify.report.model import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+BATCH = 3
+
+
+class VmapCheck:
+    name = "vmap"
+    default = True
+    summary = "torch.func.vmap equals a loop, for outputs and per-sample gradients"
+    codes = ("GV311", "GV312", "GV313")
+    options: tuple[Option, ...] = ()
+    requires = ("contract",)
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        info = ctx.info
+        if info.vmap is None:
+            return Outcome.skip("vmap unsupported: set generate_vmap_rule = True or define a "
+                                "vmap staticmethod (torch.func needs setup_context style)")
+        if info.style != "setup_context":
+            return Outcome.skip(f"vmap unsupported: {info.vmap} needs setup_context style "
+                                "(forward without ctx, plus a setup_context staticmethod)")
+        args = ctx.args("double")
+        batched = [i for i, v in enumerate(args.values) if isinstance(v, torch.Tensor)
+                   and (v.is_floating_point() or v.is_complex())]
+        if not batched:
+            return Outcome.skip("no floating-point tensor input to batch over")
+        generator = ctx.generator("vmap")
+        stacks = {i: torch.stack([args.values[i].detach()] + [
+            args.values[i].detach() + 0.1 * ag.randn_like(args.values[i], generator)
+            for _ in range(BATCH - 1)]) for i in batched}
+
+        def call(*tensors: Any) -> Any:
+            values = list(args.values)
+            for i, t in zip(batched, tensors):
+                values[i] = t
+            out = info.cls.apply(*values)
+            return out if isinstance(out, tuple) else (out,)
+
+        inputs = [stacks[i] for i in batched]
+        loop = [call(*[t[b] for t in inputs]) for b in range(BATCH)]
+        outcome = Outcome()
+        try:
+            mapped = torch.func.vmap(call)(*inputs)
+        except Exception as exc:  # noqa: BLE001 -- user code or torch.func
+            outcome.add(Finding("GV313", Severity.ERROR,
+                                f"torch.func.vmap raised {ag.describe_exception(exc)}",
+                                location=ag.user_location(exc, info) or info.forward_location,
+                                hint="check the vmap staticmethod's out_dims, or use "
+                                     "generate_vmap_rule = True if forward is plain torch ops"))
+            return outcome
+        for j, out in enumerate(mapped):
+            if not isinstance(out, torch.Tensor):
+                continue
+            expected = torch.stack([row[j] for row in loop])
+            if expected.shape != out.shape or not torch.allclose(out, expected, rtol=1e-7,
+                                                                 atol=1e-9):
+                worst = ag.max_difference(out, expected)[0] if expected.shape == out.shape \
+                    else float("inf")
+                outcome.add(Finding(
+                    "GV311", Severity.ERROR,
+                    f"vmap's output {j} differs from a loop over the batch "
+                    f"(by {worst:.3g}; shapes {list(out.shape)} vs {list(expected.shape)})",
+                    output=j, location=info.forward_location,
+                    hint="the vmap rule returns wrong values or out_dims"))
+        self._gradients(ctx, call, inputs, [args.names[i] for i in batched], outcome)
+        if not outcome.findings:
+            outcome.summary = f"vmap over a batch of {BATCH} equals a loop (outputs and gradients)"
+        return outcome
+
+    @staticmethod
+    def _gradients(ctx: CheckContext, call: Any, inputs: list[Any], names: list[str],
+                   outcome: Outcome) -> None:
+        import torch
+
+        from gradverify.checks import _autograd as ag
+
+        generator = ctx.generator("vmap-grad")
+        probe = call(*[t[0] for t in inputs])
+        weights = [ag.randn_like(o, generator) if isinstance(o, torch.Tensor)
+                   and (o.is_floating_point() or o.is_complex()) else None for o in probe]
+
+        def loss(*tensors: Any) -> Any:
+            return sum(((o * w).sum().real for o, w in zip(call(*tensors), weights)
+                        if w is not None), torch.zeros((), dtype=torch.float64))
+
+        argnums = tuple(range(len(inputs)))
+        try:
+            batched = torch.func.vmap(torch.func.grad(loss, argnums=argnums))(*inputs)
+        except Exception as exc:  # noqa: BLE001 -- user code or torch.func
+            outcome.add(Finding("GV313", Severity.ERROR,
+                                f"vmap(grad(...)) raised {ag.describe_exception(exc)}",
+                                location=ag.user_location(exc, ctx.info) or ctx.location,
+                                hint="backward must work on batched tensors under vmap"))
+            return
+        for b in range(inputs[0].shape[0]):
+            leaves = [t[b].detach().clone().requires_grad_(True) for t in inputs]
+            expected = torch.autograd.grad(loss(*leaves), leaves, allow_unused=True)
+            for k, name in enumerate(names):
+                want = expected[k] if expected[k] is not None else torch.zeros_like(leaves[k])
+                if not torch.allclose(batched[k][b], want, rtol=1e-7, atol=1e-9):
+                    outcome.add(Finding(
+                        "GV312", Severity.ERROR,
+                        f"per-sample gradient for {name!r} under vmap differs from a loop "
+                        f"(sample {b}, by {ag.max_difference(batched[k][b], want)[0]:.3g})",
+                        input=name, location=ctx.location,
+                        hint="backward (or the vmap rule) mixes samples of the batch"))
+                    return
+
+
+CHECK = VmapCheck()

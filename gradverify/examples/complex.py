@@ -1,0 +1,21 @@
+"""Complex inputs: gradients follow PyTorch's convention (conjugate Wirtinger derivatives)."""
+from __future__ import annotations
+
+import torch
+from torch.autograd import Function
+
+
+class ComplexMul(Function):
+    """z * w for complex tensors. For a holomorphic f, backward returns grad * conj(df/dz)."""
+
+    @staticmethod
+    def forward(ctx, z, w):
+        ctx.save_for_backward(z, w)
+        return z * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        z, w = ctx.saved_tensors
+        grad_z = grad * w.conj() if ctx.needs_input_grad[0] else None
+        grad_w = grad * z.conj() if ctx.needs_input_grad[1] else None
+        return grad_z, grad_w
