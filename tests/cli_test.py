@@ -308,3 +308,19 @@ def test_broken_examples_fail_end_to_end():
     for expected in ("sign flipped", "not multiplied by the incoming gradient", "GV102",
                      "transposed", "second derivative d(grad 'x')/d('x') is wrong"):
         assert expected in stdout
+
+
+def test_device_cuda_without_cuda_is_a_usage_error(ops):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = run_cli("check", "--device", "cuda")
+    assert result.code == 2 and "CUDA is not available" in result.output
+
+
+def test_opt_in_compile_check_from_the_command_line(ops):
+    result = run_cli("check", "--only", "compile", "--format", "json")
+    data = json.loads(result.stdout)
+    assert [c["name"] for c in data["results"][0]["checks"]] == ["compile"]
+    assert data["results"][0]["checks"][0]["status"] == "pass"
