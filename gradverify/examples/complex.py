@@ -1,7 +1,6 @@
 """Complex inputs: gradients follow PyTorch's convention (conjugate Wirtinger derivatives)."""
 from __future__ import annotations
 
-import torch
 from torch.autograd import Function
 
 

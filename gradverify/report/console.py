@@ -10,7 +10,8 @@ import textwrap
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from gradverify.report.model import CaseResult, CheckResult, Finding, Report, Severity, Status
+from gradverify.report.model import (CaseResult, CheckResult, Finding, InputInfo, Report,
+                                     Severity, Status)
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -110,13 +111,12 @@ def _case(case: CaseResult) -> Iterator[_Line]:
                     (_clip(summary, WIDTH - width - 20), ""))
 
 
-def _input(info: object) -> str:
-    name = getattr(info, "name")
-    if getattr(info, "kind") == "tensor":
-        shape = "x".join(map(str, getattr(info, "shape") or ())) or "scalar"
-        grad = "" if getattr(info, "requires_grad") else ", no grad"
-        return f"{name} [{shape}] {getattr(info, 'dtype')}{grad}"
-    return f"{name}: {getattr(info, 'kind')}"
+def _input(info: InputInfo) -> str:
+    if info.kind == "tensor":
+        shape = "x".join(map(str, info.shape or ())) or "scalar"
+        grad = "" if info.requires_grad else ", no grad"
+        return f"{info.name} [{shape}] {info.dtype}{grad}"
+    return f"{info.name}: {info.kind}"
 
 
 def _finding(check: CheckResult, finding: Finding, verbose: bool) -> Iterator[_Line]:
