@@ -497,7 +497,8 @@ def grads_close(a: torch.Tensor | None, b: torch.Tensor | None, *, atol: float =
 
 
 def max_difference(a: torch.Tensor, b: torch.Tensor) -> tuple[float, tuple[int, ...]]:
-    diff = (a.detach().to(torch.float64) - b.detach().to(torch.float64)).abs()
+    wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
+    diff = (a.detach().to(wide) - b.detach().to(wide)).abs()
     diff = torch.nan_to_num(diff, nan=float("inf"))
     flat = int(torch.argmax(diff)) if diff.numel() else 0
     return (float(diff.reshape(-1)[flat]) if diff.numel() else 0.0), _unravel(flat, tuple(diff.shape))
