@@ -5,6 +5,7 @@ The verdict is ``torch.autograd.gradcheck``'s; on failure gradverify computes th
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
@@ -160,10 +161,21 @@ class GradcheckCheck:
                 data={**_data(block, ctx.verbose), "pattern": block.pattern}))
         if not blocks:
             first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
+            # torch names inputs by index among the differentiable ones: give the name.
+            where = re.search(r"output (\d+) with respect to input (\d+)", failure)
+            name = names[int(where.group(2))] if where and int(where.group(2)) < len(names) \
+                else None
+            complex_case = any(t.is_complex() for t in [*inputs, *outs])
+            subject = (f"gradient for {name!r} (output {where.group(1)}) is wrong"
+                       if name and where else "gradcheck failed")
             outcome.add(Finding(
-                "GV121", Severity.ERROR, f"gradcheck failed: {first}", location=ctx.location,
-                hint="the mismatch did not reproduce in the sampled Jacobian; run with --slow "
-                     "and -v for full blocks", data={"torch_message": failure[:2000]}))
+                "GV121", Severity.ERROR, f"{subject}: {first}", input=name,
+                output=int(where.group(1)) if where else None, location=ctx.location,
+                hint=("complex gradients follow PyTorch's convention: backward returns "
+                      "grad * conj(df/dz) for a holomorphic f (check for a missing .conj())"
+                      if complex_case else
+                      "the mismatch did not reproduce in the sampled Jacobian; run with --slow "
+                      "and -v for full blocks"), data={"torch_message": failure[:2000]}))
         if low:
             outcome.add(Finding(
                 "GV126", Severity.ERROR,
