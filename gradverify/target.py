@@ -203,7 +203,10 @@ def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
         vmap = "staticmethod"
     else:
         vmap = None
-    source_file = inspect.getsourcefile(cls) if _safe(lambda: inspect.getsourcefile(cls)) else None
+    try:
+        source_file = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        source_file = None
     try:
         source = inspect.getsource(cls)
     except (OSError, TypeError):
@@ -305,10 +308,3 @@ def _short(file: str) -> str:
     except ValueError:
         return file
 
-
-def _safe(fn: Callable[[], Any]) -> bool:
-    try:
-        fn()
-        return True
-    except (OSError, TypeError):
-        return False

@@ -73,10 +73,6 @@ def differentiable_call(ctx: Any) -> Applied | str:
     return applied
 
 
-def output_name(j: int) -> str:
-    return f"output {j}"
-
-
 def random_grads(applied: Applied, generator: torch.Generator, *,
                  requires_grad: bool = False) -> list[torch.Tensor | None]:
     """What the engine passes backward: a gradient per output (random for differentiable
@@ -664,8 +660,3 @@ def compare_runs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], 
             found.append(Mismatch(f"gradient for {name!r}", name, None, data))
     return found
 
-
-def grads_in(dtype_of: Sequence[Any], grads: Sequence[Any]) -> list[Any]:
-    """The same incoming gradients, cast to each output's dtype."""
-    return [g.to(o.dtype) if isinstance(g, torch.Tensor) and isinstance(o, torch.Tensor) else g
-            for g, o in zip(grads, dtype_of)]

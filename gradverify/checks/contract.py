@@ -46,7 +46,7 @@ class ContractCheck:
                 hint=f"give backward {n_out} gradient parameters after ctx (unused ones may be "
                      "ignored)"))
             return outcome
-        self._output_dtypes(applied, args, outcome, loc)
+        self._output_dtypes(applied, outcome, loc)
         grads = ag.random_grads(applied, ctx.generator("contract"))
         try:
             raw = ag.raw_backward(info, applied, grads)
@@ -159,7 +159,7 @@ class ContractCheck:
                     data={"grad_dtype": str(grad.dtype)[6:], "input_dtype": str(value.dtype)[6:]}))
 
     @staticmethod
-    def _output_dtypes(applied: object, args: object, outcome: Outcome, loc: str | None) -> None:
+    def _output_dtypes(applied: object, outcome: Outcome, loc: str | None) -> None:
         import torch
 
         for j, out in applied.tensors:  # type: ignore[attr-defined]

@@ -74,7 +74,7 @@ class GradgradcheckCheck:
             return outcome
         outcome.summary = f"second-order mismatch ({mode} mode)"
         broken = self._graph_breaks(fn, inputs, grad_outputs, names, outcome, ctx)
-        first_order = _first_order(fn, grad_outputs, len(inputs))
+        first_order = _first_order(fn, grad_outputs)
         blocks = ag.diagnose(first_order, inputs, atol=tol.atol, rtol=tol.rtol, eps=tol.eps,
                              generator=ctx.generator("gradgradcheck-diagnose"))
         for block in blocks:
@@ -118,7 +118,7 @@ class GradgradcheckCheck:
         return broken
 
 
-def _first_order(fn: Any, grad_outputs: list[Any], n: int) -> Any:
+def _first_order(fn: Any, grad_outputs: list[Any]) -> Any:
     """x -> backward's gradients for every input at x (for a fixed incoming gradient)."""
     import torch
 

@@ -52,19 +52,19 @@ class LayoutCheck:
                               f"input {base.names[pos]!r} with {how} storage", base.names[pos],
                               "GV251", "GV252", diff, base.names)
         if applied.differentiable:
-            tried += self._gradients(ctx, outcome, base, grads, diff, reference)
+            tried += self._gradients(ctx, outcome, base, grads, diff, applied.differentiable)
         outcome.summary = f"{tried} non-contiguous variant(s) agree with contiguous ones"
         return outcome
 
     def _gradients(self, ctx: CheckContext, outcome: Outcome, base: Any, grads: list[Any],
-                   diff: list[int], reference: Any) -> int:
+                   diff: list[int], differentiable: list[int]) -> int:
         import torch
 
         from gradverify.checks import _autograd as ag
 
         tried = 0
         for j, g in enumerate(grads):
-            if not isinstance(g, torch.Tensor) or j not in ag.apply(ctx.info, base).differentiable:
+            if not isinstance(g, torch.Tensor) or j not in differentiable:
                 continue
             variants = [(how, ag.noncontiguous(g, how)) for how in LAYOUTS]
             if g.numel() > 1:
@@ -91,11 +91,7 @@ class LayoutCheck:
         from gradverify.checks import _autograd as ag
 
         try:
-            applied = ag.apply(ctx.info, args)
-            outputs = [o.detach().clone() if ag.isinstance_tensor(o) else o
-                       for o in applied.outputs]
-            got = ag.engine_grads(applied, grads, diff) if applied.differentiable else []
-            return outputs, got
+            return ag.forward_backward(ctx.info, args, grads, diff)
         except Exception as exc:  # noqa: BLE001 -- user code
             return exc
 

@@ -41,7 +41,7 @@ class SavedTensorsCheck:
         args = applied.args
         kept = ag.ctx_tensors(applied.ctx)
         outputs = [o for _, o in applied.tensors]
-        inputs = {args.names[i]: v for i, v in enumerate(args.values) if _is_tensor(v)}
+        inputs = {args.names[i]: v for i, v in enumerate(args.values) if ag.isinstance_tensor(v)}
         for attr, tensor in kept:
             kind, name = _classify(tensor, inputs, dict(enumerate(outputs)))
             if kind == "output":
@@ -78,11 +78,12 @@ class SavedTensorsCheck:
             with ag.record_saved() as record:
                 used = ag.apply(ctx.info, working)
             saved, args, applied = record.tensors, working, used
-            floating = [v for v in working.values if _is_tensor(v) and v.is_floating_point()]
+            floating = [v for v in working.values
+                        if ag.isinstance_tensor(v) and v.is_floating_point()]
             dtype = str(floating[0].dtype).removeprefix("torch.") if floating else "float32"
         except Exception:  # noqa: BLE001 -- fall back to the float64 run's numbers
             pass
-        inputs = {args.names[i]: v for i, v in enumerate(args.values) if _is_tensor(v)}
+        inputs = {args.names[i]: v for i, v in enumerate(args.values) if ag.isinstance_tensor(v)}
         outputs = dict(enumerate(o for _, o in applied.tensors))
         counts = {"input": 0, "output": 0, "intermediate": 0}
         storages: dict[int, int] = {}
@@ -142,7 +143,7 @@ class SavedTensorsCheck:
         grads = ag.random_grads(applied, ctx.generator(generator_salt))
         expected = ag.engine_grads(applied, grads, diff)
         targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
-                                          if _is_tensor(base.values[i])]
+                                          if ag.isinstance_tensor(base.values[i])]
         targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
         for label, which in targets:
             args = ctx.args("double")
@@ -175,12 +176,6 @@ class SavedTensorsCheck:
                 location=ctx.location,
                 hint="save it with ctx.save_for_backward instead of a ctx attribute (or a "
                      ".data alias), so that autograd raises 'modified by an inplace operation'"))
-
-
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
 
 
 def _classify(tensor: torch.Tensor, inputs: dict[str, torch.Tensor],

@@ -20,8 +20,6 @@ FORMATS: dict[str, Renderer] = {
 }
 """File formats by name; ``rich`` is the coloured console form of ``plain``."""
 
-CONSOLE_FORMATS = ("rich", "plain")
-
 
 def write_atomic(path: str | Path, text: str) -> None:
     """Write via a temporary file in the same directory, then rename: never a half report."""
