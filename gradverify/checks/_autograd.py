@@ -289,23 +289,37 @@ def diagnose(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Ten
     return blocks
 
 
-def recognise(block: Block, atol: float, rtol: float) -> str | None:
-    """Name the shape of a mismatch when it has a familiar one."""
-    a, n = block.analytical, block.numerical
-    close = lambda x, y: bool(((x - y).abs() <= atol + rtol * y.abs()).all())  # noqa: E731
+def _close(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> bool:
+    return bool(((x - y).abs() <= atol + rtol * y.abs()).all())
+
+
+def value_pattern(a: torch.Tensor, n: torch.Tensor, atol: float, rtol: float) -> str | None:
+    """How analytical values ``a`` relate to numerical ``n`` when the relation is a familiar
+    one: zero, sign flipped, a constant factor. Shared by the Jacobian and jvp diagnoses."""
     if n.abs().max() <= atol:
         return None
     if a.abs().max() <= atol:
         return "zero gradient"
-    if close(a, -n):
+    if _close(a, -n, atol, rtol):
         return "sign flipped"
     denom = float((n * n).sum())
     factor = float((a * n).sum()) / denom if denom else 0.0
-    if factor and close(a, factor * n):
+    if factor and _close(a, factor * n, atol, rtol):
         return f"off by a constant factor {factor:.4g}"
+    return None
+
+
+def recognise(block: Block, atol: float, rtol: float) -> str | None:
+    """Name the shape of a mismatch when it has a familiar one."""
+    a, n = block.analytical, block.numerical
+    if n.abs().max() <= atol:
+        return None
+    pattern = value_pattern(a, n, atol, rtol)
+    if pattern:
+        return pattern
     if block.full and len(block.in_shape) >= 2 and block.in_shape[-1] == block.in_shape[-2]:
         rows = a.reshape(a.shape[0], *block.in_shape).transpose(-1, -2).reshape(a.shape[0], -1)
-        if close(rows, n):
+        if _close(rows, n, atol, rtol):
             return "transposed"
     if block.full and len(block.in_shape) >= 1 and block.in_shape[0] > 1:
         bad_cols = block.bad.any(0)

@@ -108,7 +108,7 @@ class ForwardADCheck:
                 a = torch.zeros_like(numeric) if a is None else a
                 if torch.allclose(a, numeric, rtol=ctx.tolerance.rtol, atol=ctx.tolerance.atol):
                     continue
-                pattern = _pattern(a, numeric, ctx.tolerance.atol, ctx.tolerance.rtol)
+                pattern = ag.value_pattern(a, numeric, ctx.tolerance.atol, ctx.tolerance.rtol)
                 worst, where = ag.max_difference(a, numeric)
                 outcome.add(Finding(
                     "GV301", Severity.ERROR,
@@ -120,21 +120,6 @@ class ForwardADCheck:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             outcome.add(Finding("GV301", Severity.ERROR, f"forward-mode gradcheck failed: {first}",
                                 location=ctx.location))
-
-
-def _pattern(a: Any, n: Any, atol: float, rtol: float) -> str | None:
-    import torch
-
-    if n.abs().max() <= atol:
-        return None
-    if a.abs().max() <= atol:
-        return "zero gradient"
-    if torch.allclose(a, -n, rtol=rtol, atol=atol):
-        return "sign flipped"
-    factor = float((a * n).sum() / (n * n).sum())
-    if factor and torch.allclose(a, factor * n, rtol=rtol, atol=atol):
-        return f"off by a constant factor {factor:.4g}"
-    return None
 
 
 CHECK = ForwardADCheck()
