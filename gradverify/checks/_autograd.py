@@ -493,6 +493,24 @@ def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
+def classify(tensor: torch.Tensor, inputs: dict[str, torch.Tensor],
+             outputs: dict[int, torch.Tensor], *, same_shape: bool = True
+             ) -> tuple[str, str | None]:
+    """Whether a tensor is one of the inputs (by name), one of the outputs (by index) or an
+    intermediate: the same object, or the same storage (with the same shape, if asked)."""
+    def matches(value: torch.Tensor) -> bool:
+        return tensor is value or (same_storage(tensor, value)
+                                   and (not same_shape or tensor.shape == value.shape))
+
+    for name, value in inputs.items():
+        if matches(value):
+            return "input", name
+    for j, value in outputs.items():
+        if matches(value):
+            return "output", str(j)
+    return "intermediate", None
+
+
 def grads_close(a: torch.Tensor | None, b: torch.Tensor | None, *, atol: float = 1e-10,
                 rtol: float = 1e-7) -> bool:
     if a is None or b is None:

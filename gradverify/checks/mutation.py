@@ -96,20 +96,11 @@ class MutationCheck:
 def _names(stored: list, values: list, arg_names: list[str], applied: Applied) -> list[str]:
     from gradverify.checks import _autograd as ag
 
-    names = []
-    for t in stored:
-        label = "(an intermediate)"
-        for pos, v in enumerate(values):
-            if v is t or (hasattr(v, "untyped_storage") and ag.same_storage(t, v)):
-                label = f"input {arg_names[pos]!r}"
-                break
-        else:
-            for j, o in applied.tensors:
-                if o is t or ag.same_storage(t, o):
-                    label = f"output {j}"
-                    break
-        names.append(label)
-    return names
+    inputs = {n: v for n, v in zip(arg_names, values) if ag.isinstance_tensor(v)}
+    outputs = dict(applied.tensors)
+    labels = {"input": "input {!r}", "output": "output {}", "intermediate": "(an intermediate)"}
+    return [labels[kind].format(name)
+            for kind, name in (ag.classify(t, inputs, outputs, same_shape=False) for t in stored)]
 
 
 CHECK = MutationCheck()

@@ -43,7 +43,7 @@ class SavedTensorsCheck:
         outputs = [o for _, o in applied.tensors]
         inputs = {args.names[i]: v for i, v in enumerate(args.values) if ag.isinstance_tensor(v)}
         for attr, tensor in kept:
-            kind, name = _classify(tensor, inputs, dict(enumerate(outputs)))
+            kind, name = ag.classify(tensor, inputs, dict(enumerate(outputs)))
             if kind == "output":
                 continue  # reported by the cycle check below, with proof
             what = f"input {name!r}" if kind == "input" else "an intermediate tensor"
@@ -90,7 +90,7 @@ class SavedTensorsCheck:
         for tensor in saved:
             if tensor is None:
                 continue
-            kind, _ = _classify(tensor, inputs, outputs)
+            kind, _ = ag.classify(tensor, inputs, outputs)
             counts[kind] += 1
             storage = tensor.untyped_storage()
             storages[storage.data_ptr()] = storage.nbytes()
@@ -176,19 +176,6 @@ class SavedTensorsCheck:
                 location=ctx.location,
                 hint="save it with ctx.save_for_backward instead of a ctx attribute (or a "
                      ".data alias), so that autograd raises 'modified by an inplace operation'"))
-
-
-def _classify(tensor: torch.Tensor, inputs: dict[str, torch.Tensor],
-              outputs: dict[int, torch.Tensor]) -> tuple[str, str | None]:
-    from gradverify.checks import _autograd as ag
-
-    for name, value in inputs.items():
-        if tensor is value or (ag.same_storage(tensor, value) and tensor.shape == value.shape):
-            return "input", name
-    for j, value in outputs.items():
-        if tensor is value or (ag.same_storage(tensor, value) and tensor.shape == value.shape):
-            return "output", str(j)
-    return "intermediate", None
 
 
 def _bytes(n: int) -> str:
