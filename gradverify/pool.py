@@ -155,11 +155,7 @@ class Pool:
                     return message[1]
             except (EOFError, OSError, pickle.UnpicklingError):
                 pass
-        try:
-            worker.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait()
+        _reap(worker)
         self._retire(worker)
         return Plan(jobs=plan.jobs, errors=plan.errors + [ErrorEntry(
             ", ".join(plan.deferred), None, "GV010",
@@ -246,11 +242,7 @@ class Pool:
             self.workers.remove(worker)
 
     def _crashed(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
-        try:
-            worker.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait()
+        _reap(worker)
         message = (f"the process running this case died ({_death(worker)})"
                    f"{' during ' + worker.check if worker.check else ''}"
                    f"{_tail(worker.log, worker.log_offset)}")
@@ -273,6 +265,15 @@ def _failed_case(task: Task, check: str | None, code: str, message: str, hint: s
                       checks=(CheckResult(check or "run", Status.ERROR, 0.0, message[:80],
                                           (finding,)),),
                       inferred=spec is None)
+
+
+def _reap(worker: _Worker) -> None:
+    """Wait for a worker that is dying anyway, so that its exit status can be read."""
+    try:
+        worker.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        worker.process.kill()
+        worker.process.wait()
 
 
 def _death(worker: _Worker) -> str:
