@@ -46,16 +46,16 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     """
     from gradverify import config as config_mod
     from gradverify import spec as spec_mod
-    from gradverify.checks import REGISTRY
+    from gradverify.checks import unknown_check
     from gradverify.discover import Discoverer, Job, Plan
-    from gradverify.errors import UsageError, did_you_mean
+    from gradverify.errors import UsageError
     from gradverify.runner import RunOptions, run
     from gradverify.target import ensure_cwd_on_path, introspect, normalise
 
     ensure_cwd_on_path()
     for name in [*(checks or ()), *skip]:
-        if name not in REGISTRY:
-            raise UsageError(f"unknown check {name!r}{did_you_mean(name, REGISTRY)}")
+        if unknown_check(name):
+            raise UsageError(unknown_check(name))
     options = RunOptions(seed=seed, device=device, mode=mode,
                          only=tuple(checks) if checks is not None else None, skip=tuple(skip),
                          cases=tuple(cases), strict=strict)

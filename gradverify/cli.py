@@ -14,23 +14,22 @@ from typing import Any
 import click
 
 from gradverify import __version__
-from gradverify.errors import GradverifyError, InputError, UsageError, did_you_mean
+from gradverify.errors import GradverifyError, InputError, UsageError
 from gradverify.report.model import ExitCode
 
 FORMAT_CHOICES = ("rich", "plain", "json", "junit", "markdown", "github")
 
 
 def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...]:
-    from gradverify.checks import REGISTRY
+    from gradverify.checks import unknown_check
 
     names: list[str] = []
     for value in values:
         for name in (n.strip() for n in value.split(",")):
             if not name:
                 continue
-            if name not in REGISTRY:
-                raise click.BadParameter(f"unknown check {name!r}{did_you_mean(name, REGISTRY)}; "
-                                         f"checks: {', '.join(REGISTRY)}", param_hint=option)
+            if unknown_check(name):
+                raise click.BadParameter(unknown_check(name), param_hint=option)
             names.append(name)
     return tuple(names)
 

@@ -102,20 +102,20 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
             values[key] = strings(key)
     for key in ("only", "skip"):
         if key in values:
-            from gradverify.checks import REGISTRY
+            from gradverify.checks import unknown_check
 
             for name in values[key]:
-                if name not in REGISTRY:
-                    raise fail(key, f"unknown check {name!r}{did_you_mean(name, REGISTRY)}")
+                if unknown_check(name):
+                    raise fail(key, unknown_check(name))
     if "checks" in section:
-        from gradverify.checks import REGISTRY
+        from gradverify.checks import unknown_check
 
         checks = section["checks"]
         if not isinstance(checks, dict):
             raise fail("checks", "expected a table of check = true/false")
         for name, on in checks.items():
-            if name not in REGISTRY:
-                raise fail(f"checks.{name}", f"unknown check{did_you_mean(name, REGISTRY)}")
+            if unknown_check(name):
+                raise fail(f"checks.{name}", unknown_check(name))
             if not isinstance(on, bool):
                 raise fail(f"checks.{name}", "expected true or false")
         values["checks"] = dict(checks)

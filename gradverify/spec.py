@@ -340,15 +340,14 @@ class _Validator:
         return Tolerance(**values)
 
     def checks(self, value: Any, line: int | None, key: str) -> dict[str, CheckSetting]:
-        from gradverify.checks import REGISTRY
+        from gradverify.checks import REGISTRY, unknown_check
 
         data = self.mapping(value, line, key, "check switches like {gradgradcheck: false}")
         result: dict[str, CheckSetting] = {}
         for name, raw in data.items():
             at = self.line_of(data, name, line)
-            if name not in REGISTRY:
-                raise self.fail(f"unknown check {name!r}{did_you_mean(name, REGISTRY)}; "
-                                f"{one_of(REGISTRY)}", at, _join(key, name))
+            if unknown_check(name):
+                raise self.fail(unknown_check(name), at, _join(key, name))
             if isinstance(raw, bool):
                 result[name] = CheckSetting(enabled=raw)
                 continue
@@ -387,15 +386,14 @@ class _Validator:
         return value
 
     def expect(self, value: Any, line: int | None, key: str) -> dict[str, str]:
-        from gradverify.checks import REGISTRY
+        from gradverify.checks import unknown_check
 
         data = self.mapping(value, line, key, "expected failures like {gradcheck: \"reason\"}")
         result = {}
         for name, reason in data.items():
             at = self.line_of(data, name, line)
-            if name not in REGISTRY:
-                raise self.fail(f"unknown check {name!r}{did_you_mean(name, REGISTRY)}; "
-                                f"{one_of(REGISTRY)}", at, _join(key, name))
+            if unknown_check(name):
+                raise self.fail(unknown_check(name), at, _join(key, name))
             result[name] = self.string(reason, at, _join(key, name)).strip()
         return result
 

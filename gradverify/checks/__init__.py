@@ -28,3 +28,12 @@ REGISTRY: dict[str, Check] = {
     )
 }
 """Every check by name, in the order they run."""
+
+
+def unknown_check(name: object) -> str | None:
+    """The error message for a name that is not a check, or None when it is one."""
+    from gradverify.errors import did_you_mean, one_of
+
+    if name in REGISTRY:
+        return None
+    return f"unknown check {name!r}{did_you_mean(str(name), REGISTRY)}; {one_of(REGISTRY)}"
