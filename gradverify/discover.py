@@ -200,13 +200,8 @@ class Discoverer:
                 return spec
         wanted = resolve_object(target)
         for spec in specs:
-            if spec.target is None:
-                continue
-            try:
-                if resolve_object(spec.target) is wanted:
-                    return spec
-            except InputError:
-                continue
+            if resolves_to(spec, wanted):
+                return spec
         untargeted = [s for s in specs if s.target is None]
         if allow_untargeted and untargeted:
             return untargeted[0]
@@ -215,7 +210,7 @@ class Discoverer:
         return None
 
     def _module(self, name: str) -> None:
-        from gradverify.target import functions_in, import_module, resolve_object
+        from gradverify.target import functions_in, import_module
 
         if self.defer_imports:
             self.plan.deferred.append(name)
@@ -233,20 +228,27 @@ class Discoverer:
         found = 0
         for cls in classes:
             for spec in self.folder_specs():
-                if spec.target is None:
-                    continue
-                try:
-                    if resolve_object(spec.target) is cls:
-                        self.plan.jobs.append(Job(spec.target, spec))
-                        found += 1
-                except InputError:
-                    continue
+                if spec.target and resolves_to(spec, cls):
+                    self.plan.jobs.append(Job(spec.target, spec))
+                    found += 1
         if not found:
             names = ", ".join(c.__qualname__ for c in classes)
             self.plan.notes.append(
                 f"{name}: none of its Functions ({names}) has a spec in "
                 f"{', '.join(self.config.specs)}; run `gradverify init {name}:"
                 f"{classes[0].__qualname__}` to write one, or check one class directly")
+
+
+def resolves_to(spec: Spec, obj: Any) -> bool:
+    """Whether a spec's target resolves to ``obj`` (a spec that cannot be resolved does not)."""
+    from gradverify.target import resolve_object
+
+    if spec.target is None:
+        return False
+    try:
+        return resolve_object(spec.target) is obj
+    except InputError:
+        return False
 
 
 def _target_files(target: str, root: Path) -> set[Path]:

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gradverify.config import Config
-from gradverify.discover import SPEC_SUFFIXES, spec_files
+from gradverify.discover import SPEC_SUFFIXES, Discoverer, resolves_to, spec_files
 from gradverify.errors import InputError
-from gradverify.spec import Spec, load_file
+from gradverify.spec import load_file
 
 
 def _spec_lines(files: list[Path]) -> Iterator[str]:
@@ -20,18 +20,6 @@ def _spec_lines(files: list[Path]) -> Iterator[str]:
         for spec in specs:
             cases = len(spec.cases)
             yield f"{spec.where}  {spec.target or '(no target)'}  {cases} case{'s' * (cases != 1)}"
-
-
-def _folder_specs(config: Config) -> list[Spec]:
-    specs: list[Spec] = []
-    for directory in config.spec_dirs():
-        if directory.is_dir():
-            for file in spec_files(directory, config):
-                try:
-                    specs.extend(load_file(file))
-                except InputError:
-                    continue
-    return specs
 
 
 def list_items(where: list[str], config: Config) -> Iterator[str]:
@@ -53,8 +41,7 @@ def list_items(where: list[str], config: Config) -> Iterator[str]:
 
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
-    from gradverify.target import (ensure_cwd_on_path, functions_in, import_module, introspect,
-                                   resolve_object)
+    from gradverify.target import ensure_cwd_on_path, functions_in, import_module, introspect
 
     ensure_cwd_on_path()
     module = import_module(name)
@@ -62,17 +49,10 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
     if not classes:
         yield f"{name}: no torch.autograd.Function subclasses"
         return
-    specs = _folder_specs(config)
+    specs = Discoverer(config).folder_specs()
     for cls in classes:
         info = introspect(cls)
-        owner = None
-        for spec in specs:
-            try:
-                if spec.target and resolve_object(spec.target) is cls:
-                    owner = spec.where
-                    break
-            except InputError:
-                continue
+        owner = next((spec.where for spec in specs if resolves_to(spec, cls)), None)
         traits = [info.style]
         if info.once_differentiable:
             traits.append("once_differentiable")
