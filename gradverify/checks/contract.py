@@ -28,13 +28,10 @@ class ContractCheck:
 
         info = ctx.info
         outcome = Outcome()
-        args = ctx.args("double")
-        if not args.diff_positions:
-            return Outcome.skip("no input requires grad")
-        applied = ag.apply(info, args)
-        if applied.ctx is None:
-            return Outcome.skip("no output is differentiable (every output is non-differentiable "
-                                "or not a tensor)")
+        applied = ag.differentiable_call(ctx)
+        if isinstance(applied, str):
+            return Outcome.skip(applied)
+        args = applied.args
         n_out = len(applied.outputs)
         loc = ctx.location
         if info.backward_arity is not None and info.backward_arity != n_out:
