@@ -217,6 +217,17 @@ _CODES = [
          "Calling autograd through it with create_graph=True raises; torch.autograd.grad with "
          "create_graph=True through it silently drops its contribution in some versions.",
          "", "Nothing to fix unless you need higher-order gradients."),
+    Code("GV144", "incoming-gradient-detached", "gradgradcheck",
+         "Under create_graph=True, backward's result for an input does not depend on the "
+         "incoming gradient the way it is computed from it: backward detaches grad_output "
+         "(grad.detach(), grad.data, a numpy round trip) or uses it non-linearly.",
+         "Double backward differentiates backward's result with respect to the incoming "
+         "gradient too (torch's gradgradcheck checks that block). A detached incoming gradient "
+         "makes gradient penalties and Hessian-vector products silently wrong even for linear "
+         "and piecewise-linear ops, whose second derivative with respect to the inputs is zero "
+         "and so cannot reveal it.",
+         "def backward(ctx, grad):\n    return grad.detach() * 3",
+         "Use the incoming gradient itself: return grad * 3."),
     # ------------------------------------------------------------------ needs_input_grad
     Code("GV201", "backward-raises-with-partial-grad", "needs_input_grad",
          "backward raised when only some inputs require grad.",
@@ -278,6 +289,16 @@ _CODES = [
          "ctx.x = x   # then, in backward: grad * ctx.x",
          "Save with ctx.save_for_backward so that autograd raises 'modified by an inplace "
          "operation' instead."),
+    Code("GV214", "saved-sparse-tensor-aliases-input", "saved_tensors",
+         "A sparse tensor saved for backward shares memory with an input or output (as "
+         "torch.sparse_coo_tensor(indices, values) does), and changing that tensor in place "
+         "changed the gradient.",
+         "save_for_backward protects a tensor through its version counter, but a sparse tensor "
+         "does not share the counter of the indices and values it was built from: an in-place "
+         "change to them after forward goes unnoticed. A limit of torch rather than a bug in the Function, and rarely hit in practice, hence a note, not a failure.",
+         "a = torch.sparse_coo_tensor(indices, values, shape)\nctx.save_for_backward(a, b)",
+         "Save indices and values with save_for_backward and build the sparse tensor in "
+         "backward, or build it from clones."),
     # ------------------------------------------------------------------ mutation
     Code("GV221", "input-mutated-without-mark-dirty", "mutation",
          "forward wrote into an input in place without ctx.mark_dirty.",

@@ -77,7 +77,7 @@ def test_check_passes_on_default_spec_folder(ops):
     result = run_cli("check")
     assert result.code == 0, result.output
     assert "ops:Square :: vec" in result.stdout
-    assert re.match(r"10 passed, 3 skipped in \d", result.stdout.rstrip().splitlines()[-1])
+    assert re.match(r"11 passed, 2 skipped in \d", result.stdout.rstrip().splitlines()[-1])
 
 
 def test_check_fails_with_named_input(ops):
@@ -188,8 +188,8 @@ def test_json_report_schema(ops):
     assert data["schema"] == 1 and data["gradverify"] == "0.1.0"
     assert set(data) >= {"torch", "python", "settings", "summary", "results", "errors"}
     assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto"}
-    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 10
-    assert data["summary"]["skip"] == 3 and data["summary"]["fail"] == 0
+    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 11
+    assert data["summary"]["skip"] == 2 and data["summary"]["fail"] == 0
     assert data["summary"]["exit_code"] == 0
     (case,) = data["results"]
     assert case["target"] == "ops:Square" and case["spec"] == "specs/square.yaml"

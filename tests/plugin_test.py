@@ -53,7 +53,7 @@ def test_collects_items_named_like_the_design(suite):
 
 def test_failures_carry_findings(suite):
     result = suite.runpytest("--gradverify", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=18, skipped=7)
+    result.assert_outcomes(failed=1, passed=20, skipped=5)
     result.stdout.fnmatch_lines(["*error: gradient for 'x' (output 0) is wrong: off by a constant "
                                  "factor 0.5*[GV121]*",
                                  "*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*"])
@@ -74,4 +74,4 @@ def test_nothing_without_the_flag(suite):
 def test_xdist(suite):
     result = suite.runpytest("--gradverify", "-n", "2", "--dist", "loadscope",
                              "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=18, skipped=7)
+    result.assert_outcomes(failed=1, passed=20, skipped=5)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from gradverify.checks._tensors import dense
 from gradverify.inputs import Args
 from gradverify.target import FunctionInfo
 
@@ -410,112 +411,14 @@ def jacobian_entries(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Ten
     return sum(t.numel() for t in inputs) * sum(o.numel() for o in outputs)
 
 
-# ----------------------------------------------------------------------------- state snapshots
-
-
-@dataclass
-class Snapshot:
-    """Versions and values of some tensors, to detect in-place writes afterwards."""
-
-    tensors: list[torch.Tensor]
-    versions: list[int]
-    values: list[torch.Tensor]
-
-    @classmethod
-    def of(cls, tensors: Sequence[torch.Tensor]) -> Snapshot:
-        tensors = list(tensors)
-        with torch.no_grad():
-            return cls(tensors, [t._version for t in tensors],
-                       [t.detach().clone() for t in tensors])
-
-    def changed(self) -> list[int]:
-        """Indices of tensors written since the snapshot (version counter or values)."""
-        found = []
-        for k, (t, version, value) in enumerate(zip(self.tensors, self.versions, self.values)):
-            if t._version != version or not same_values(t.detach(), value):
-                found.append(k)
-        return found
-
-
-def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if torch.equal(a, b):
-        return True
-    if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all())
-    return False
-
-
-@dataclass
-class Saved:
-    """Tensors passed to save_for_backward during one forward, seen by saved_tensors_hooks."""
-
-    tensors: list[torch.Tensor] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def record_saved() -> Iterator[Saved]:
-    saved = Saved()
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        saved.tensors.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        yield saved
-
-
-def ctx_tensors(ctx: Any) -> list[tuple[str, torch.Tensor]]:
-    """Tensors that forward stored as ctx attributes (also inside lists, tuples and dicts)."""
-    found: list[tuple[str, torch.Tensor]] = []
-    try:
-        attrs = vars(ctx)
-    except TypeError:
-        return found
-    for name, value in attrs.items():
-        if isinstance(value, torch.Tensor):
-            found.append((f"ctx.{name}", value))
-        elif isinstance(value, (list, tuple)):
-            found += [(f"ctx.{name}[{k}]", v) for k, v in enumerate(value)
-                      if isinstance(v, torch.Tensor)]
-        elif isinstance(value, dict):
-            found += [(f"ctx.{name}[{k!r}]", v) for k, v in value.items()
-                      if isinstance(v, torch.Tensor)]
-    return found
-
-
-def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
-            and a.untyped_storage().nbytes() > 0
-    except RuntimeError:
-        return False
-
-
-def classify(tensor: torch.Tensor, inputs: dict[str, torch.Tensor],
-             outputs: dict[int, torch.Tensor], *, same_shape: bool = True
-             ) -> tuple[str, str | None]:
-    """Whether a tensor is one of the inputs (by name), one of the outputs (by index) or an
-    intermediate: the same object, or the same storage (with the same shape, if asked)."""
-    def matches(value: torch.Tensor) -> bool:
-        return tensor is value or (same_storage(tensor, value)
-                                   and (not same_shape or tensor.shape == value.shape))
-
-    for name, value in inputs.items():
-        if matches(value):
-            return "input", name
-    for j, value in outputs.items():
-        if matches(value):
-            return "output", str(j)
-    return "intermediate", None
+# ----------------------------------------------------------------------------- comparing
 
 
 def grads_close(a: torch.Tensor | None, b: torch.Tensor | None, *, atol: float = 1e-10,
                 rtol: float = 1e-7) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    a, b = a.detach(), b.detach()
+    a, b = dense(a), dense(b)
     if a.shape != b.shape:
         try:
             a = a.sum_to_size(b.shape)
@@ -526,53 +429,10 @@ def grads_close(a: torch.Tensor | None, b: torch.Tensor | None, *, atol: float =
 
 def max_difference(a: torch.Tensor, b: torch.Tensor) -> tuple[float, tuple[int, ...]]:
     wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
-    diff = (a.detach().to(wide) - b.detach().to(wide)).abs()
+    diff = (dense(a).to(wide) - dense(b).to(wide)).abs()
     diff = torch.nan_to_num(diff, nan=float("inf"))
     flat = int(torch.argmax(diff)) if diff.numel() else 0
     return (float(diff.reshape(-1)[flat]) if diff.numel() else 0.0), _unravel(flat, tuple(diff.shape))
-
-
-def modify_in_place(t: torch.Tensor) -> None:
-    """Change every value of t in place (under no_grad, so leaves may be written)."""
-    with torch.no_grad():
-        if t.is_floating_point() or t.is_complex():
-            t.mul_(1.5).add_(0.25)
-        elif t.dtype == torch.bool:
-            t.logical_not_()
-        elif t.numel() > 1:
-            t.copy_(t.flatten().roll(1).reshape(t.shape))
-        else:
-            t.add_(1)
-
-
-def noncontiguous(t: torch.Tensor, how: str) -> torch.Tensor | None:
-    """The same values in other memory: ``transposed`` storage (dim >= 2) or ``strided`` (every
-    other element of a larger buffer). None when the layout does not apply."""
-    if t.numel() < 2:
-        return None
-    with torch.no_grad():
-        if how == "transposed":
-            if t.dim() < 2 or t.shape[-1] < 2 or t.shape[-2] < 2:
-                return None
-            out = t.detach().transpose(-1, -2).contiguous().transpose(-1, -2)
-        elif how == "strided":
-            buffer = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device) \
-                if t.dim() else None
-            if buffer is None:
-                return None
-            out = buffer[..., ::2]
-            out.copy_(t.detach())
-        else:  # pragma: no cover
-            raise ValueError(how)
-    return None if out.is_contiguous() else out
-
-
-def is_version_error(exc: BaseException) -> bool:
-    return "modified by an inplace operation" in str(exc)
-
-
-def isinstance_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
 
 
 # ----------------------------------------------------------------------------- low precision

@@ -24,7 +24,7 @@ class GradgradcheckCheck:
     name = "gradgradcheck"
     default = True
     summary = "second-order gradients (double backward) match finite differences (float64)"
-    codes = ("GV141", "GV142", "GV143")
+    codes = ("GV141", "GV142", "GV143", "GV144")
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
     requires = ("contract", "gradcheck")
 
@@ -54,15 +54,17 @@ class GradgradcheckCheck:
         outcome = Outcome(mode=mode)
         tol = ctx.tolerance
         generator = ctx.generator("gradgradcheck")
-        grad_outputs = [ag.randn_like(o, generator) for o in outs]
+        # The incoming gradients require grad, as in torch's own default: gradgradcheck then
+        # differentiates backward's result with respect to them too, so a backward that
+        # detaches its incoming gradient fails even where d2/dx2 is zero.
+        grad_outputs = [ag.randn_like(o, generator).requires_grad_(True) for o in outs]
+        probed = _probe_incoming_gradient(fn, inputs, grad_outputs, names, outcome, ctx)
         try:
             with ag.no_slow_rerun():
                 torch.autograd.gradgradcheck(fn, inputs, grad_outputs, eps=tol.eps, atol=tol.atol,
                                              rtol=tol.rtol, nondet_tol=tol.nondet_tol,
-                                             check_undefined_grad=False, fast_mode=mode == "fast",
-                                             raise_exception=True)
-            outcome.summary = f"second-order gradients match ({mode} mode)"
-            return outcome
+                                             fast_mode=mode == "fast", raise_exception=True)
+            failure = None
         except GradcheckError as exc:
             failure = str(exc)
         except Exception as exc:  # noqa: BLE001 -- backward raised under create_graph=True
@@ -72,13 +74,18 @@ class GradgradcheckCheck:
                 location=ag.user_location(exc, ctx.info) or ctx.location, hint=_HINT))
             outcome.summary = "double backward raised"
             return outcome
+        if failure is None and not outcome.findings:
+            outcome.summary = (f"second-order gradients match, with respect to the inputs and "
+                               f"the incoming gradients ({mode} mode)")
+            return outcome
         outcome.summary = f"second-order mismatch ({mode} mode)"
-        broken = self._graph_breaks(fn, inputs, grad_outputs, names, outcome, ctx)
-        first_order = _first_order(fn, grad_outputs)
-        blocks = ag.diagnose(first_order, inputs, atol=tol.atol, rtol=tol.rtol, eps=tol.eps,
-                             generator=ctx.generator("gradgradcheck-diagnose"))
+        if failure is None:
+            return outcome  # the probe's findings: torch's check skips graph-broken gradients
+        fixed = [g.detach() for g in grad_outputs]
+        blocks = ag.diagnose(_first_order(fn, fixed), inputs, atol=tol.atol, rtol=tol.rtol,
+                             eps=tol.eps, generator=ctx.generator("gradgradcheck-diagnose"))
         for block in blocks:
-            if block.output in broken:
+            if block.output in probed:
                 continue
             of, wrt = names[block.output], names[block.input]
             outcome.add(Finding(
@@ -94,28 +101,69 @@ class GradgradcheckCheck:
                                 data={"torch_message": failure[:2000]}))
         return outcome
 
-    @staticmethod
-    def _graph_breaks(fn: Any, inputs: list[Any], grad_outputs: list[Any], names: list[str],
-                      outcome: Outcome, ctx: CheckContext) -> set[int]:
-        import torch
 
-        leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
-        v = [g.detach().clone().requires_grad_(True) for g in grad_outputs]
+def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any],
+                             names: list[str], outcome: Outcome, ctx: CheckContext) -> set[int]:
+    """The block d(grad)/d(grad_output), exactly and without finite differences.
+
+    backward's result g(v) for incoming gradients v is linear in v, so for any w the scalar
+    s = <w, g(v)> satisfies <ds/dv, v> = s (Euler's identity for linear maps). Double backward
+    computes ds/dv; when backward detaches v (``grad.detach()``, ``grad.data``, numpy), ds/dv
+    is None or zero while s is not. A nonzero gradient with no grad_fn at all breaks the graph
+    (GV142). Returns the positions of the inputs reported.
+    """
+    import torch
+
+    from gradverify.checks import _autograd as ag
+    from gradverify.checks import _tensors as tk
+
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    v = [g.detach().clone().requires_grad_(True) for g in grad_outputs]
+    try:
+        grads = torch.autograd.grad(fn(*leaves), leaves, v, create_graph=True, allow_unused=True)
+    except Exception:  # noqa: BLE001 -- torch's gradgradcheck reports it
+        return set()
+    generator = ctx.generator("gradgradcheck-incoming")
+    reported = set()
+    for i, g in enumerate(grads):
+        if g is None or not bool(tk.dense(g).ne(0).any()):
+            continue  # a zero gradient is constant in v: nothing to differentiate
+        if not g.requires_grad:
+            reported.add(i)
+            outcome.add(Finding(
+                "GV142", Severity.ERROR,
+                f"backward's gradient for {names[i]!r} has no grad_fn under create_graph=True: "
+                "backward breaks the graph, so second derivatives through it are silently zero",
+                input=names[i], location=ctx.location, hint=_HINT))
+            continue
+        flat = g.to_dense() if tk.is_sparse(g) else g
+        w = ag.randn_like(flat, generator)
+        s = (w.conj() * flat).real.sum()
         try:
-            grads = torch.autograd.grad(fn(*leaves), leaves, v, create_graph=True,
-                                        allow_unused=True)
-        except Exception:  # noqa: BLE001 -- reported by the caller
-            return set()
-        broken = set()
-        for i, g in enumerate(grads):
-            if g is not None and not g.requires_grad:
-                broken.add(i)
-                outcome.add(Finding(
-                    "GV142", Severity.ERROR,
-                    f"backward's gradient for {names[i]!r} has no grad_fn under "
-                    "create_graph=True: backward breaks the graph, so its second derivatives are "
-                    "silently zero", input=names[i], location=ctx.location, hint=_HINT))
-        return broken
+            dv = torch.autograd.grad(s, v, retain_graph=True, allow_unused=True)
+        except Exception:  # noqa: BLE001 -- torch's gradgradcheck reports it
+            continue
+        along = sum(float((d.conj() * vj.detach()).real.sum())
+                    for d, vj in zip(dv, v) if d is not None)
+        expected = float(s.detach())
+        scale = float((w.abs() * flat.detach().abs()).sum())
+        if abs(along - expected) <= 1e-7 * scale + 1e-12:
+            continue
+        reported.add(i)
+        detached = all(d is None or not bool(d.ne(0).any()) for d in dv)
+        what = ("does not depend on the incoming gradient under create_graph=True (backward "
+                "detaches it: grad.detach(), grad.data or a numpy round trip)" if detached else
+                "is not linear in the incoming gradient under create_graph=True (its "
+                "derivative with respect to grad_output does not reproduce it)")
+        outcome.add(Finding(
+            "GV144", Severity.ERROR, f"backward's gradient for {names[i]!r} {what}",
+            input=names[i], location=ctx.location,
+            hint="use the incoming gradient itself in backward's formulas, never a detached "
+                 "copy, so that double backward (gradient penalties, Hessian-vector products) "
+                 "differentiates through it",
+            data={"directional_derivative": along, "expected": expected,
+                  "detached": detached}))
+    return reported
 
 
 def _first_order(fn: Any, grad_outputs: list[Any]) -> Any:

@@ -28,6 +28,7 @@ class LayoutCheck:
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         outcome = Outcome()
         base = ctx.args("double")
@@ -40,9 +41,9 @@ class LayoutCheck:
         tried = 0
         for how in LAYOUTS:
             for pos, value in enumerate(base.values):
-                if not ag.isinstance_tensor(value):
+                if not tk.is_tensor(value):
                     continue
-                variant = ag.noncontiguous(value, how)
+                variant = tk.noncontiguous(value, how)
                 if variant is None:
                     continue
                 tried += 1
@@ -60,13 +61,13 @@ class LayoutCheck:
                    diff: list[int], differentiable: list[int]) -> int:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         tried = 0
         for j, g in enumerate(grads):
             if not isinstance(g, torch.Tensor) or j not in differentiable:
                 continue
-            variants = [(how, ag.noncontiguous(g, how)) for how in LAYOUTS]
+            variants = [(how, tk.noncontiguous(g, how)) for how in LAYOUTS]
             if g.numel() > 1:
                 constant = torch.full((), 0.75, dtype=g.dtype, device=g.device).expand(g.shape)
                 variants.append(("expanded (stride 0, as .sum() produces)", constant))
@@ -100,6 +101,7 @@ class LayoutCheck:
                  input_name: str | None, wrong_code: str, raise_code: str, diff: list[int],
                  names: list[str], output: int | None = None) -> None:
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         if isinstance(expected, Exception):
             return
@@ -115,7 +117,7 @@ class LayoutCheck:
         outs, grads = got
         ref_outs, ref_grads = expected
         for j, (a, b) in enumerate(zip(outs, ref_outs)):
-            if ag.isinstance_tensor(a) and not ag.grads_close(a, b, atol=1e-9, rtol=1e-6):
+            if tk.is_tensor(a) and not ag.grads_close(a, b, atol=1e-9, rtol=1e-6):
                 outcome.add(Finding(
                     wrong_code, Severity.ERROR,
                     f"with {label}, output {j} differs from the contiguous result",

@@ -30,6 +30,7 @@ class MutationCheck:
         import torch
 
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         outcome = Outcome()
         args = ctx.args("double")
@@ -37,8 +38,8 @@ class MutationCheck:
         values = [v.clone() if isinstance(v, torch.Tensor) and v.requires_grad else v
                   for v in args.values]
         tensors = {i: v for i, v in enumerate(values) if isinstance(v, torch.Tensor)}
-        before = ag.Snapshot.of(list(tensors.values()))
-        with ag.record_saved() as saved:
+        before = tk.Snapshot.of(list(tensors.values()))
+        with tk.record_saved() as saved:
             out = ctx.info.cls.apply(*values)
         applied = ag.Applied(ag.Args(args.names, values, args.differentiable),
                              list(out) if isinstance(out, tuple) else [out],
@@ -64,11 +65,11 @@ class MutationCheck:
             outcome.summary = "forward checked; no differentiable output for backward"
             return outcome
         stored = [t for t in saved.tensors if isinstance(t, torch.Tensor)]
-        stored += [t for _, t in ag.ctx_tensors(applied.ctx)]
-        saved_snapshot = ag.Snapshot.of(stored)
+        stored += [t for _, t in tk.ctx_tensors(applied.ctx)]
+        saved_snapshot = tk.Snapshot.of(stored)
         grads = ag.random_grads(applied, ctx.generator("mutation"))
         grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
-        grad_snapshot = ag.Snapshot.of(grad_tensors)
+        grad_snapshot = tk.Snapshot.of(grad_tensors)
         ag.raw_backward(ctx.info, applied, grads)
         names = _names(stored, values, args.names, applied)
         for k in saved_snapshot.changed():
@@ -94,13 +95,13 @@ class MutationCheck:
 
 
 def _names(stored: list, values: list, arg_names: list[str], applied: Applied) -> list[str]:
-    from gradverify.checks import _autograd as ag
+    from gradverify.checks import _tensors as tk
 
-    inputs = {n: v for n, v in zip(arg_names, values) if ag.isinstance_tensor(v)}
+    inputs = {n: v for n, v in zip(arg_names, values) if tk.is_tensor(v)}
     outputs = dict(applied.tensors)
     labels = {"input": "input {!r}", "output": "output {}", "intermediate": "(an intermediate)"}
     return [labels[kind].format(name)
-            for kind, name in (ag.classify(t, inputs, outputs, same_shape=False) for t in stored)]
+            for kind, name in (tk.classify(t, inputs, outputs, same_shape=False) for t in stored)]
 
 
 CHECK = MutationCheck()

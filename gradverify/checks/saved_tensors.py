@@ -26,24 +26,25 @@ class SavedTensorsCheck:
     name = "saved_tensors"
     default = True
     summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
-    codes = ("GV211", "GV212", "GV213")
+    codes = ("GV211", "GV212", "GV213", "GV214")
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         outcome = Outcome()
-        with ag.record_saved() as saved:
+        with tk.record_saved() as saved:
             applied = ag.differentiable_call(ctx)
         if isinstance(applied, str):
             return Outcome.skip(applied)
         args = applied.args
-        kept = ag.ctx_tensors(applied.ctx)
+        kept = tk.ctx_tensors(applied.ctx)
         outputs = [o for _, o in applied.tensors]
-        inputs = {args.names[i]: v for i, v in enumerate(args.values) if ag.isinstance_tensor(v)}
+        inputs = {args.names[i]: v for i, v in enumerate(args.values) if tk.is_tensor(v)}
         for attr, tensor in kept:
-            kind, name = ag.classify(tensor, inputs, dict(enumerate(outputs)))
+            kind, name = tk.classify(tensor, inputs, dict(enumerate(outputs)))
             if kind == "output":
                 continue  # reported by the cycle check below, with proof
             what = f"input {name!r}" if kind == "input" else "an intermediate tensor"
@@ -71,29 +72,29 @@ class SavedTensorsCheck:
                 ) -> dict[str, Any]:
         """Count and bytes of saved tensors in the working dtype (distinct storages)."""
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         dtype = "float64"
         try:
             working = ctx.args("working")
-            with ag.record_saved() as record:
+            with tk.record_saved() as record:
                 used = ag.apply(ctx.info, working)
             saved, args, applied = record.tensors, working, used
             floating = [v for v in working.values
-                        if ag.isinstance_tensor(v) and v.is_floating_point()]
+                        if tk.is_tensor(v) and v.is_floating_point()]
             dtype = str(floating[0].dtype).removeprefix("torch.") if floating else "float32"
         except Exception:  # noqa: BLE001 -- fall back to the float64 run's numbers
             pass
-        inputs = {args.names[i]: v for i, v in enumerate(args.values) if ag.isinstance_tensor(v)}
+        inputs = {args.names[i]: v for i, v in enumerate(args.values) if tk.is_tensor(v)}
         outputs = dict(enumerate(o for _, o in applied.tensors))
         counts = {"input": 0, "output": 0, "intermediate": 0}
         storages: dict[int, int] = {}
         for tensor in saved:
             if tensor is None:
                 continue
-            kind, _ = ag.classify(tensor, inputs, outputs)
+            kind, _ = tk.classify(tensor, inputs, outputs)
             counts[kind] += 1
-            storage = tensor.untyped_storage()
-            storages[storage.data_ptr()] = storage.nbytes()
+            storages.update(tk.storages(tensor))
         return {"count": sum(counts.values()), "inputs": counts["input"],
                 "outputs": counts["output"], "intermediates": counts["intermediate"],
                 "bytes": sum(storages.values()), "dtype": dtype}
@@ -102,13 +103,14 @@ class SavedTensorsCheck:
     def _cycle(ctx: CheckContext, outcome: Outcome) -> None:
         """An output kept on ctx stays alive after the caller drops it (until gc runs)."""
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         args = ctx.args("double")
         enabled = gc.isenabled()
         gc.disable()
         try:
             applied = ag.apply(ctx.info, args)
-            attrs = {id(t): attr for attr, t in ag.ctx_tensors(applied.ctx)}
+            attrs = {id(t): attr for attr, t in tk.ctx_tensors(applied.ctx)}
             refs = [(j, weakref.ref(o), attrs.get(id(o))) for j, o in applied.tensors
                     if o.requires_grad or id(o) in attrs]
             del applied
@@ -135,6 +137,7 @@ class SavedTensorsCheck:
     def _in_place(ctx: CheckContext, outcome: Outcome) -> None:
         """Change each input and output in place after forward: backward must notice."""
         from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
 
         generator_salt = "saved_tensors"
         base = ctx.args("double")
@@ -143,32 +146,51 @@ class SavedTensorsCheck:
         grads = ag.random_grads(applied, ctx.generator(generator_salt))
         expected = ag.engine_grads(applied, grads, diff)
         targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
-                                          if ag.isinstance_tensor(base.values[i])]
+                                          if tk.is_tensor(base.values[i])]
         targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
+        unchanged: list[str] = []
+        tolerance = max(1e-10, ctx.tolerance.nondet_tol)
         for label, which in targets:
             args = ctx.args("double")
             if isinstance(which, int) and ctx.info.uses_mark_dirty:
                 continue  # mark_dirty Functions run on clones: the caller's input is not theirs
             run = ag.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
             tensor = run.outputs[which[1]] if isinstance(which, tuple) else args.values[which]
-            ag.modify_in_place(tensor)
+            # torch.sparse_coo_tensor(indices, values) aliases its arguments without sharing
+            # their version counter: no save_for_backward can protect that memory. (Read from
+            # ctx, not with saved_tensors_hooks, which would switch the version check off.)
+            sparse_alias = [t for t in _saved(run.ctx) if tk.is_sparse(t)
+                            and set(tk.storages(t)) & set(tk.storages(tensor))]
             try:
+                tk.modify_in_place(tensor)
                 got = ag.engine_grads(run, grads, diff)
-            except RuntimeError as exc:
-                if ag.is_version_error(exc):
-                    continue
-                got = exc
-            except Exception as exc:  # noqa: BLE001 -- user code
+            except tk.Unsupported as exc:
+                unchanged.append(f"{label} ({exc})")
+                continue
+            except Exception as exc:  # noqa: BLE001 -- user code, or autograd refusing
+                if tk.is_protection(exc):
+                    continue  # autograd protected the user: exactly what should happen
                 got = exc
             if isinstance(got, Exception):
                 effect = (f"backward raised {ag.describe_exception(got)} instead of autograd's "
                           "version-counter error")
             else:
                 wrong = [base.names[diff[p]] for p, (a, b) in enumerate(zip(got, expected))
-                         if not ag.grads_close(a, b)]
+                         if not ag.grads_close(a, b, atol=tolerance)]
                 if not wrong:
                     continue
                 effect = f"the gradient for {wrong[0]!r} silently changed"
+            if sparse_alias:
+                outcome.add(Finding(
+                    "GV214", Severity.INFO,
+                    f"after {label} was changed in place, {effect}: a saved "
+                    f"{tk.kind(sparse_alias[0])} tensor shares its memory, and sparse tensors "
+                    "do not share the version counter of the tensors they are built from",
+                    input=label.split("'")[1] if label.startswith("input") else None,
+                    location=ctx.info.forward_location,
+                    hint="save the indices and values with save_for_backward and build the "
+                         "sparse tensor in backward, or build it from clones"))
+                continue
             outcome.add(Finding(
                 "GV213", Severity.ERROR,
                 f"after {label} was changed in place, {effect}: backward reads it unprotected",
@@ -176,6 +198,17 @@ class SavedTensorsCheck:
                 location=ctx.location,
                 hint="save it with ctx.save_for_backward instead of a ctx attribute (or a "
                      ".data alias), so that autograd raises 'modified by an inplace operation'"))
+        if unchanged:
+            outcome.data["not_changed_in_place"] = unchanged
+
+
+def _saved(ctx: Any) -> list[torch.Tensor]:
+    from gradverify.checks import _tensors as tk
+
+    try:
+        return [t for t in ctx.saved_tensors if tk.is_tensor(t)]
+    except Exception:  # noqa: BLE001 -- nothing saved, or a ctx without saved_tensors
+        return []
 
 
 def _bytes(n: int) -> str:

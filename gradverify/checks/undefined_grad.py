@@ -1,7 +1,9 @@
-"""undefined_grad: a Function with several outputs, of which the caller uses only one.
+"""undefined_grad: outputs whose gradient is undefined, because the caller does not use them.
 
-Autograd then passes zeros for the unused outputs' gradients, or None when forward called
+Autograd then passes zeros for those outputs' gradients, or None when forward called
 ``ctx.set_materialize_grads(False)``. backward must neither raise nor change the gradient.
+Two situations: every output's gradient undefined (torch's own gradcheck tests this for every
+Function), and, for a Function with several outputs, only one of them used.
 """
 from __future__ import annotations
 
@@ -32,10 +34,14 @@ class UndefinedGradCheck:
             return Outcome.skip(applied)
         args, diff = applied.args, applied.args.diff_positions
         used = applied.differentiable
-        if len(used) < 2:
-            return Outcome.skip("fewer than two differentiable outputs")
         outcome = Outcome()
         materialize = getattr(applied.ctx, "materialize_grads", True)
+        self._all_undefined(ctx, used, materialize, outcome)
+        if len(used) < 2:
+            outcome.summary = ("backward handles undefined gradients for every output"
+                               if not outcome.findings else "backward mishandles undefined "
+                               "gradients")
+            return outcome
         grads = ag.random_grads(applied, ctx.generator("undefined_grad"))
         for j in used:
             only = [g if k == j else (torch.zeros_like(g) if isinstance(g, torch.Tensor) else g)
@@ -73,6 +79,49 @@ class UndefinedGradCheck:
         outcome.summary = (f"each of {len(used)} outputs used alone"
                            f"{'' if materialize else ' (grads not materialized)'}")
         return outcome
+
+
+    @staticmethod
+    def _all_undefined(ctx: CheckContext, used: list[int], materialize: bool,
+                       outcome: Outcome) -> None:
+        """Every output's gradient undefined: backward must not raise, and must give zeros."""
+        import torch
+
+        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _tensors as tk
+
+        undefined = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
+        if undefined is None:  # pragma: no cover -- every torch >= 2.1 has it
+            return
+        fresh = ag.apply(ctx.info, ctx.args("double"))
+        diff = fresh.args.diff_positions
+        outs = [undefined()(fresh.outputs[j]) for j in used]
+        note = (" (forward called set_materialize_grads(False), so they arrive as None)"
+                if not materialize else " (they arrive as zeros)")
+        try:
+            got = torch.autograd.grad(outs, [fresh.args.values[i] for i in diff],
+                                      [torch.zeros_like(o) for o in outs], allow_unused=True)
+        except Exception as exc:  # noqa: BLE001 -- user code
+            outcome.add(Finding(
+                "GV231", Severity.ERROR,
+                f"with every output's gradient undefined{note}, backward raised "
+                f"{ag.describe_exception(exc)}{_plain(exc)}",
+                location=ag.user_location(exc, ctx.info) or ctx.location,
+                hint="return None (or zeros) for every input when every incoming gradient is "
+                     "None: `if grad is None: return None`"))
+            return
+        if materialize:
+            return  # zeros in, non-zeros out: gradcheck's "not multiplied by the incoming
+            # gradient" already reports it
+        for pos, g in zip(diff, got):
+            if g is not None and bool(tk.dense(g).ne(0).any()):
+                name = fresh.args.names[pos]
+                outcome.add(Finding(
+                    "GV232", Severity.ERROR,
+                    f"with every output's gradient undefined{note}, the gradient for {name!r} "
+                    "is not zero", input=name, location=ctx.location,
+                    hint="an unused output's gradient counts as zero: the input's gradient must "
+                         "then be zero (or None)"))
 
 
 def _plain(exc: BaseException) -> str:
