@@ -352,6 +352,84 @@ class NumpyBackward(Function):
         return torch.from_numpy(out)
 
 
+class AbsDetachesIncomingGrad(Function):
+    """Piecewise linear: d2/dx2 is zero, so only d(grad)/d(grad_output) can reveal the detach
+    (the block that gradverify's gradgradcheck missed before)."""
+
+    EXPECT = ("gradgradcheck", "GV144", "x")
+    PATTERN = "does not depend on the incoming gradient"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.abs()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.detach() * x.sign()
+
+
+class LinearGradData(Function):
+    """A linear map whose backward reads grad.data: no second derivative w.r.t. x to miss."""
+
+    EXPECT = ("gradgradcheck", "GV142", "x")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.data * 3
+
+
+class GatherDetachesIncomingGrad(Function):
+    """A gather whose backward scatters a detached incoming gradient."""
+
+    EXPECT = ("gradgradcheck", "GV142", "x")
+    SPEC = spec_for(x={"shape": [5]}, index={"values": [4, 1, 1], "dtype": "int64"})
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.save_for_backward(index)
+        ctx.n = x.shape[0]
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return grad.new_zeros(ctx.n).index_add(0, index, grad.detach()), None
+
+
+class SparseProductDetachesValues(Function):
+    """The GAT sparse matmul without @once_differentiable: its saved sparse matrix carries no
+    graph to ``values``, so d(grad b)/d(values) is silently zero."""
+
+    EXPECT = ("gradgradcheck", "GV141", "values")
+    SPEC = spec_for(indices={"values": [[0, 1, 2], [1, 2, 0]], "dtype": "int64"},
+                    values={"shape": [3]}, b={"shape": [3, 2]})
+
+    @staticmethod
+    def forward(ctx, indices, values, b):
+        a = torch.sparse_coo_tensor(indices, values, (3, 3))
+        ctx.save_for_backward(a, b)
+        return torch.sparse.mm(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_values = grad_b = None
+        if ctx.needs_input_grad[1]:
+            rows, cols = a._indices()
+            grad_values = (grad.index_select(0, rows) * b.index_select(0, cols)).sum(1)
+        if ctx.needs_input_grad[2]:
+            grad_b = torch.sparse.mm(a.t(), grad)
+        return None, grad_values, grad_b
+
+
 class DoubleBackwardWrongFormula(Function):
     """First order right; backward uses an intermediate from forward that was not saved."""
 

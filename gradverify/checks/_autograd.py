@@ -431,8 +431,10 @@ def max_difference(a: torch.Tensor, b: torch.Tensor) -> tuple[float, tuple[int, 
     wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
     diff = (dense(a).to(wide) - dense(b).to(wide)).abs()
     diff = torch.nan_to_num(diff, nan=float("inf"))
-    flat = int(torch.argmax(diff)) if diff.numel() else 0
-    return (float(diff.reshape(-1)[flat]) if diff.numel() else 0.0), _unravel(flat, tuple(diff.shape))
+    if not diff.numel():
+        return 0.0, ()
+    flat = int(torch.argmax(diff))
+    return float(diff.reshape(-1)[flat]), _unravel(flat, tuple(diff.shape))
 
 
 # ----------------------------------------------------------------------------- low precision

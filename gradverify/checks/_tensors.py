@@ -186,6 +186,8 @@ def modify_in_place(t: torch.Tensor) -> None:
     change); whatever autograd raises to refuse the write propagates (see ``is_protection``)."""
     if t.numel() == 0:
         raise Unsupported("it has no elements")
+    if is_strided(t) and any(stride == 0 and size > 1 for stride, size in zip(t.stride(), t.shape)):
+        raise Unsupported("its elements share memory (expanded), so torch refuses in-place writes")
     with torch.no_grad():
         if is_sparse(t):
             if not is_inexact(t):

@@ -132,8 +132,10 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
             reported.add(i)
             outcome.add(Finding(
                 "GV142", Severity.ERROR,
-                f"backward's gradient for {names[i]!r} has no grad_fn under create_graph=True: "
-                "backward breaks the graph, so second derivatives through it are silently zero",
+                f"backward's gradient for {names[i]!r} has no grad_fn under create_graph=True, "
+                "so it does not depend on the incoming gradient or the inputs: backward breaks "
+                "the graph (.data, .detach(), numpy), and double backward through it is "
+                "silently zero",
                 input=names[i], location=ctx.location, hint=_HINT))
             continue
         flat = g.to_dense() if tk.is_sparse(g) else g
