@@ -764,5 +764,35 @@ class FloatOutputMarkedConstant(Function):
         return grad * 2
 
 
+class Tagged(torch.Tensor):
+    """A tensor subclass that adds nothing (as units or named-tensor libraries do)."""
+
+
+def make_subclass_input(generator, dtype):
+    x = torch.randn(2, 3, generator=generator, dtype=torch.float64).to(dtype)
+    return {"x": x.as_subclass(Tagged).requires_grad_(), "w": torch.nn.Parameter(
+        torch.randn(3, generator=generator, dtype=torch.float64).to(dtype))}
+
+
+class SubclassInputs(Function):
+    """A tensor-subclass input and an nn.Parameter. naive checks: storage, equality and
+    in-place changes on a subclass."""
+
+    SPEC = factory_case("make_subclass_input")
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        grad_x = grad * w if ctx.needs_input_grad[0] else None
+        grad_w = (grad * x).sum(0) if ctx.needs_input_grad[1] else None
+        return grad_x, grad_w
+
+
 HARD = [obj for obj in list(globals().values())
         if isinstance(obj, type) and issubclass(obj, Function) and obj is not Function]
+"""Every correct Function above, in definition order."""

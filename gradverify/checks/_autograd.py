@@ -273,7 +273,8 @@ def diagnose(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Ten
         for i, x in enumerate(inputs):
             central, left, right = (n[j] for n in numeric[i])
             a = analytic[i][:, cols[i]]
-            bad = (a - central).abs() > atol + rtol * central.abs()
+            # as torch's allclose: a NaN on either side is a mismatch
+            bad = ~((a - central).abs() <= atol + rtol * central.abs())
             if not bad.any():
                 continue
             jump = (left - right).abs()
@@ -332,7 +333,10 @@ def recognise(block: Block, atol: float, rtol: float) -> str | None:
 
 
 def summarise(block: Block) -> dict[str, Any]:
-    err = (block.analytical - block.numerical).abs()
+    err = torch.nan_to_num((block.analytical - block.numerical).abs(), nan=math.inf)
+    finite = torch.isfinite(err)
+    # non-finite entries (NaN from 0 * inf in backward, say) show as the worst in the heatmap
+    shown = torch.where(finite, err, err[finite].max() if finite.any() else torch.ones(()))
     flat = int(torch.argmax(torch.where(block.bad, err, torch.zeros_like(err))))
     r, c = divmod(flat, err.shape[1])
     out_index = None if block.projected else _unravel(int(block.rows[r]), block.out_shape)
@@ -350,7 +354,8 @@ def summarise(block: Block) -> dict[str, Any]:
         "entries": int(block.bad.numel()),
         "sampled": not block.full,
         "projected": block.projected,
-        "heatmap": heatmap(err),
+        "non_finite_entries": int((~finite).sum()),
+        "heatmap": heatmap(shown),
     }
 
 

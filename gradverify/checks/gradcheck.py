@@ -64,6 +64,10 @@ def mismatch_message(block: Block, subject: str, wrt: str, out_label: str) -> st
     pattern = f": {block.pattern}" if block.pattern else ""
     rel = (f", max rel error {d['max_rel_error']:.3g}" if d["max_rel_error"] is not None
            else " (numerical values are 0)")
+    non_finite = d.get("non_finite_entries", 0)
+    if non_finite:
+        share += (f", {non_finite} of them non-finite (NaN or inf in backward's result: often "
+                  "0 * inf from the derivative of sqrt, log or pow at 0)")
     return (f"{subject}{pattern}; {worst}: analytical {d['analytical']:.6g}, numerical "
             f"{d['numerical']:.6g}; max abs error {d['max_abs_error']:.3g}{rel}, {share}")
 
