@@ -3,6 +3,7 @@ never weaker than bare ``torch.autograd.gradcheck``/``gradgradcheck`` (DESIGN §
 from __future__ import annotations
 
 import os
+import re
 import traceback
 import warnings
 from typing import Any
@@ -49,6 +50,17 @@ def test_hard_correct_function_passes_every_default_check(cls):
         if check.status == Status.SKIP:
             assert check.summary, f"{check.name} skipped without a reason"
     assert report.ok
+
+
+def test_every_check_has_a_correct_function_its_naive_version_would_flag():
+    from gradverify.checks import REGISTRY
+
+    docs = " ".join(" ".join((cls.__doc__ or "").split()) for cls in zoo_correct.HARD)
+    # "naive saved_tensors/mutation: ..." names the checks a naive version of which would flag
+    named = {name for phrase in re.findall(r"naive ([\w/]+):", docs) for name in phrase.split("/")}
+    # device needs a second device; compile is opt-in (its zoo entries are in zoo.py)
+    wanted = set(REGISTRY) - {"device", "compile"}
+    assert wanted <= named, wanted - named
 
 
 def test_view_outputs_are_protected_not_unprotected():

@@ -764,6 +764,51 @@ class FloatOutputMarkedConstant(Function):
         return grad * 2
 
 
+def logsumexp_reference(x):
+    return torch.logsumexp(x, dim=-1)
+
+
+class StableLogSumExp(Function):
+    """The max-shifted log-sum-exp against its plain-PyTorch reference. naive reference: an exact
+    or float64-tolerance comparison of a float32 run would flag round-off."""
+
+    SPEC = {**one_case(x={"shape": [3, 5], "init": "normal", "std": 30.0}),
+            "reference": "zoo_correct:logsumexp_reference"}
+
+    @staticmethod
+    def forward(ctx, x):
+        top = x.max(dim=-1, keepdim=True).values
+        out = top.squeeze(-1) + (x - top).exp().sum(-1).log()
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        return grad.unsqueeze(-1) * (x - out.unsqueeze(-1)).exp()
+
+
+class EmptyThenFilled(Function):
+    """Allocates with torch.empty and writes every element. naive determinism: flagging
+    torch.empty itself; the check fills freed memory with NaN, so only unwritten reads show."""
+
+    SPEC = one_case(x={"shape": [4, 3]})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        out = torch.empty_like(x)
+        out[:] = x * x
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        result = torch.empty_like(grad)
+        result.copy_(2 * x * grad)
+        return result
+
+
 class Tagged(torch.Tensor):
     """A tensor subclass that adds nothing (as units or named-tensor libraries do)."""
 
