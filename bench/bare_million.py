@@ -5,4 +5,4 @@ from ops import Softplus
 
 x = torch.randn(1000, 1000, dtype=torch.float64, requires_grad=True)
 assert torch.autograd.gradcheck(Softplus.apply, (x,), fast_mode=True, check_undefined_grad=False)
-assert torch.autograd.gradgradcheck(Softplus.apply, (x,), fast_mode=True, check_undefined_grad=False)
+assert torch.autograd.gradgradcheck(Softplus.apply, (x,), fast_mode=True)
