@@ -25,6 +25,9 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
         return discoverer.changed(targets) if options.changed else discoverer.run(targets)
 
     if not options.isolate:
+        from gradverify import torchstate
+
+        torchstate.baseline()  # before any user module is imported
         return run(discover(False), options, progress)
     from gradverify.pool import Pool
 
@@ -53,6 +56,9 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     from gradverify.target import ensure_cwd_on_path, introspect, normalise
 
     ensure_cwd_on_path()
+    from gradverify import torchstate
+
+    torchstate.baseline()
     for name in [*(checks or ()), *skip]:
         if unknown_check(name):
             raise UsageError(unknown_check(name))

@@ -87,6 +87,26 @@ _CODES = [
          "An internal error in gradverify.",
          "Exit code 4 means gradverify itself failed, not your Function.",
          "", "Please report it with the traceback and the spec."),
+    Code("GV012", "torch-state-changed", None,
+         "Importing a target's module, or running its Function, changed torch's process-wide "
+         "state: grad mode, inference mode, default dtype or device, deterministic algorithms, "
+         "anomaly mode, the number of threads, CPU autocast, or saved-tensor hooks left "
+         "installed.",
+         "Every Function used after it in the same process behaves differently: with grad "
+         "mode off, nothing is differentiable and gradient checks silently verify nothing. "
+         "gradverify restores the state before and after each case, so no other target's "
+         "verdict changes, and reports the setting and who changed it.",
+         "# mypkg/infer.py\ntorch.set_grad_enabled(False)   # at import time",
+         "Use context managers around the code that needs a setting (with torch.no_grad(): "
+         "...), never global setters at import time or inside forward/backward."),
+    Code("GV013", "nothing-verified", None,
+         "Every gradient check of a case skipped because no input requires grad, or because no "
+         "output is differentiable although the Function returns floating tensors.",
+         "A case that verifies nothing must not look like a pass: CI would go green on zero "
+         "checks. It is a warning, so `--strict` fails it.",
+         "cases:\n  - args: {x: {shape: [3], requires_grad: false}}",
+         "Let a floating input require grad, and do not mark every floating output "
+         "non-differentiable (or turn grad mode off) unless the Function has no gradient."),
     # ------------------------------------------------------------------ contract
     Code("GV101", "backward-raised", "contract",
          "backward raised when called with gradients for the outputs.",

@@ -50,6 +50,9 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
 
     if threads:
         torch.set_num_threads(threads)
+    from gradverify import torchstate
+
+    torchstate.baseline()  # before any user module is imported
     from gradverify.runner import execute, resolve_deferred
 
     cache: dict[int, Any] = {}

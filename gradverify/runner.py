@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gradverify
+from gradverify import torchstate
 from gradverify.checks import REGISTRY
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
@@ -299,6 +300,7 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
         inputs = working.info()
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
+    state_findings = _state_changes(info, torchstate.restore(), before=True)
     forward_error = _probe_forward(ctx)
     internal: ErrorEntry | None = None
     check_results: list[CheckResult] = []
@@ -338,7 +340,62 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
             data=outcome.data)
         ctx.results[check.name] = check_result
         check_results.append(check_result)
+    nothing = _nothing_verified(ctx.results)
+    if nothing:
+        check_results.append(CheckResult(
+            name="verification", status=Status.WARN, duration_s=0.0,
+            summary=f"nothing was verified: {nothing}", findings=(Finding(
+                "GV013", Severity.WARNING,
+                f"nothing was verified: {nothing}; every gradient check skipped",
+                location=info.forward_location,
+                hint="make a floating input require grad in the spec (requires_grad: true), "
+                     "and return at least one differentiable output"),)))
+    state_findings += _state_changes(info, torchstate.restore(), before=False)
+    if state_findings:
+        check_results.append(CheckResult(
+            name="global_state", status=Status.WARN, duration_s=0.0,
+            summary="torch global state was changed; gradverify restored it",
+            findings=tuple(state_findings)))
     return result(check_results, inputs), internal
+
+
+def _nothing_verified(results: Mapping[str, CheckResult]) -> str | None:
+    """Why no gradient was checked, when the reason says the case verified nothing (not an
+    integer-valued Function, which has no gradient to check)."""
+    first = results.get("gradcheck")
+    if first is None or first.status != Status.SKIP:
+        return None
+    reason = first.summary
+    if reason.startswith("no input requires grad") or "although output" in reason:
+        return reason
+    return None
+
+
+def _state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> list[Finding]:
+    """GV012 findings: what the target's import (before the case) or the case itself changed in
+    torch's global state. Changes made by another module's import are reported on that
+    module's targets, never here: they were undone right after that import."""
+    findings = []
+    module = getattr(info.cls, "__module__", "")
+    if before and torchstate.IMPORT_CHANGES.get(module):
+        findings.append(Finding(
+            "GV012", Severity.WARNING,
+            f"importing {module!r} changed torch's global state ("
+            f"{'; '.join(torchstate.IMPORT_CHANGES[module])}): every Function checked after it "
+            "in the same process would have seen it; gradverify restored it",
+            location=None,
+            hint="do not change torch's global settings at import time; use context managers "
+                 "(torch.no_grad(), torch.autocast(...)) around the code that needs them"))
+    if changes:
+        when = ("before this case (by code outside any Function)" if before else
+                "while this case ran: forward or backward changed it and did not restore it")
+        findings.append(Finding(
+            "GV012", Severity.WARNING,
+            f"torch's global state changed {when}: {'; '.join(changes)}; gradverify restored it",
+            location=info.forward_location,
+            hint="use context managers (with torch.no_grad(): ...) instead of global setters "
+                 "inside forward/backward, so the caller's settings survive the call"))
+    return findings
 
 
 def _options(name: str, spec: Spec, case: Case) -> dict[str, Any]:

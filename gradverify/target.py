@@ -76,7 +76,18 @@ def split_target(text: str) -> tuple[str, str]:
 
 
 def import_module(name: str) -> ModuleType:
-    """Import a dotted module or a ``.py`` path; raise TargetError with the reason."""
+    """Import a dotted module or a ``.py`` path; raise TargetError with the reason. What the
+    import changed in torch's global state is undone and remembered for the report."""
+    before = set(sys.modules)
+    module = _import_module(name)
+    if module.__name__ not in before:  # imported now, not found in the cache
+        from gradverify import torchstate
+
+        torchstate.after_import(module.__name__)
+    return module
+
+
+def _import_module(name: str) -> ModuleType:
     ensure_cwd_on_path()
     if name.endswith(".py") or os.sep in name or "/" in name:
         return _import_file(Path(name))
@@ -110,7 +121,7 @@ def _import_file(path: Path) -> ModuleType:
         rel = resolved.relative_to(Path.cwd().resolve()).with_suffix("")
         dotted = ".".join(rel.parts)
         if all(part.isidentifier() for part in rel.parts):
-            return import_module(dotted)
+            return _import_module(dotted)
     except ValueError:
         pass
     for module in list(sys.modules.values()):

@@ -70,7 +70,11 @@ def differentiable_call(ctx: Any) -> Applied | str:
         return "no input requires grad"
     applied = apply(ctx.info, args)
     if not applied.differentiable or applied.ctx is None:
-        return "no output is differentiable (every output is non-differentiable or not a tensor)"
+        floating = [j for j, o in applied.tensors if o.is_floating_point() or o.is_complex()]
+        if floating:
+            return (f"no output is differentiable, although output {floating[0]} is a floating "
+                    "tensor (every output marked non-differentiable, or grad mode off)")
+        return "no output is differentiable (every output is an integer tensor or not a tensor)"
     return applied
 
 
