@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -125,9 +126,16 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps), base_tolerance=config.tolerance,
         config_checks=config.checks, verbose=verbose,
         strict=bool(strict if strict is not None else config.strict))
-    with _progress(enabled=color and fmt in (None, "rich")) as progress:
-        report = check_targets(list(targets), options, config=config, spec_file=spec_file,
-                               progress=progress)
+    interrupted: KeyboardInterrupt | None = None
+    with _terminations_interrupt():
+        try:
+            with _progress(enabled=color and fmt in (None, "rich")) as progress:
+                report = check_targets(list(targets), options, config=config,
+                                       spec_file=spec_file, progress=progress)
+        except KeyboardInterrupt as exc:
+            if getattr(exc, "report", None) is None:
+                raise
+            report, interrupted = exc.report, exc  # type: ignore[attr-defined]
     if fmt in (None, "rich", "plain") and output is None:
         write_console(report, sys.stdout, color=color and fmt != "plain", verbose=verbose)
     elif output is None:
@@ -139,7 +147,30 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         write_atomic(json_file, FORMATS["json"](report, verbose))
     if junit_file:
         write_atomic(junit_file, FORMATS["junit"](report, verbose))
+    if interrupted is not None:
+        signum = getattr(interrupted, "signum", signal.SIGINT)
+        click.echo(f"interrupted by {signal.Signals(signum).name}: the report holds the cases "
+                   "that finished; the others are errors (GV014)", err=True)
+        return 128 + int(signum)
     return int(report.exit_code)
+
+
+@contextlib.contextmanager
+def _terminations_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (CI cancelling a job, `timeout`, a closed terminal) stop a run as
+    Ctrl-C does: the workers are stopped and the report files are written."""
+    from gradverify.errors import Interrupted
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {signum: signal.signal(signum, interrupt) for signum in wanted}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _jobs(value: str | None) -> int:
@@ -244,9 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return int(exc.exit_code)
-    except (click.Abort, KeyboardInterrupt):
+    except (click.Abort, KeyboardInterrupt) as exc:
         click.echo("interrupted", err=True)
-        return int(ExitCode.INTERRUPTED)
+        # click turns an interrupt into Abort; the signal rides on the original exception
+        cause = exc.__context__ if isinstance(exc, click.Abort) else exc
+        return 128 + int(getattr(cause, "signum", signal.SIGINT))  # 130 SIGINT, 143 SIGTERM
     except UsageError as exc:
         click.echo(f"error: {exc}", err=True)
         return int(ExitCode.USAGE)

@@ -107,6 +107,12 @@ _CODES = [
          "cases:\n  - args: {x: {shape: [3], requires_grad: false}}",
          "Let a floating input require grad, and do not mark every floating output "
          "non-differentiable (or turn grad mode off) unless the Function has no gradient."),
+    Code("GV014", "run-interrupted", None,
+         "The run was stopped (SIGINT, SIGTERM or SIGHUP) before this case finished.",
+         "gradverify stops its workers, writes the report files that were asked for with the "
+         "cases that finished, marks the rest with this code, and exits 128 + the signal "
+         "number (130, 143, 129).",
+         "", "Rerun the case; nothing is wrong with it."),
     # ------------------------------------------------------------------ contract
     Code("GV101", "backward-raised", "contract",
          "backward raised when called with gradients for the outputs.",

@@ -5,6 +5,16 @@ import difflib
 from collections.abc import Iterable
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (SIGINT arrives as a plain KeyboardInterrupt): stop the workers,
+    report what finished, exit 128 + the signal number. The runner attaches the partial report
+    as ``report`` on its way out (on any KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class GradverifyError(Exception):
     """Base for errors gradverify reports to the user (never a bug of ours)."""
 

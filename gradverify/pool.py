@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.discover import Plan
-from gradverify.report.model import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status
-from gradverify.runner import RunOptions, Task
+from gradverify.report.model import CaseResult, ErrorEntry
+from gradverify.runner import RunOptions, Task, failed_case, mark_interrupted
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a case may run in a worker before it is killed (``--timeout`` changes it)."""
@@ -125,7 +125,8 @@ class Pool:
         process = subprocess.Popen(
             [sys.executable, "-m", "gradverify.pool", str(theirs.fileno()), str(log),
              str(self._threads)],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         theirs.close()
         worker = _Worker(process, Connection(mine.detach()), log)
         self.workers.append(worker)
@@ -166,7 +167,33 @@ class Pool:
             f"({_death(worker)}){_tail(worker.log)}")], notes=plan.notes)
 
     def run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None) -> Outcomes:
+        """Every task's outcome. On an interrupt (SIGINT, SIGTERM, SIGHUP) the workers are
+        stopped and the interrupt is re-raised with ``outcomes`` attached: what finished, and
+        the rest as interrupted errors."""
         outcomes: Outcomes = {}
+        try:
+            return self._run(tasks, progress, outcomes)
+        except KeyboardInterrupt as exc:
+            self.stop()
+            exc.outcomes = mark_interrupted(tasks, outcomes, exc)  # type: ignore[attr-defined]
+            raise
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Terminate every worker, then kill those still alive after ``grace`` seconds."""
+        for worker in self.workers:
+            if self._alive(worker):
+                worker.process.terminate()
+        deadline = time.monotonic() + grace
+        for worker in list(self.workers):
+            try:
+                worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+                worker.process.wait()
+            self._retire(worker)
+
+    def _run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None,
+             outcomes: Outcomes) -> Outcomes:
         if not tasks:
             return outcomes
         pending = deque(tasks)
@@ -249,25 +276,25 @@ class Pool:
         message = (f"the process running this case died ({_death(worker)})"
                    f"{' during ' + worker.check if worker.check else ''}"
                    f"{_tail(worker.log, worker.log_offset)}")
-        return _failed_case(task, worker.check, "GV010", message,
+        return failed_case(task, worker.check, "GV010", message,
                             "a crash in native code (an extension or kernel); rerun this case "
                             "alone with --no-isolate under a debugger"), []
 
     def _timed_out(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
         message = (f"timed out after {self.timeout:g} s"
                    f"{' during ' + worker.check if worker.check else ''}")
-        return _failed_case(task, worker.check, "GV009", message,
+        return failed_case(task, worker.check, "GV009", message,
                             "use smaller shapes, --fast, or a larger --timeout"), []
 
 
-def _failed_case(task: Task, check: str | None, code: str, message: str, hint: str) -> CaseResult:
-    finding = Finding(code, Severity.ERROR, message, hint=hint)
-    spec = task.job.spec
-    return CaseResult(target=task.job.target, spec=spec.path if spec else None, case=task.case,
-                      status=Status.ERROR, duration_s=0.0,
-                      checks=(CheckResult(check or "run", Status.ERROR, 0.0, message[:80],
-                                          (finding,)),),
-                      inferred=spec is None)
+def _die_with_parent() -> None:
+    """In the forked child before exec: the kernel kills the worker when the parent dies for
+    any reason, SIGKILL included (Linux ``prctl(PR_SET_PDEATHSIG)``), so no path leaves an
+    orphan. Elsewhere a worker notices its parent's death at its next read (end of file)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 def _reap(worker: _Worker) -> None:

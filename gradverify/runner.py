@@ -6,6 +6,7 @@ import fnmatch
 import hashlib
 import math
 import platform
+import signal
 import sys
 import time
 import traceback
@@ -92,20 +93,36 @@ def run(plan: Plan, options: RunOptions,
         with contextlib.nullcontext(pool) if pool is not None else Pool(options) as pool:
             plan = pool.discover(plan)
             tasks = plan_tasks(plan.jobs, options)
-            outcomes = pool.run(tasks, progress)
+            try:
+                outcomes = pool.run(tasks, progress)
+            except KeyboardInterrupt as exc:
+                exc.report = _report(plan, tasks, exc.outcomes,  # type: ignore[attr-defined]
+                                     options, pool.versions.get("torch"), started)
+                raise
             torch_version = pool.versions.get("torch")
     else:
         plan = resolve_deferred(plan)
         tasks = plan_tasks(plan.jobs, options)
         cache: dict[int, Any] = {}
-        for task in tasks:
-            if progress:
-                progress(task.index, len(tasks), f"{task.job.target} {task.case}")
-            # What the Function prints goes to stderr, so a report on stdout stays parseable.
-            with contextlib.redirect_stdout(sys.stderr):
-                outcomes[task.index] = execute(task, options, cache)
         torch_version = versions()["torch"] if plan.jobs else None
-    results, errors = _collect(tasks, outcomes)
+        try:
+            for task in tasks:
+                if progress:
+                    progress(task.index, len(tasks), f"{task.job.target} {task.case}")
+                # What the Function prints goes to stderr, so a report on stdout stays parseable.
+                with contextlib.redirect_stdout(sys.stderr):
+                    outcomes[task.index] = execute(task, options, cache)
+        except KeyboardInterrupt as exc:
+            exc.report = _report(plan, tasks,  # type: ignore[attr-defined]
+                                 mark_interrupted(tasks, outcomes, exc), options, torch_version,
+                                 started)
+            raise
+    return _report(plan, tasks, outcomes, options, torch_version, started)
+
+
+def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options: RunOptions,
+            torch_version: str | None, started: float) -> Report:
+    results, errors = _collect([t for t in tasks if t.index in outcomes], outcomes)
     version_info = {"gradverify": gradverify.__version__, "python": platform.python_version()}
     if torch_version:
         version_info["torch"] = torch_version
@@ -114,6 +131,30 @@ def run(plan: Plan, options: RunOptions,
                           strict=options.strict, empty_ok=options.changed),
         results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
         duration_s=time.perf_counter() - started, versions=version_info, notes=tuple(plan.notes))
+
+
+def failed_case(task: Task, check: str | None, code: str, message: str, hint: str) -> CaseResult:
+    """A case that could not finish: one error result carrying the finding."""
+    finding = Finding(code, Severity.ERROR, message, hint=hint)
+    spec = task.job.spec
+    return CaseResult(target=task.job.target, spec=spec.path if spec else None, case=task.case,
+                      status=Status.ERROR, duration_s=0.0,
+                      checks=(CheckResult(check or "run", Status.ERROR, 0.0, message[:80],
+                                          (finding,)),),
+                      inferred=spec is None)
+
+
+def mark_interrupted(tasks: list[Task], outcomes: dict[int, Any],
+                     exc: KeyboardInterrupt) -> dict[int, Any]:
+    """Every task without an outcome becomes a GV014 error naming the signal."""
+    signum = getattr(exc, "signum", None)
+    why = f"signal {signal.Signals(signum).name}" if signum else "an interrupt (SIGINT)"
+    for task in tasks:
+        if task.index not in outcomes:
+            outcomes[task.index] = failed_case(
+                task, None, "GV014", f"the run was stopped by {why} before this case finished",
+                "rerun it; nothing is wrong with the case itself"), []
+    return outcomes
 
 
 def resolve_deferred(plan: Plan) -> Plan:

@@ -17,7 +17,9 @@ class ExitCode(enum.IntEnum):
     INPUT = 3  # invalid spec, or a target that cannot be imported / is not a Function
     INTERNAL = 4  # a bug in gradverify itself
     NOTHING_SELECTED = 5  # no specs, or the filters matched nothing
-    INTERRUPTED = 130
+    HANGUP = 129  # SIGHUP (128 + 1): the report holds what finished
+    INTERRUPTED = 130  # SIGINT (128 + 2)
+    TERMINATED = 143  # SIGTERM (128 + 15), as CI systems and `timeout` send on cancel
 
 
 class Status(str, enum.Enum):

@@ -1,0 +1,148 @@
+"""Shutdown: SIGTERM and SIGHUP stop a run as Ctrl-C does, and no path leaves a worker behind.
+
+Real signals to a real process tree: the installed `gradverify` runs in its own session, so
+that every process it starts shares one process group that the test can inspect.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="reads /proc and relies on PR_SET_PDEATHSIG")
+
+SLOW = """
+import os
+import time
+from torch.autograd import Function
+
+
+class S(Function):
+    @staticmethod
+    def forward(ctx, x):
+        open(f"started-{os.getpid()}", "w").close()
+        time.sleep(120)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class T(S):
+    pass
+
+
+class F(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+"""
+
+
+def _group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def _start(tmp_path: Path, *options: str, slow: int = 2) -> subprocess.Popen[bytes]:
+    (tmp_path / "slow.py").write_text(SLOW)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradverify.cli", "check", "slow:F", "slow:S", "slow:T",
+         "--timeout", "300", "--format", "json", "--output", "r.json", *options],
+        cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "CI": "true"})
+    # wait until the slow forwards are running
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(tmp_path.glob("started-*"))) < slow:
+        time.sleep(0.2)
+    assert process.poll() is None, process.communicate()
+    return process
+
+
+def _gone(pgid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _group(pgid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_termination_stops_workers_and_writes_the_report(tmp_path, signum, code):
+    process = _start(tmp_path, "-j", "2")
+    try:
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == code, stderr.decode()
+        assert _gone(process.pid), _group(process.pid)
+        report = json.loads((tmp_path / "r.json").read_text())
+        interrupted = {r["target"] for r in report["results"] if r["status"] == "error"
+                       and r["checks"][0]["findings"][0]["code"] == "GV014"}
+        assert {"slow:S", "slow:T"} <= interrupted
+        assert {r["target"] for r in report["results"]} == {"slow:F", "slow:S", "slow:T"}
+        assert signal.Signals(signum).name in stderr.decode()
+        assert not list(tmp_path.glob("*.tmp*")), "a half-written report was left behind"
+    finally:
+        for pid in _group(process.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_what_finished_before_the_signal_is_kept(tmp_path):
+    process = _start(tmp_path, "--no-isolate", slow=1)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=30)
+    assert process.returncode == 143
+    report = json.loads((tmp_path / "r.json").read_text())
+    status = {r["target"]: r["status"] for r in report["results"]}
+    assert status == {"slow:F": "pass", "slow:S": "error", "slow:T": "error"}
+
+
+def test_an_early_termination_still_exits_143(tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW)
+    process = subprocess.Popen([sys.executable, "-m", "gradverify.cli", "check", "slow:S"],
+                               cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)  # the parent is discovering targets: no report exists yet
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        assert process.returncode == 143
+        assert _gone(process.pid), _group(process.pid)
+    finally:
+        for pid in _group(process.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_workers_die_with_a_killed_parent(tmp_path):
+    process = _start(tmp_path)
+    try:
+        process.kill()
+        process.wait()
+        assert _gone(process.pid), _group(process.pid)
+    finally:
+        for pid in _group(process.pid):
+            os.kill(pid, signal.SIGKILL)
