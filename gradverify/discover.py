@@ -175,7 +175,7 @@ class Discoverer:
             specs = self._load(Path(self.spec_file))
             if specs is None:
                 return
-            chosen = self._match(target, specs, allow_untargeted=True)
+            chosen = self._match(target, specs)
             if chosen is None:
                 names = ", ".join(str(s.target) for s in specs)
                 self.plan.errors.append(ErrorEntry(
@@ -189,25 +189,30 @@ class Discoverer:
         except InputError as exc:
             self.plan.errors.append(_error(exc, target=target))
             return
-        chosen = self._match(target, self.folder_specs(), allow_untargeted=False)
-        self.plan.jobs.append(Job(target, chosen))
+        # Every spec under the spec folders that names this class runs, each as its own job
+        # (their results name their spec files): none is dropped silently.
+        matching = self._matching(target, self.folder_specs())
+        for spec in matching or [None]:
+            self.plan.jobs.append(Job(target, spec))
 
-    def _match(self, target: str, specs: list[Spec], allow_untargeted: bool) -> Spec | None:
+    @staticmethod
+    def _matching(target: str, specs: list[Spec]) -> list[Spec]:
+        """The specs naming ``target``, by its spelling or by the class it resolves to."""
         from gradverify.target import resolve_object
 
-        for spec in specs:
-            if spec.target == target:
-                return spec
         wanted = resolve_object(target)
-        for spec in specs:
-            if resolves_to(spec, wanted):
-                return spec
+        return [s for s in specs if s.target == target or resolves_to(s, wanted)]
+
+    def _match(self, target: str, specs: list[Spec]) -> Spec | None:
+        """The spec of a ``--spec`` file for ``target``: one naming it, else the file's one
+        untargeted (or only) spec."""
+        matching = self._matching(target, specs)
+        if matching:
+            return matching[0]
         untargeted = [s for s in specs if s.target is None]
-        if allow_untargeted and untargeted:
+        if untargeted:
             return untargeted[0]
-        if allow_untargeted and len(specs) == 1:
-            return specs[0]
-        return None
+        return specs[0] if len(specs) == 1 else None
 
     def _module(self, name: str) -> None:
         from gradverify.target import functions_in, import_module

@@ -43,7 +43,8 @@ def explain_check(name: str) -> str:
 
 def overview() -> str:
     lines = ["Checks (gradverify explain CHECK):"]
-    lines += [f"  {name:<16}{'' if c.default else '(opt-in) '}{c.summary}"
+    width = max(len(name) for name in REGISTRY) + 2
+    lines += [f"  {name:<{width}}{'' if c.default else '(opt-in) '}{c.summary}"
               for name, c in REGISTRY.items()]
     lines += ["", "Codes (gradverify explain CODE):"]
     lines += [f"  {c.code}  {c.name}" for c in CODES.values()]

@@ -147,22 +147,23 @@ def _case_key(case: Case, spec: Spec) -> str:
     return f"cases[{case.name}]"
 
 
-def case_bytes(bound: Bound, dims: Mapping[str, int]) -> int:
-    """Memory the case's tensors need in float64, computed without allocating."""
-    total = 0
+def case_tensors(bound: Bound, dims: Mapping[str, int]) -> list[tuple[str, tuple[int, ...], int]]:
+    """(argument name, shape, float64 bytes) of each tensor a case makes, without allocating;
+    tensors inside tuples and lists are named ``name[i]``."""
+    found: list[tuple[str, tuple[int, ...], int]] = []
 
-    def visit(arg: Any) -> None:
-        nonlocal total
+    def visit(name: str, arg: Any) -> None:
         if isinstance(arg, TensorArg):
             itemsize = 16 if arg.dtype in COMPLEX else 8
-            total += math.prod(resolve_shape(arg, dims)) * itemsize
+            shape = resolve_shape(arg, dims)
+            found.append((name, shape, math.prod(shape) * itemsize))
         elif isinstance(arg, SeqArg):
-            for item in arg.items:
-                visit(item)
+            for i, item in enumerate(arg.items):
+                visit(f"{name}[{i}]", item)
 
-    for arg in bound.args:
-        visit(arg)
-    return total
+    for name, arg in zip(bound.names, bound.args):
+        visit(name, arg)
+    return found
 
 
 def resolve_shape(arg: TensorArg, dims: Mapping[str, int]) -> tuple[int, ...]:

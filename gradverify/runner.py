@@ -22,7 +22,7 @@ from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job, Plan
 from gradverify.errors import InputError
-from gradverify.inputs import MAX_CASE_BYTES, Bound, InputMaker, bind, case_bytes, case_seed
+from gradverify.inputs import MAX_CASE_BYTES, Bound, InputMaker, bind, case_seed, case_tensors
 from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, Finding, Report,
                                      Settings, Severity, Status, worst)
 from gradverify.spec import DEFAULT_TOLERANCE, Case, Spec, TensorArg, Tolerance
@@ -236,11 +236,14 @@ def prepare(job: Job) -> Prepared | ErrorEntry:
     try:
         for case in spec.cases:
             bound[case.name] = bind(case, info, spec)
-            size = case_bytes(bound[case.name], case.dims)
+            tensors = case_tensors(bound[case.name], case.dims)
+            size = sum(n for _, _, n in tensors)
             if size > MAX_CASE_BYTES:
+                name, shape, largest = max(tensors, key=lambda t: t[2])
                 raise InputError(
                     f"case {case.name!r} needs {size / 1024**3:.1f} GiB for its float64 inputs "
-                    f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB); gradient bugs show on small "
+                    f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB), {largest / 1024**3:.1f} GiB "
+                    f"of it for {name!r} of shape {list(shape)}; gradient bugs show on small "
                     "shapes", code="GV007", where=spec.where)
         reference = None
         if spec.reference:

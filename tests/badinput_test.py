@@ -112,3 +112,5 @@ def test_forward_raising_is_a_case_error_exit_1(corpus):
 def test_too_large_is_refused_before_allocating(corpus):
     result = run_cli("check", "specs/too-large.yaml")
     assert result.code == 3 and "limit 2 GiB" in result.stdout
+    # the message names the tensor that takes the memory, and its shape
+    assert "74.5 GiB of it for 'x' of shape [100000, 100000]" in result.flat

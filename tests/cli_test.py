@@ -284,6 +284,15 @@ def test_explain_codes_and_checks():
     assert "GV101" in run_cli("explain").stdout
 
 
+def test_explain_overview_aligns_every_check_name():
+    lines = [line for line in run_cli("explain").stdout.splitlines()
+             if line.startswith("  ") and not line.strip().startswith("GV")]
+    # the summary starts in the same column on every row, the longest name included
+    columns = {len(line) - len(line[2:].split(" ", 1)[1].lstrip()) for line in lines}
+    assert len(columns) == 1
+    assert any("needs_input_grad  " in line for line in lines)
+
+
 def test_python_dash_m_and_installed_script(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gradverify", "--version"],
                             capture_output=True, text=True, cwd=tmp_path)
@@ -324,3 +333,13 @@ def test_opt_in_compile_check_from_the_command_line(ops):
     data = json.loads(result.stdout)
     assert [c["name"] for c in data["results"][0]["checks"]] == ["compile"]
     assert data["results"][0]["checks"][0]["status"] == "pass"
+
+
+def test_every_spec_naming_a_class_runs(ops):
+    ops.write("specs/more/square_big.yaml",
+              "target: ops.py:Square\ncases:\n  - name: big\n    args: {x: {shape: [6, 7]}}\n")
+    result = run_cli("check", "ops:Square", "--only", "gradcheck", "--format", "json")
+    assert result.code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {(r["spec"], r["case"]) for r in report["results"]} == {
+        ("specs/square.yaml", "vec"), ("specs/more/square_big.yaml", "big")}
