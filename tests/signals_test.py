@@ -127,7 +127,11 @@ def test_an_early_termination_still_exits_143(tmp_path):
                                cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
-        time.sleep(0.5)  # the parent is discovering targets: no report exists yet
+        # a worker exists (so the handlers are installed) but is still importing torch: the
+        # parent is discovering targets and no report exists yet
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_group(process.pid)) < 2:
+            time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
         assert process.returncode == 143
