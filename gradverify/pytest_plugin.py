@@ -101,6 +101,9 @@ class TargetNode(pytest.Collector):
         from gradverify.runner import prepare
 
         if self._prepared is None:
+            from gradverify import torchstate
+
+            torchstate.baseline()  # before this target's module is imported
             self._prepared = prepare(Job(self.spec.target, self.spec))
             if isinstance(self._prepared, ErrorEntry):
                 raise self.CollectError(f"{self._prepared.message}  [{self._prepared.code}]")
