@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+# pytester's inline runs restore sys.modules afterwards, dropping what they imported: torch
+# must be imported before the first of them, because importing it a second time into one
+# process crashes it (a segfault when this file ran alone).
+import torch  # noqa: F401
+
 OPS = """
 import torch
 from torch.autograd import Function
