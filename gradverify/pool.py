@@ -126,7 +126,7 @@ class Pool:
             [sys.executable, "-m", "gradverify.pool", str(theirs.fileno()), str(log),
              str(self._threads)],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            preexec_fn=_die_with_parent())
         theirs.close()
         worker = _Worker(process, Connection(mine.detach()), log)
         self.workers.append(worker)
@@ -287,14 +287,19 @@ class Pool:
                             "use smaller shapes, --fast, or a larger --timeout"), []
 
 
-def _die_with_parent() -> None:
-    """In the forked child before exec: the kernel kills the worker when the parent dies for
-    any reason, SIGKILL included (Linux ``prctl(PR_SET_PDEATHSIG)``), so no path leaves an
-    orphan. Elsewhere a worker notices its parent's death at its next read (end of file)."""
+def _die_with_parent() -> Callable[[], None] | None:
+    """What the forked worker runs before exec so that the kernel kills it when the parent dies
+    for any reason, SIGKILL included (Linux ``prctl(PR_SET_PDEATHSIG)``): no path leaves an
+    orphan. libc is loaded here, in the parent, because the child between fork and exec must
+    not import or take locks (a progress-bar thread may hold them). Elsewhere, None: a worker
+    then notices its parent's death at its next read (end of file)."""
+    if not sys.platform.startswith("linux"):
+        return None
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig, sigkill = 1, int(signal.SIGKILL)
+    return lambda: prctl(pr_set_pdeathsig, sigkill)
 
 
 def _reap(worker: _Worker) -> None:
