@@ -427,7 +427,6 @@ def _state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> l
             f"importing {module!r} changed torch's global state ("
             f"{'; '.join(torchstate.IMPORT_CHANGES[module])}): every Function checked after it "
             "in the same process would have seen it; gradverify restored it",
-            location=None,
             hint="do not change torch's global settings at import time; use context managers "
                  "(torch.no_grad(), torch.autocast(...)) around the code that needs them"))
     if changes:

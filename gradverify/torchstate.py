@@ -10,6 +10,7 @@ about to be imported (a worker, or ``--no-isolate``); the parent process never c
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,9 @@ class Setting:
     set: Callable[[Any], None]
 
 
-def _settings() -> list[Setting]:
+@functools.cache
+def _settings() -> tuple[Setting, ...]:
+    """The table of settings, built once (at the first capture, when torch is imported)."""
     import torch
 
     def set_inference(value: bool) -> None:
@@ -70,7 +73,7 @@ def _settings() -> list[Setting]:
         settings.append(Setting("default device", lambda: str(torch.get_default_device()),
                                 lambda value: torch.set_default_device(
                                     None if value == "cpu" else value)))
-    return settings
+    return tuple(settings)
 
 
 def _autocast(torch: Any) -> tuple[Callable[[], bool], Callable[[bool], None]]:

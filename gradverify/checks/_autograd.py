@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from gradverify.checks._tensors import dense
+from gradverify.checks._tensors import dense, is_inexact
 from gradverify.inputs import Args
 from gradverify.target import FunctionInfo
 
@@ -70,7 +70,7 @@ def differentiable_call(ctx: Any) -> Applied | str:
         return "no input requires grad"
     applied = apply(ctx.info, args)
     if not applied.differentiable or applied.ctx is None:
-        floating = [j for j, o in applied.tensors if o.is_floating_point() or o.is_complex()]
+        floating = [j for j, o in applied.tensors if is_inexact(o)]
         if floating:
             return (f"no output is differentiable, although output {floating[0]} is a floating "
                     "tensor (every output marked non-differentiable, or grad mode off)")
