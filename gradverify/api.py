@@ -48,12 +48,13 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     inputs inferred from forward's signature). ``checks``: run only these.
     """
     from gradverify import config as config_mod
-    from gradverify import spec as spec_mod
-    from gradverify.checks import unknown_check
+    from gradverify import specfile as spec_mod
     from gradverify.discover import Discoverer, Job, Plan
     from gradverify.errors import UsageError
-    from gradverify.runner import RunOptions, run
+    from gradverify.registry import unknown_check
+    from gradverify.runner import run
     from gradverify.target import ensure_cwd_on_path, introspect, normalise
+    from gradverify.tasks import RunOptions
 
     ensure_cwd_on_path()
     from gradverify import torchstate

@@ -14,15 +14,15 @@ from typing import Any
 
 import click
 
-from gradverify import __version__
+from gradverify._version import __version__
 from gradverify.errors import GradverifyError, InputError, UsageError
-from gradverify.report.model import ExitCode
+from gradverify.report.results import ExitCode
 
 FORMAT_CHOICES = ("rich", "plain", "json", "junit", "markdown", "github")
 
 
 def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...]:
-    from gradverify.checks import unknown_check
+    from gradverify.registry import unknown_check
 
     names: list[str] = []
     for value in values:
@@ -101,8 +101,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     from gradverify.api import check_targets
     from gradverify.report import FORMATS, write_atomic
     from gradverify.report.console import write_console
-    from gradverify.runner import RunOptions
     from gradverify.spec import Tolerance
+    from gradverify.tasks import RunOptions
 
     config = config_mod.load()
     only_checks = _split_checks(only, "--only") if only else config.only

@@ -102,13 +102,13 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
             values[key] = strings(key)
     for key in ("only", "skip"):
         if key in values:
-            from gradverify.checks import unknown_check
+            from gradverify.registry import unknown_check
 
             for name in values[key]:
                 if unknown_check(name):
                     raise fail(key, unknown_check(name))
     if "checks" in section:
-        from gradverify.checks import unknown_check
+        from gradverify.registry import unknown_check
 
         checks = section["checks"]
         if not isinstance(checks, dict):

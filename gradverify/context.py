@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gradverify.inputs import Args, InputMaker, case_seed
-from gradverify.report.model import CheckResult
+from gradverify.report.results import CheckResult
 from gradverify.spec import Case, Spec, Tolerance
 from gradverify.target import FunctionInfo
 

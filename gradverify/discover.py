@@ -11,8 +11,9 @@ from typing import Any
 
 from gradverify.config import Config
 from gradverify.errors import InputError
-from gradverify.report.model import ErrorEntry
-from gradverify.spec import Spec, is_target_string, load_file
+from gradverify.report.results import ErrorEntry
+from gradverify.spec import Spec, is_target_string
+from gradverify.specfile import load_file
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -265,3 +266,12 @@ def _target_files(target: str, root: Path) -> set[Path]:
     bases = [root, root / "src", Path.cwd()]
     return {(base.joinpath(*parts[:-1], parts[-1] + ".py")).resolve() for base in bases} | \
         {(base.joinpath(*parts, "__init__.py")).resolve() for base in bases}
+
+
+def resolve_deferred(plan: Plan) -> Plan:
+    """Discover targets that need importing (mod:Class, modules, .py files), in-process."""
+    if not plan.deferred:
+        return plan
+    found = Discoverer(plan.config, plan.spec_file).run(plan.deferred)
+    return Plan(jobs=plan.jobs + found.jobs, errors=plan.errors + found.errors,
+                notes=plan.notes + found.notes)

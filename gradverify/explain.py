@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import textwrap
 
-from gradverify.checks import REGISTRY
-from gradverify.codes import BY_NAME, CODES, Code
+from gradverify.codes import Code
 from gradverify.errors import UsageError, did_you_mean
+from gradverify.registry import BY_NAME, CODES, REGISTRY
 
 
 def _wrap(text: str) -> str:
@@ -36,8 +36,7 @@ def explain_check(name: str) -> str:
         parts += ["", "Options (spec `checks: {" + name + ": {...}}`)"]
         parts += [f"  {o.name}: {o.help}" for o in check.options]
     parts += ["", "Findings"]
-    parts += [f"  {c}  {CODES[c].name}: {CODES[c].what.split('. ')[0].rstrip('.')}"
-              for c in check.codes]
+    parts += [f"  {c.code}  {c.name}: {c.what.split('. ')[0].rstrip('.')}" for c in check.codes]
     return "\n".join(parts)
 
 

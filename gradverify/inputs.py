@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import InputError, SpecError, did_you_mean
-from gradverify.report.model import InputInfo
+from gradverify.report.results import InputInfo
 from gradverify.spec import COMPLEX, FLOATING, INITS, Case, SeqArg, Spec, TensorArg, ValueArg
 from gradverify.target import FunctionInfo, Param, _MISSING
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.discover import Plan
-from gradverify.report.model import CaseResult, ErrorEntry
-from gradverify.runner import RunOptions, Task, failed_case, mark_interrupted
+from gradverify.report.results import CaseResult, ErrorEntry
+from gradverify.tasks import RunOptions, Task, failed_case, mark_interrupted
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a case may run in a worker before it is killed (``--timeout`` changes it)."""
@@ -53,7 +53,8 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     from gradverify import torchstate
 
     torchstate.baseline()  # before any user module is imported
-    from gradverify.runner import execute, resolve_deferred
+    from gradverify.discover import resolve_deferred
+    from gradverify.execute import execute
 
     cache: dict[int, Any] = {}
     conn.send(("ready", str(torch.__version__)))  # plain str: unpickling must not import torch

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gradverify.report.model import CheckResult, Finding, Severity, Status
+from gradverify.report.results import CheckResult, Finding, Severity, Status
 
 
 class GradverifyWarning(UserWarning):
@@ -64,7 +64,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def _options(config: pytest.Config) -> Any:
-    from gradverify.runner import RunOptions
+    from gradverify.tasks import RunOptions
 
     gv = _config(config)
     return RunOptions(seed=gv.seed or 0, device=gv.device or "cpu", mode=gv.mode or "auto",
@@ -75,7 +75,7 @@ def _options(config: pytest.Config) -> Any:
 class SpecFile(pytest.File):
     def collect(self) -> Any:
         from gradverify.errors import InputError
-        from gradverify.spec import load_file
+        from gradverify.specfile import load_file
         from gradverify.target import ensure_cwd_on_path
 
         ensure_cwd_on_path()
@@ -97,8 +97,8 @@ class TargetNode(pytest.Collector):
 
     def prepared(self) -> Any:
         from gradverify.discover import Job
-        from gradverify.report.model import ErrorEntry
-        from gradverify.runner import prepare
+        from gradverify.execute import prepare
+        from gradverify.report.results import ErrorEntry
 
         if self._prepared is None:
             from gradverify import torchstate
@@ -110,7 +110,7 @@ class TargetNode(pytest.Collector):
         return self._prepared
 
     def collect(self) -> Any:
-        from gradverify.runner import selected_checks
+        from gradverify.execute import selected_checks
 
         options = _options(self.config)
         prepared = self.prepared()
@@ -135,7 +135,7 @@ class CaseNode(pytest.Collector):
 
     def result(self) -> Any:
         """Run the case once (all its checks) and keep the result for every item."""
-        from gradverify.runner import run_case
+        from gradverify.execute import run_case
 
         if self._result is None:
             target: TargetNode = self.parent  # type: ignore[assignment]

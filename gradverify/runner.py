@@ -1,4 +1,5 @@
-"""Cases x checks: selection, prerequisites, expectations, timing, and error classification."""
+"""A run: the plan's cases as tasks (--case, --shard), run in-process or in worker processes,
+collected into one report."""
 from __future__ import annotations
 
 import contextlib
@@ -6,76 +7,25 @@ import fnmatch
 import hashlib
 import math
 import platform
-import signal
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-import gradverify
-from gradverify import torchstate
-from gradverify.checks import REGISTRY
-from gradverify.checks.base import Check, Outcome
-from gradverify.context import CheckContext
-from gradverify.discover import Job, Plan
-from gradverify.errors import InputError
-from gradverify.inputs import MAX_CASE_BYTES, Bound, InputMaker, bind, case_seed, case_tensors
-from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, Finding, Report,
-                                     Settings, Severity, Status, worst)
-from gradverify.spec import DEFAULT_TOLERANCE, Case, Spec, TensorArg, Tolerance
-from gradverify.target import FunctionInfo
-
-_PACKAGE_DIR = str(Path(gradverify.__file__).resolve().parent)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    seed: int = 0
-    device: str = "cpu"
-    mode: str = "auto"
-    only: tuple[str, ...] | None = None
-    skip: tuple[str, ...] = ()
-    cases: tuple[str, ...] = ()
-    """Glob patterns on case names; empty means every case."""
-    tolerance: Tolerance = Tolerance()
-    """Command-line tolerances: override every spec."""
-    base_tolerance: Tolerance = Tolerance()
-    """pyproject tolerances: below every spec."""
-    config_checks: Mapping[str, bool] = field(default_factory=dict)
-    verbose: bool = False
-    strict: bool = False
-    isolate: bool = False
-    """Run cases in worker processes (crashes and hangs become that case's error)."""
-    jobs: int = 1
-    timeout: float | None = None
-    """Seconds per case before its worker is killed (isolated runs only)."""
-    shard: tuple[int, int] | None = None
-    """(K, N): run the K-th of N stable slices of the cases (1-based)."""
-    changed: bool = False
-    """TARGETs are changed files (pre-commit); nothing to check is success."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """One case of one job, the unit a worker runs."""
-
-    index: int
-    job_index: int
-    job: Job
-    case: str
-    first: bool
-    """The job's first selected case: static checks (lint) run here."""
-    smallest: bool
-    """The job's smallest case: gradcheck also runs in slow mode if fast mode was chosen."""
+from gradverify._version import __version__
+from gradverify.discover import Job, Plan, resolve_deferred
+from gradverify.execute import execute
+from gradverify.report.results import CaseResult, ErrorEntry, Finding, Settings, Severity
+from gradverify.report.model import Report
+from gradverify.spec import Case, TensorArg
+from gradverify.tasks import RunOptions, Task, mark_interrupted
 
 
 def versions() -> dict[str, str]:
     import torch
 
-    return {"gradverify": gradverify.__version__, "torch": str(torch.__version__),
+    return {"gradverify": __version__, "torch": str(torch.__version__),
             "python": platform.python_version()}
 
 
@@ -123,7 +73,7 @@ def run(plan: Plan, options: RunOptions,
 def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options: RunOptions,
             torch_version: str | None, started: float) -> Report:
     results, errors = _collect([t for t in tasks if t.index in outcomes], outcomes)
-    version_info = {"gradverify": gradverify.__version__, "python": platform.python_version()}
+    version_info = {"gradverify": __version__, "python": platform.python_version()}
     if torch_version:
         version_info["torch"] = torch_version
     return Report(
@@ -131,41 +81,6 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
                           strict=options.strict, empty_ok=options.changed),
         results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
         duration_s=time.perf_counter() - started, versions=version_info, notes=tuple(plan.notes))
-
-
-def failed_case(task: Task, check: str | None, code: str, message: str, hint: str) -> CaseResult:
-    """A case that could not finish: one error result carrying the finding."""
-    finding = Finding(code, Severity.ERROR, message, hint=hint)
-    spec = task.job.spec
-    return CaseResult(target=task.job.target, spec=spec.path if spec else None, case=task.case,
-                      status=Status.ERROR, duration_s=0.0,
-                      checks=(CheckResult(check or "run", Status.ERROR, 0.0, message[:80],
-                                          (finding,)),),
-                      inferred=spec is None)
-
-
-def mark_interrupted(tasks: list[Task], outcomes: dict[int, Any],
-                     exc: KeyboardInterrupt) -> dict[int, Any]:
-    """Every task without an outcome becomes a GV014 error naming the signal."""
-    signum = getattr(exc, "signum", None)
-    why = f"signal {signal.Signals(signum).name}" if signum else "an interrupt (SIGINT)"
-    for task in tasks:
-        if task.index not in outcomes:
-            outcomes[task.index] = failed_case(
-                task, None, "GV014", f"the run was stopped by {why} before this case finished",
-                "rerun it; nothing is wrong with the case itself"), []
-    return outcomes
-
-
-def resolve_deferred(plan: Plan) -> Plan:
-    """Discover targets that need importing (mod:Class, modules, .py files), in-process."""
-    from gradverify.discover import Discoverer
-
-    if not plan.deferred:
-        return plan
-    found = Discoverer(plan.config, plan.spec_file).run(plan.deferred)
-    return Plan(jobs=plan.jobs + found.jobs, errors=plan.errors + found.errors,
-                notes=plan.notes + found.notes)
 
 
 def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
@@ -183,6 +98,13 @@ def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
             tasks.append(Task(len(tasks), job_index, job, name, first=position == 0,
                               smallest=name == smallest))
     return tasks
+
+
+def _selected_case(name: str, patterns: tuple[str, ...]) -> bool:
+    if not patterns:
+        return True
+    base = name.split("[", 1)[0]
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(base, p) for p in patterns)
 
 
 def _size(case: Case) -> float:
@@ -212,288 +134,6 @@ def _collect(tasks: list[Task], outcomes: Mapping[int, tuple[CaseResult | None, 
                 errors.append(error)
     results = [r for job in sorted(by_job) for r in _note_fast_only(by_job[job])]
     return results, errors
-
-
-@dataclass
-class Prepared:
-    info: FunctionInfo
-    spec: Spec
-    bound: dict[str, Bound]
-    reference: Any = None
-
-
-def prepare(job: Job) -> Prepared | ErrorEntry:
-    """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.target import introspect, resolve
-
-    spec_path = job.spec.path if job.spec else None
-    try:
-        info = introspect(job.cls, job.target) if job.cls is not None else resolve(job.target)
-    except InputError as exc:
-        return ErrorEntry(job.target, spec_path, exc.code, str(exc))
-    spec = job.spec or infer_spec(info)
-    bound: dict[str, Bound] = {}
-    try:
-        for case in spec.cases:
-            bound[case.name] = bind(case, info, spec)
-            tensors = case_tensors(bound[case.name], case.dims)
-            size = sum(n for _, _, n in tensors)
-            if size > MAX_CASE_BYTES:
-                name, shape, largest = max(tensors, key=lambda t: t[2])
-                raise InputError(
-                    f"case {case.name!r} needs {size / 1024**3:.1f} GiB for its float64 inputs "
-                    f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB), {largest / 1024**3:.1f} GiB "
-                    f"of it for {name!r} of shape {list(shape)}; gradient bugs show on small "
-                    "shapes", code="GV007", where=spec.where)
-        reference = None
-        if spec.reference:
-            from gradverify.target import resolve_object
-
-            reference = resolve_object(spec.reference)
-            if not callable(reference):
-                raise InputError(f"reference {spec.reference} is not callable", code="GV005",
-                                 where=spec.where)
-    except InputError as exc:
-        return ErrorEntry(info.target, spec_path, exc.code, str(exc))
-    return Prepared(info, spec, bound, reference)
-
-
-def execute(task: Task, options: RunOptions, cache: dict[int, Any],
-            on_check: Callable[[str], None] | None = None
-            ) -> tuple[CaseResult | None, list[ErrorEntry]]:
-    """Run one task; ``cache`` keeps each job's preparation across its cases."""
-    if task.job_index not in cache:
-        cache[task.job_index] = prepare(task.job)
-    prepared = cache[task.job_index]
-    if isinstance(prepared, ErrorEntry):
-        return None, [prepared]
-    case = next(c for c in prepared.spec.cases if c.name == task.case)
-    result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
-                             options, first=task.first, smallest=task.smallest,
-                             on_check=on_check, reference=prepared.reference)
-    return result, [error] if error else []
-
-
-def infer_spec(info: FunctionInfo) -> Spec:
-    """Every forward parameter without a default becomes a float tensor of shape [3, 4]."""
-    args = tuple((p.name, TensorArg(shape=(3, 4))) for p in info.positional if p.required)
-    return Spec(target=info.target, cases=(Case(name="inferred", args=args, by_name=True),),
-                inferred=True)
-
-
-def _selected_case(name: str, patterns: tuple[str, ...]) -> bool:
-    if not patterns:
-        return True
-    base = name.split("[", 1)[0]
-    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(base, p) for p in patterns)
-
-
-def selected_checks(spec: Spec, case: Case, options: RunOptions) -> list[Check]:
-    chosen = []
-    for name, check in REGISTRY.items():
-        if options.only is not None:
-            on = name in options.only
-        else:
-            on = options.config_checks.get(name, check.default)
-            for level in (spec.checks, case.checks):
-                if name in level:
-                    on = level[name].enabled
-        if name in options.skip:
-            on = False
-        if getattr(check, "needs_reference", False) and not spec.reference:
-            on = False  # nothing to compare against
-        if getattr(check, "needs_accelerator", False) and options.device == "cpu" \
-                and (options.only is None or name not in options.only):
-            on = False  # runs with --device cuda
-        if on:
-            chosen.append(check)
-    return chosen
-
-
-def resolve_tolerance(spec: Spec, case: Case, options: RunOptions) -> Tolerance:
-    tol = options.base_tolerance.over(DEFAULT_TOLERANCE)
-    tol = spec.tolerance.over(tol)
-    tol = case.tolerance.over(tol)
-    return options.tolerance.over(tol)
-
-
-def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions,
-             first: bool = True, smallest: bool = False,
-             on_check: Callable[[str], None] | None = None, reference: Any = None
-             ) -> tuple[CaseResult | None, ErrorEntry | None]:
-    """Run one case; returns its result, or an input error (a factory that failed).
-    Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
-    started = time.perf_counter()
-    seed = case_seed(options.seed, info.target, case.name)
-    maker = InputMaker(case, bound, info, seed, options.device)
-    checks = [c for c in selected_checks(spec, case, options)
-              if first or not getattr(c, "static", False)]
-    ctx = CheckContext(info=info, spec=spec, case=case, maker=maker,
-                       tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
-                       seed=options.seed, device=options.device, verbose=options.verbose,
-                       smallest=smallest, reference=reference)
-
-    def result(check_results: list[CheckResult], inputs: tuple[Any, ...] = ()) -> CaseResult:
-        return CaseResult(target=info.target, spec=spec.path, case=case.name,
-                          status=worst([c.status for c in check_results], Status.SKIP),
-                          duration_s=time.perf_counter() - started, inputs=inputs,
-                          checks=tuple(check_results), inferred=spec.inferred)
-
-    try:
-        working = maker.args("working")
-        inputs = working.info()
-    except InputError as exc:
-        return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
-    state_findings = _state_changes(info, torchstate.restore(), before=True)
-    forward_error = _probe_forward(ctx)
-    internal: ErrorEntry | None = None
-    check_results: list[CheckResult] = []
-    for check in checks:
-        if on_check:
-            on_check(check.name)
-        if forward_error is not None and not getattr(check, "static", False):
-            check_results.append(CheckResult(check.name, Status.ERROR, 0.0, "forward raised",
-                                             (forward_error,)))
-            continue
-        t0 = time.perf_counter()
-        blocked = [r for r in check.requires if r in ctx.results
-                   and ctx.results[r].status in (Status.FAIL, Status.ERROR, Status.XFAIL)]
-        error = None
-        if blocked:
-            outcome = Outcome.skip(f"skipped: {blocked[0]} failed")
-        else:
-            ctx.options = _options(check.name, spec, case)
-            try:
-                outcome = check.run(ctx)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
-                outcome, error = _classify(exc, check.name, info)
-                if error is not None and internal is None:
-                    internal = ErrorEntry(info.target, spec.path, "GV011", error, internal=True)
-        status = outcome.status if error is None else Status.ERROR
-        reason = case.expect.get(check.name) or spec.expect.get(check.name)
-        if reason and status == Status.FAIL:
-            status = Status.XFAIL
-        elif reason and status in (Status.PASS, Status.WARN):
-            status = Status.XPASS
-        check_result = CheckResult(
-            name=check.name, status=status, duration_s=time.perf_counter() - t0,
-            summary=outcome.summary or ("ok" if status == Status.PASS else status.value),
-            findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
-            data=outcome.data)
-        ctx.results[check.name] = check_result
-        check_results.append(check_result)
-    nothing = _nothing_verified(ctx.results)
-    if nothing:
-        check_results.append(CheckResult(
-            name="verification", status=Status.WARN, duration_s=0.0,
-            summary=f"nothing was verified: {nothing}", findings=(Finding(
-                "GV013", Severity.WARNING,
-                f"nothing was verified: {nothing}; every gradient check skipped",
-                location=info.forward_location,
-                hint="make a floating input require grad in the spec (requires_grad: true), "
-                     "and return at least one differentiable output"),)))
-    state_findings += _state_changes(info, torchstate.restore(), before=False)
-    if state_findings:
-        check_results.append(CheckResult(
-            name="global_state", status=Status.WARN, duration_s=0.0,
-            summary="torch global state was changed; gradverify restored it",
-            findings=tuple(state_findings)))
-    return result(check_results, inputs), internal
-
-
-def _nothing_verified(results: Mapping[str, CheckResult]) -> str | None:
-    """Why no gradient was checked, when the reason says the case verified nothing (not an
-    integer-valued Function, which has no gradient to check)."""
-    first = results.get("gradcheck")
-    if first is None or first.status != Status.SKIP:
-        return None
-    reason = first.summary
-    if reason.startswith("no input requires grad") or "although output" in reason:
-        return reason
-    return None
-
-
-def _state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> list[Finding]:
-    """GV012 findings: what the target's import (before the case) or the case itself changed in
-    torch's global state. Changes made by another module's import are reported on that
-    module's targets, never here: they were undone right after that import."""
-    findings = []
-    module = getattr(info.cls, "__module__", "")
-    if before and torchstate.IMPORT_CHANGES.get(module):
-        findings.append(Finding(
-            "GV012", Severity.WARNING,
-            f"importing {module!r} changed torch's global state ("
-            f"{'; '.join(torchstate.IMPORT_CHANGES[module])}): every Function checked after it "
-            "in the same process would have seen it; gradverify restored it",
-            hint="do not change torch's global settings at import time; use context managers "
-                 "(torch.no_grad(), torch.autocast(...)) around the code that needs them"))
-    if changes:
-        when = ("before this case (by code outside any Function)" if before else
-                "while this case ran: forward or backward changed it and did not restore it")
-        findings.append(Finding(
-            "GV012", Severity.WARNING,
-            f"torch's global state changed {when}: {'; '.join(changes)}; gradverify restored it",
-            location=info.forward_location,
-            hint="use context managers (with torch.no_grad(): ...) instead of global setters "
-                 "inside forward/backward, so the caller's settings survive the call"))
-    return findings
-
-
-def _options(name: str, spec: Spec, case: Case) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for level in (spec.checks, case.checks):
-        if name in level:
-            options.update(level[name].options)
-    return options
-
-
-def _probe_forward(ctx: CheckContext) -> Finding | None:
-    """Call forward once on the float64 inputs; a raise makes every check of the case an error."""
-    from gradverify.checks import _autograd as ag
-
-    try:
-        ag.apply(ctx.info, ctx.args("double"))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
-        shapes = ", ".join(f"{i.name}: {list(i.shape)} {i.dtype}" if i.kind == "tensor"
-                           else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
-        if ctx.spec.inferred:
-            hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "
-                    f"write a spec: gradverify init {ctx.info.target} -o specs/"
-                    f"{ctx.info.name.lower()}.yaml")
-        else:
-            hint = "check the spec's shapes, dtypes and argument order against forward"
-        return Finding("GV008", Severity.ERROR,
-                       f"forward raised {ag.describe_exception(exc)} on the inputs of case "
-                       f"{ctx.case.name!r} ({shapes})",
-                       location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
-                       hint=hint)
-    return None
-
-
-def _classify(exc: BaseException, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:
-    """An exception that escaped a check: the Function's (status error, exit 1) when it was
-    raised outside gradverify's own code, else a gradverify bug (exit 4)."""
-    from gradverify.checks import _autograd as ag
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    innermost = frames[-1].filename if frames else ""
-    if not str(Path(innermost).resolve()).startswith(_PACKAGE_DIR):
-        finding = Finding("GV008", Severity.ERROR,
-                          f"the Function raised {ag.describe_exception(exc)} during {check}",
-                          location=ag.user_location(exc, info) or info.backward_location,
-                          hint="this check calls the Function with other inputs or gradients; "
-                               "see the location")
-        return Outcome(findings=[finding], summary="the Function raised"), None
-    text = "".join(traceback.format_exception(exc))
-    finding = Finding("GV011", Severity.ERROR,
-                      f"internal error in check {check}: {ag.describe_exception(exc)}",
-                      hint="this is a bug in gradverify; please report it with the traceback",
-                      data={"traceback": text})
-    return Outcome(findings=[finding], summary="internal error"), text
 
 
 def _note_fast_only(results: list[CaseResult]) -> list[CaseResult]:

@@ -2,7 +2,7 @@
 
 A module that runs ``torch.set_grad_enabled(False)`` at import, or a forward that sets the
 default dtype, would otherwise change the verdict of every target checked after it in the same
-process. The runner restores the state captured before any user code ran, before and after each
+process. ``execute.run_case`` restores the state captured before any user code ran, before and after each
 case, and reports what a target's import or a case changed (GV012), naming the setting.
 
 Nothing here imports torch until ``baseline()`` is called, which happens only where user code is

@@ -5,11 +5,12 @@ never executed.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
-from gradverify.errors import SpecError
+from gradverify.errors import SpecError, did_you_mean
 
 
 class LDict(dict):  # type: ignore[type-arg]
@@ -100,3 +101,76 @@ def load_documents(text: str, file: str | None) -> list[tuple[Any, int]]:
         if loader is not None:
             loader.dispose()
     return documents
+
+
+class Reader:
+    """Reads values out of a loaded YAML document; each failure is a ``SpecError`` naming the
+    file, the line (from ``LDict``/``LList``) and the key path."""
+
+    def __init__(self, file: str | None) -> None:
+        self.file = file
+
+    def fail(self, message: str, line: int | None, key: str | None) -> SpecError:
+        return SpecError(message, file=self.file, line=line, key=key or None)
+
+    @staticmethod
+    def line_of(container: Any, key: Any, default: int | None) -> int | None:
+        if isinstance(container, LDict):
+            return container.key_lines.get(key, container.line) or default
+        if isinstance(container, LList) and isinstance(key, int) and key < len(container.item_lines):
+            return container.item_lines[key]
+        return getattr(container, "line", None) or default
+
+    def mapping(self, value: Any, line: int | None, key: str, what: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(f"expected {what} (a mapping), got {kind_of(value)}", line, key)
+        for k in value:
+            if not isinstance(k, str):
+                raise self.fail(f"keys must be strings, got {k!r}", self.line_of(value, k, line), key)
+        return value
+
+    def known_keys(self, value: Mapping[str, Any], allowed: Sequence[str], line: int | None,
+                   key: str) -> None:
+        for k in value:
+            if k not in allowed:
+                raise self.fail(f"unknown key {k!r}{did_you_mean(k, allowed)}; allowed keys: "
+                                f"{', '.join(allowed)}", self.line_of(value, k, line), join_key(key, k))
+
+    def number(self, value: Any, line: int | None, key: str, *, minimum: float | None = None,
+               positive: bool = False, integer: bool = False) -> Any:
+        kinds = (int,) if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            want = "an integer" if integer else "a number"
+            raise self.fail(f"expected {want}, got {kind_of(value)}", line, key)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.fail(f"expected a finite number, got {value}", line, key)
+        if positive and value <= 0:
+            raise self.fail(f"must be > 0, got {value}", line, key)
+        if minimum is not None and value < minimum:
+            raise self.fail(f"must be >= {minimum}, got {value}", line, key)
+        return value
+
+    def string(self, value: Any, line: int | None, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(f"expected a non-empty string, got {kind_of(value)}", line, key)
+        return value
+
+
+def join_key(*parts: str) -> str:
+    return ".".join(p for p in parts if p)
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})" if len(value) < 40 else "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__

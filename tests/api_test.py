@@ -6,7 +6,7 @@ import pytest
 import zoo
 from gradverify import Report, VerificationFailed, verify
 from gradverify.errors import UsageError
-from gradverify.spec import from_dict
+from gradverify.specfile import from_dict
 
 
 def test_verify_a_broken_function_raises_an_assertion_with_the_report():

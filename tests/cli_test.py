@@ -8,24 +8,10 @@ import sys
 
 import pytest
 
+import functions
 from conftest import ROOT, run_cli, unwrap
 
-GOOD_OPS = """
-import torch
-from torch.autograd import Function
-
-
-class Square(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
-
+GOOD_OPS = functions.module(functions.square()) + """
 
 class Cube(Function):
     @staticmethod
@@ -224,10 +210,10 @@ def test_seed_changes_inputs_reproducibly(ops):
 
 
 def test_internal_error_exits_4(ops, monkeypatch):
-    from gradverify.checks import _autograd
+    from gradverify.checks import _jacobian
 
     # A builtin raising inside gradverify's own frame stands in for a bug of ours.
-    monkeypatch.setattr(_autograd, "jacobian_entries", len)
+    monkeypatch.setattr(_jacobian, "jacobian_entries", len)
     result = run_cli("check")
     assert result.code == 4
     assert "internal error" in result.stdout and "please report" in result.stdout

@@ -1,22 +1,40 @@
 """Every code is documented and owned by one check; explain renders all of them."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
-from gradverify.checks import REGISTRY
-from gradverify.codes import CODES
+from gradverify.codes import GENERAL
 from gradverify.explain import explain_check, explain_code, overview
+from gradverify.registry import CODES, REGISTRY
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradverify"
+
+
+def _used_codes(source: str) -> set[str]:
+    """Code strings in a module, except where a ``Code(...)`` declares one."""
+    tree = ast.parse(source)
+    declared = {id(call.args[0]) for call in ast.walk(tree) if isinstance(call, ast.Call)
+                and getattr(call.func, "id", None) == "Code" and call.args}
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and id(node) not in declared and isinstance(node.value, str)
+            and re.fullmatch(r"GV\d{3}", node.value)}
 
 
 def test_every_code_used_in_the_source_is_documented():
     used = set()
     for path in PACKAGE.rglob("*.py"):
-        if path.name != "codes.py":
-            used |= set(re.findall(r'"(GV\d{3})"', path.read_text()))
+        used |= _used_codes(path.read_text())
+    assert used, "the scan found no code at all"
     assert used - set(CODES) == set()
+
+
+def test_every_declared_code_is_reported_somewhere():
+    used = set()
+    for path in PACKAGE.rglob("*.py"):
+        used |= _used_codes(path.read_text())
+    assert set(CODES) - used == set()
 
 
 def test_every_code_has_what_why_and_fix():
@@ -32,9 +50,11 @@ def test_check_codes_belong_to_their_check():
     for name, check in REGISTRY.items():
         assert check.codes, name
         for code in check.codes:
-            assert CODES[code].check == name
-    owned = {c for check in REGISTRY.values() for c in check.codes}
+            assert CODES[code.code].check == name
+    owned = {c.code for check in REGISTRY.values() for c in check.codes}
     assert owned == {c.code for c in CODES.values() if c.check}
+    assert {c.code for c in GENERAL} == {c.code for c in CODES.values() if c.check is None}
+    assert list(CODES) == sorted(CODES)
 
 
 def test_every_check_is_explained():

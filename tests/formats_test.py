@@ -7,8 +7,9 @@ import pytest
 
 from conftest import run_cli
 from gradverify.report import github
-from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, Finding, Report,
-                                     Settings, Severity, Status)
+from gradverify.report.model import Report
+from gradverify.report.results import (CaseResult, CheckResult, ErrorEntry, Finding, Settings,
+                                       Severity, Status)
 
 
 def _report() -> Report:

@@ -7,7 +7,7 @@ import torch
 import zoo
 from gradverify.errors import SpecError
 from gradverify.inputs import InputMaker, bind, case_seed
-from gradverify.spec import load_text
+from gradverify.specfile import load_text
 from gradverify.target import introspect
 
 

@@ -8,34 +8,9 @@ import pytest
 # process crashes it (a segfault when this file ran alone).
 import torch  # noqa: F401
 
-OPS = """
-import torch
-from torch.autograd import Function
+import functions
 
-
-class Good(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
-
-
-class Bad(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return x * grad
-"""
+OPS = functions.module(functions.square("Good"), functions.square_missing_factor("Bad"))
 
 
 @pytest.fixture

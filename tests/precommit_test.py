@@ -9,24 +9,11 @@ import textwrap
 
 import pytest
 
+import functions
+
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
-GOOD = """
-import torch
-from torch.autograd import Function
-
-
-class Square(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
-"""
+GOOD = functions.module(functions.square())
 
 
 def _run(args, cwd, env):

@@ -11,8 +11,9 @@ import pytest
 
 from conftest import ROOT
 from gradverify.report.console import render_plain, summary_line
-from gradverify.report.model import (CaseResult, CheckResult, ErrorEntry, ExitCode, Report,
-                                     Settings, Status)
+from gradverify.report.model import Report
+from gradverify.report.results import (CaseResult, CheckResult, ErrorEntry, ExitCode, Settings,
+                                       Status)
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import functions
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads /proc and relies on PR_SET_PDEATHSIG")
 
@@ -38,17 +40,7 @@ class S(Function):
 
 class T(S):
     pass
-
-
-class F(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 3
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 3
-"""
+""" + functions.scale("F", 3)
 
 
 def _group(pgid: int) -> list[int]:

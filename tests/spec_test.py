@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from gradverify.errors import SpecError
-from gradverify.spec import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg, load_file, load_text
+from gradverify.spec import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg
+from gradverify.specfile import load_file, load_text
 
 GOOD_TARGET = "target: m:F\n"
 

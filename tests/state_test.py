@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import functions
 from conftest import run_cli
 
 CORRECT = """
@@ -30,17 +31,7 @@ import torch
 from torch.autograd import Function
 
 {change}
-
-
-class G(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2
-"""
+""" + functions.scale("G", 2)
 
 CHANGES = {
     "grad mode": "torch.set_grad_enabled(False)",

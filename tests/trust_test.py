@@ -13,10 +13,10 @@ import torch
 
 import zoo
 import zoo_correct
-from gradverify import spec as spec_mod
+from gradverify import specfile as spec_mod
 from gradverify import verify
 from gradverify.inputs import InputMaker, bind, case_seed
-from gradverify.report.model import Severity, Status
+from gradverify.report.results import Severity, Status
 from gradverify.target import introspect
 
 EVERY_FUNCTION = [*zoo.BROKEN, *zoo.CORRECT, *zoo_correct.HARD]
@@ -53,7 +53,7 @@ def test_hard_correct_function_passes_every_default_check(cls):
 
 
 def test_every_check_has_a_correct_function_its_naive_version_would_flag():
-    from gradverify.checks import REGISTRY
+    from gradverify.registry import REGISTRY
 
     docs = " ".join(" ".join((cls.__doc__ or "").split()) for cls in zoo_correct.HARD)
     # "naive saved_tensors/mutation: ..." names the checks a naive version of which would flag

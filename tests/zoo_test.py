@@ -5,8 +5,8 @@ import pytest
 
 import zoo
 from gradverify import verify
-from gradverify.checks import REGISTRY
-from gradverify.report.model import Severity, Status
+from gradverify.registry import REGISTRY
+from gradverify.report.results import Severity, Status
 
 
 def _findings(report, check):

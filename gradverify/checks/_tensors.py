@@ -70,6 +70,15 @@ def dense(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def unravel(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The multi-index of flat (row-major) ``index`` in ``shape``."""
+    out = []
+    for size in reversed(shape):
+        index, rem = divmod(index, size)
+        out.append(rem)
+    return tuple(reversed(out))
+
+
 def copy(t: torch.Tensor) -> torch.Tensor | None:
     """A detached copy of the values, or None when the kind cannot be copied."""
     try:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gradverify.report.model import Finding, Severity, Status
+from gradverify.report.results import Finding, Severity, Status
 
 if TYPE_CHECKING:
+    from gradverify.codes import Code
     from gradverify.context import CheckContext
 
 
@@ -30,7 +31,8 @@ class Check(Protocol):
     """On unless turned off (True), or opt-in (False)."""
     summary: str
     """One line: what the check verifies."""
-    codes: tuple[str, ...]
+    codes: tuple[Code, ...]
+    """The codes it reports, documented; the registry collects them."""
     options: tuple[Option, ...]
     requires: tuple[str, ...]
     """Checks that must not have failed for this one to run (else: skip, with that reason)."""
@@ -40,7 +42,7 @@ class Check(Protocol):
 
 @dataclass
 class Outcome:
-    """What a check's ``run`` returns; the runner turns it into a frozen ``CheckResult``."""
+    """What a check's ``run`` returns; ``execute.run_case`` turns it into a frozen ``CheckResult``."""
 
     findings: list[Finding] = field(default_factory=list)
     summary: str = ""

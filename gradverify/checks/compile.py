@@ -9,30 +9,49 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV351", "compile-graph-break",
+         "torch.compile(fullgraph=True) cannot trace the Function (a graph break).",
+         "With fullgraph=False it silently falls back to eager around the Function.",
+         "def forward(ctx, x):\n    return torch.from_numpy(np.exp(x.numpy()))",
+         "The finding gives Dynamo's reason; remove the construct it names."),
+    Code("GV352", "compile-mismatch",
+         "Compiled outputs or gradients differ from eager.",
+         "The compiled model trains on different numbers than the eager one.",
+         "", "Avoid Python state and data-dependent control flow in forward/backward."),
+    Code("GV353", "compile-failed",
+         "torch.compile failed for another reason than a graph break.",
+         "The model cannot be compiled with this Function in it.", "",
+         "Read the message; run TORCH_LOGS=+dynamo for details."),
+)
 
 
 class CompileCheck:
     name = "compile"
     default = False
     summary = "torch.compile(fullgraph=True, backend='aot_eager') traces it and matches eager"
-    codes = ("GV351", "GV352", "GV353")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
         args = ctx.args("double")
         diff = args.diff_positions
-        probe = ag.apply(ctx.info, args)
-        grads = ag.random_grads(probe, ctx.generator("compile")) if probe.differentiable else None
-        eager = ag.forward_backward(ctx.info, ctx.args("double"), grads, diff)
+        probe = calls.apply(ctx.info, args)
+        grads = calls.random_grads(probe, ctx.generator("compile")) if probe.differentiable else None
+        eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)
         torch._dynamo.reset()
         compiled = torch.compile(_Call(ctx.info.cls), fullgraph=True, backend="aot_eager")
         run = ctx.args("double")
@@ -62,7 +81,7 @@ class CompileCheck:
             if tensors else []
         ours = ([o.detach() if isinstance(o, torch.Tensor) else o for o in outs], got_grads)
         names = [args.names[i] for i in diff]
-        for mismatch in ag.compare_runs(ours, eager, names, 1e-7, 1e-9):
+        for mismatch in cmp.compare_runs(ours, eager, names, 1e-7, 1e-9):
             outcome.add(Finding(
                 "GV352", Severity.ERROR, f"compiled: {mismatch.describe()} (against eager)",
                 input=mismatch.input, output=mismatch.output, location=ctx.location,

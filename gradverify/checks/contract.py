@@ -8,27 +8,105 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV101", "backward-raised",
+         "backward raised when called with gradients for the outputs.",
+         "Every training step that reaches this Function will crash.",
+         "def backward(ctx, grad):\n    x, = ctx.saved_tensors\n    return grad @ x   # shapes do not match",
+         "Read the traceback location given and fix backward."),
+    Code("GV102", "too-few-gradients",
+         "backward returned fewer values than forward has inputs.",
+         "Autograd requires exactly one gradient (or None) per forward input, including "
+         "non-tensor ones, and raises 'returned an incorrect number of gradients'.",
+         "def forward(ctx, x, scale): ...\ndef backward(ctx, grad):\n    return grad * ctx.scale",
+         "Return one value per forward input: `return grad * ctx.scale, None`."),
+    Code("GV103", "too-many-gradients",
+         "backward returned more non-None values than forward has inputs.",
+         "Autograd raises 'returned an incorrect number of gradients'; extra trailing Nones are "
+         "accepted, extra tensors are not.",
+         "return grad_x, grad_w, grad_b   # forward(ctx, x, w) has two inputs",
+         "Return exactly one value per forward input."),
+    Code("GV104", "grad-for-non-tensor",
+         "backward returned a gradient for an input that is not a tensor (an int, a float, None).",
+         "Autograd raises 'returned a gradient different than None at position N, but the "
+         "corresponding forward input was not a Variable'.",
+         "def forward(ctx, x, dim): ...\ndef backward(ctx, g):\n    return g, g",
+         "Return None at the positions of non-tensor inputs."),
+    Code("GV105", "grad-shape-mismatch",
+         "A gradient's shape cannot be summed to its input's shape.",
+         "Autograd raises 'returned an invalid gradient at index N - got [...] but expected shape "
+         "compatible with [...]'.",
+         "return grad.t()   # input was [3, 4]",
+         "Return a gradient with exactly the input's shape."),
+    Code("GV106", "grad-broadcast-unsummed",
+         "A gradient has a broadcast shape that autograd silently sums down to the input's shape.",
+         "The result is right but backward materialises a larger tensor than needed, and the "
+         "mismatch usually means backward forgot to reduce over broadcast dimensions.",
+         "def backward(ctx, g):\n    return g, g   # bias is [5], g is [N, 5]",
+         "Reduce explicitly: `g.sum(0)` (or `g.sum_to_size(bias.shape)`)."),
+    Code("GV107", "grad-dtype-mismatch",
+         "A gradient's dtype differs from its input's, and autograd silently casts it.",
+         "A float32 gradient for a float64 input loses precision (and often hides that the kernel "
+         "cannot run in double, so gradcheck compares against float32 noise).",
+         "return grad.float()",
+         "Compute the gradient in the input's dtype; for float32-only kernels use `reference:`."),
+    Code("GV108", "grad-for-integer-input",
+         "backward returned a tensor for an integer or boolean input, which can never require grad.",
+         "Autograd drops it silently; computing it is wasted work.",
+         "return grad_values, torch.zeros_like(indices)",
+         "Return None for integer inputs (indices, label maps, masks)."),
+    Code("GV109", "grad-wrong-device",
+         "A gradient is on a different device than its input.",
+         "Autograd raises, or copies across devices on every step.",
+         "return grad.cpu()",
+         "Create gradients on the input's device (`torch.zeros_like(x)`, `x.new_zeros(...)`)."),
+    Code("GV110", "backward-arity-mismatch",
+         "backward takes a different number of gradient arguments than forward has outputs.",
+         "Autograd calls backward with one gradient per output; a mismatch is a TypeError on "
+         "the first backward.",
+         "def forward(ctx, x):\n    return y, idx\ndef backward(ctx, grad_y):   # needs grad_idx too",
+         "Take one gradient per output: `def backward(ctx, grad_y, grad_idx)`."),
+    Code("GV111", "non-differentiable-output-depends-on-input",
+         "An output marked non-differentiable (ctx.mark_non_differentiable) changes when a "
+         "differentiable input changes.",
+         "Gradients that flow through that output are silently zero, so training ignores that path.",
+         "ctx.mark_non_differentiable(normalised)   # normalised = x / x.norm()",
+         "Only mark outputs that are truly piecewise constant (indices, masks, argmax)."),
+    Code("GV112", "grad-not-a-tensor",
+         "backward returned something other than a tensor or None (a number, a list, a numpy array).",
+         "Autograd raises 'expected Variable or None'.",
+         "return 2.0 * ctx.scale",
+         "Return tensors (`torch.full_like(x, 2.0 * ctx.scale)`) or None."),
+    Code("GV113", "output-not-float64",
+         "forward returned a lower-precision floating output for float64 inputs.",
+         "A kernel that only runs in float32 makes float64 gradient checks compare against float32 "
+         "round-off, so they fail (or pass) for the wrong reasons.",
+         "return kernel(x.float())",
+         "Support float64, or verify the kernel against a plain-PyTorch `reference:` in the spec."),
+)
 
 
 class ContractCheck:
     name = "contract"
     default = True
     summary = "backward returns what autograd expects: count, types, shapes, dtypes, devices"
-    codes = ("GV101", "GV102", "GV103", "GV104", "GV105", "GV106", "GV107", "GV108", "GV109",
-             "GV110", "GV111", "GV112", "GV113")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires: tuple[str, ...] = ()
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
 
         info = ctx.info
         outcome = Outcome()
-        applied = ag.differentiable_call(ctx)
+        applied = calls.differentiable_call(ctx)
         if isinstance(applied, str):
             return Outcome.skip(applied)
         args = applied.args
@@ -44,14 +122,14 @@ class ContractCheck:
                      "ignored)"))
             return outcome
         self._output_dtypes(applied, outcome, loc)
-        grads = ag.random_grads(applied, ctx.generator("contract"))
+        grads = calls.random_grads(applied, ctx.generator("contract"))
         try:
-            raw = ag.raw_backward(info, applied, grads)
+            raw = calls.raw_backward(info, applied, grads)
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome.add(Finding(
                 "GV101", Severity.ERROR,
-                f"backward raised {ag.describe_exception(exc)}",
-                location=ag.user_location(exc, info) or loc,
+                f"backward raised {calls.describe_exception(exc)}",
+                location=calls.user_location(exc, info) or loc,
                 hint="autograd calls backward with one gradient per output, shaped like that "
                      "output; fix the line shown",
                 data={"exception": type(exc).__name__}))
@@ -174,7 +252,7 @@ class ContractCheck:
         """An output marked non-differentiable must not move when the inputs move."""
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
 
         candidates = [j for j, o in applied.tensors  # type: ignore[attr-defined]
                       if (o.is_floating_point() or o.is_complex()) and not o.requires_grad]
@@ -183,11 +261,11 @@ class ContractCheck:
         args = ctx.args("double")
         generator = ctx.generator("contract-nondiff")
         with torch.no_grad():
-            before = ag.apply(ctx.info, args)
+            before = calls.apply(ctx.info, args)
             for pos in args.diff_positions:
                 x = args.values[pos]
-                x.add_(1e-6 * ag.randn_like(x, generator) * (1 + x.abs()))
-            after = ag.apply(ctx.info, args)
+                x.add_(1e-6 * calls.randn_like(x, generator) * (1 + x.abs()))
+            after = calls.apply(ctx.info, args)
         for j in candidates:
             change = (after.outputs[j].double() - before.outputs[j].double()).abs().max().item()
             if change > 1e-9:

@@ -9,34 +9,46 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV241", "nondeterministic-backward",
+         "Two backward passes on the same inputs and gradients gave different results.",
+         "Unreproducible training; usually uninitialised memory (torch.empty) or random ops, "
+         "sometimes atomics (index_add/scatter_add on CUDA).",
+         "out = torch.empty_like(grad)\nout[mask] = grad[mask]   # the rest is garbage",
+         "Initialise with zeros; for known atomics, set `tolerance: {nondet_tol: ...}`."),
+)
 
 
 class DeterminismCheck:
     name = "determinism"
     default = True
     summary = "repeated forward/backward passes give identical gradients"
-    codes = ("GV241",)
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
-        first = ag.differentiable_call(ctx)
+        first = calls.differentiable_call(ctx)
         if isinstance(first, str):
             return Outcome.skip(first)
         args, diff = first.args, first.args.diff_positions
-        grads = ag.random_grads(first, ctx.generator("determinism"))
-        runs: list[tuple[str, list[Any]]] = [("first pass", ag.engine_grads(first, grads, diff))]
+        grads = calls.random_grads(first, ctx.generator("determinism"))
+        runs: list[tuple[str, list[Any]]] = [("first pass", calls.engine_grads(first, grads, diff))]
         _poison(args.values)
-        runs.append(("a second backward on the same graph", ag.engine_grads(first, grads, diff)))
+        runs.append(("a second backward on the same graph", calls.engine_grads(first, grads, diff)))
         _poison(args.values)
-        again = ag.apply(ctx.info, ctx.args("double"))
-        runs.append(("a second forward and backward", ag.engine_grads(again, grads, diff)))
+        again = calls.apply(ctx.info, ctx.args("double"))
+        runs.append(("a second forward and backward", calls.engine_grads(again, grads, diff)))
         outcome = Outcome()
         tol = ctx.tolerance.nondet_tol or 0.0
         reference = runs[0][1]
@@ -47,7 +59,7 @@ class DeterminismCheck:
                         self._report(outcome, args.names[diff[pos]], label, float("inf"), (), tol,
                                      ctx)
                     continue
-                worst, where = ag.max_difference(a, b)
+                worst, where = cmp.max_difference(a, b)
                 if worst > tol:
                     self._report(outcome, args.names[diff[pos]], label, worst, where, tol, ctx)
         outcome.summary = f"3 backward passes agree (nondet_tol {tol:g})"
@@ -56,14 +68,14 @@ class DeterminismCheck:
     @staticmethod
     def _report(outcome: Outcome, name: str, label: str, worst: float, where: tuple[int, ...],
                 tol: float, ctx: CheckContext) -> None:
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _jacobian as jac
 
         if any(f.input == name for f in outcome.findings):
             return
         outcome.add(Finding(
             "GV241", Severity.ERROR,
             f"backward is nondeterministic: the gradient for {name!r} from {label} differs by "
-            f"{worst:.3g} at {ag.format_index(name, where)} (nondet_tol {tol:g})", input=name,
+            f"{worst:.3g} at {jac.format_index(name, where)} (nondet_tol {tol:g})", input=name,
             location=ctx.location,
             hint="look for uninitialised memory (torch.empty, new_empty) or random ops in "
                  "forward/backward; only for known atomics (index_add/scatter_add on CUDA) set "

@@ -8,17 +8,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV341", "device-mismatch",
+         "Outputs or gradients on CUDA differ from the CPU run on the same inputs.",
+         "The device kernel is wrong while the CPU path is right (or the reverse).", "",
+         "Look for indexing, stride and race bugs in the device kernel."),
+    Code("GV342", "device-raised",
+         "The Function raised on CUDA but not on the CPU.",
+         "Tensors created on the wrong device, or a kernel missing for CUDA.",
+         "torch.zeros(n)   # on the CPU, inside a CUDA backward",
+         "Create tensors with the input's device (x.new_zeros, torch.zeros_like)."),
+)
 
 
 class DeviceCheck:
     name = "device"
     default = True
     summary = "outputs and gradients on CUDA match CPU"
-    codes = ("GV341", "GV342")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
     needs_accelerator = True
@@ -27,7 +41,8 @@ class DeviceCheck:
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
         from gradverify.inputs import InputMaker
 
         if ctx.device == "cpu":
@@ -38,24 +53,24 @@ class DeviceCheck:
         cpu_maker = InputMaker(ctx.case, ctx.maker.bound, ctx.info, ctx.maker.seed, "cpu")
         on_cpu = cpu_maker.args("double")
         diff = on_cpu.diff_positions
-        probe = ag.apply(ctx.info, on_cpu)
-        grads = ag.random_grads(probe, ctx.generator("device")) if probe.differentiable else None
-        reference = ag.forward_backward(ctx.info, on_cpu, grads, diff)
+        probe = calls.apply(ctx.info, on_cpu)
+        grads = calls.random_grads(probe, ctx.generator("device")) if probe.differentiable else None
+        reference = calls.forward_backward(ctx.info, on_cpu, grads, diff)
         outcome = Outcome(summary=f"{ctx.device} matches cpu")
         try:
-            ours = ag.forward_backward(
+            ours = calls.forward_backward(
                 ctx.info, accelerated,
                 [g.to(ctx.device) if isinstance(g, torch.Tensor) else g for g in grads or []]
                 if grads is not None else None, diff)
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome.add(Finding("GV342", Severity.ERROR,
-                                f"on {ctx.device} the Function raised {ag.describe_exception(exc)}",
-                                location=ag.user_location(exc, ctx.info) or ctx.location,
+                                f"on {ctx.device} the Function raised {calls.describe_exception(exc)}",
+                                location=calls.user_location(exc, ctx.info) or ctx.location,
                                 hint="the same inputs work on the CPU"))
             return outcome
-        rtol, atol = ag.tolerance_for(torch.float64)
+        rtol, atol = cmp.tolerance_for(torch.float64)
         names = [on_cpu.names[i] for i in diff]
-        for mismatch in ag.compare_runs(ours, reference, names, max(rtol, 1e-6), max(atol, 1e-8)):
+        for mismatch in cmp.compare_runs(ours, reference, names, max(rtol, 1e-6), max(atol, 1e-8)):
             outcome.add(Finding(
                 "GV341", Severity.ERROR, f"on {ctx.device}, {mismatch.describe()} (against cpu)",
                 input=mismatch.input, output=mismatch.output,

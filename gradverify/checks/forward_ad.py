@@ -9,17 +9,38 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV301", "jvp-mismatch",
+         "The Function's jvp (forward-mode derivative) differs from finite differences.",
+         "torch.func.jvp, jacfwd and forward-mode Hessians get wrong values silently.",
+         "@staticmethod\ndef jvp(ctx, x_t):\n    x, = ctx.saved_tensors\n    return -x.sin() * x_t"
+         "   # d cos... but forward is sin",
+         "The tangent of each output is the directional derivative along the input tangents; "
+         "the finding names the input and the pattern."),
+    Code("GV302", "forward-over-reverse-wrong",
+         "jacfwd of the gradient (forward-over-reverse) is wrong or fails.",
+         "Hessian-vector products with torch.func compose forward mode over backward.",
+         "", "Write backward with ops that support forward-mode AD, or mark it "
+             "@once_differentiable."),
+    Code("GV303", "jvp-raised",
+         "jvp raised.", "torch.func.jvp/jacfwd crash on this Function.",
+         "def jvp(ctx, x_t):\n    x, = ctx.saved_tensors   # saved with save_for_backward only",
+         "Save what jvp needs with ctx.save_for_forward; return one tangent per output."),
+)
 
 
 class ForwardADCheck:
     name = "forward_ad"
     default = True
     summary = "jvp (forward-mode AD) matches finite differences"
-    codes = ("GV301", "GV302", "GV303")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
@@ -27,7 +48,8 @@ class ForwardADCheck:
         import torch
         from torch.autograd.gradcheck import GradcheckError
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _jacobian as jac
         from gradverify.checks.gradcheck import prepare, resolve_mode
 
         if not ctx.info.has_jvp:
@@ -37,14 +59,14 @@ class ForwardADCheck:
         if isinstance(prepared, Outcome):
             return prepared
         fn, inputs, names, outs = prepared
-        mode = resolve_mode(ctx.mode, ag.jacobian_entries(inputs, outs))
+        mode = resolve_mode(ctx.mode, jac.jacobian_entries(inputs, outs))
         outcome = Outcome(mode=mode)
         tol = ctx.tolerance
         common: dict[str, Any] = dict(eps=tol.eps, atol=tol.atol, rtol=tol.rtol,
                                       nondet_tol=tol.nondet_tol, check_undefined_grad=False,
                                       fast_mode=mode == "fast", raise_exception=True)
         try:
-            with ag.no_slow_rerun():
+            with jac.no_slow_rerun():
                 torch.autograd.gradcheck(fn, inputs, check_forward_ad=True,
                                          check_backward_ad=False, **common)
         except (GradcheckError, RuntimeError) as exc:
@@ -53,8 +75,8 @@ class ForwardADCheck:
             return outcome
         except Exception as exc:  # noqa: BLE001 -- user code in jvp
             outcome.add(Finding("GV303", Severity.ERROR,
-                                f"jvp raised {ag.describe_exception(exc)}",
-                                location=ag.user_location(exc, ctx.info) or ctx.location,
+                                f"jvp raised {calls.describe_exception(exc)}",
+                                location=calls.user_location(exc, ctx.info) or ctx.location,
                                 hint="jvp(ctx, *input_tangents) returns one tangent per output; "
                                      "tensors it needs must be saved with ctx.save_for_forward"))
             return outcome
@@ -62,7 +84,7 @@ class ForwardADCheck:
         if ctx.info.once_differentiable:
             return outcome
         try:
-            with ag.no_slow_rerun():
+            with jac.no_slow_rerun():
                 torch.autograd.gradgradcheck(fn, inputs, check_fwd_over_rev=True,
                                              check_rev_over_rev=False, **common)
             outcome.summary = f"jvp and forward-over-reverse match ({mode} mode)"
@@ -70,7 +92,7 @@ class ForwardADCheck:
             outcome.add(Finding(
                 "GV302", Severity.ERROR,
                 f"forward-over-reverse (jacfwd of grad) is wrong or unsupported: "
-                f"{ag.describe_exception(exc)}", location=ctx.location,
+                f"{calls.describe_exception(exc)}", location=ctx.location,
                 hint="backward must be made of ops that support forward-mode AD; mark it "
                      "@once_differentiable if higher-order use is not supported"))
         return outcome
@@ -82,13 +104,15 @@ class ForwardADCheck:
         import torch
         import torch.autograd.forward_ad as fwAD
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
+        from gradverify.checks import _jacobian as jac
         from gradverify.checks.gradcheck import pattern_hint
 
         generator = ctx.generator("forward_ad")
         eps = ctx.tolerance.eps
         for i, name in enumerate(names):
-            tangent = ag.randn_like(inputs[i], generator)
+            tangent = calls.randn_like(inputs[i], generator)
             base = [t.detach() for t in inputs]
             with torch.no_grad():
                 plus = fn(*[b + eps * tangent if k == i else b for k, b in enumerate(base)])
@@ -100,7 +124,7 @@ class ForwardADCheck:
                     analytic = [fwAD.unpack_dual(o).tangent for o in outs]
                 except Exception as error:  # noqa: BLE001 -- user code
                     outcome.add(Finding("GV303", Severity.ERROR,
-                                        f"jvp raised {ag.describe_exception(error)}",
+                                        f"jvp raised {calls.describe_exception(error)}",
                                         input=name, location=ctx.location))
                     return
             for j, (a, p, m) in enumerate(zip(analytic, plus, minus)):
@@ -108,12 +132,12 @@ class ForwardADCheck:
                 a = torch.zeros_like(numeric) if a is None else a
                 if torch.allclose(a, numeric, rtol=ctx.tolerance.rtol, atol=ctx.tolerance.atol):
                     continue
-                pattern = ag.value_pattern(a, numeric, ctx.tolerance.atol, ctx.tolerance.rtol)
-                worst, where = ag.max_difference(a, numeric)
+                pattern = jac.value_pattern(a, numeric, ctx.tolerance.atol, ctx.tolerance.rtol)
+                worst, where = cmp.max_difference(a, numeric)
                 outcome.add(Finding(
                     "GV301", Severity.ERROR,
                     f"jvp for {name!r} is wrong (output {j}){': ' + pattern if pattern else ''}; "
-                    f"along a random tangent the worst element {ag.format_index('output', where)} "
+                    f"along a random tangent the worst element {jac.format_index('output', where)} "
                     f"is off by {worst:.3g}", input=name, output=j, location=ctx.location,
                     hint=pattern_hint(pattern, name).replace("backward", "jvp")))
         if not outcome.findings:

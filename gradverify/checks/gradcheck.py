@@ -9,10 +9,11 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
-    from gradverify.checks._autograd import Block
+    from gradverify.checks._jacobian import Block
     from gradverify.context import CheckContext
 
 SLOW_MODE_MAX_ENTRIES = 65_536
@@ -76,11 +77,49 @@ def _index(name: str, index: list[int]) -> str:
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
+CODES = (
+    Code("GV121", "jacobian-mismatch",
+         "The analytical Jacobian (from backward) differs from the numerical one (finite "
+         "differences in float64) for one (output, input) pair.",
+         "The gradient is wrong: training follows a wrong direction, usually without any error.",
+         "def backward(ctx, g):\n    x, = ctx.saved_tensors\n    return -g * x.cos()   # d sin = +cos",
+         "The finding names the input, the worst element and a recognised pattern (sign flipped, "
+         "constant factor, zero, not multiplied by the incoming gradient, transposed, only some "
+         "rows); fix the formula for that input."),
+    Code("GV122", "non-differentiable-point",
+         "The mismatch is where the left and right finite differences disagree: the inputs sit "
+         "on a kink or a tie (relu at 0, max with equal values, abs at 0).",
+         "Finite differences are meaningless at such points, so this is a problem of the spec's "
+         "inputs, not of backward.",
+         "args: [{shape: [4], init: zeros}]   # relu at exactly 0",
+         "Choose an `init` that avoids the kink (e.g. `uniform` with low 0.1, or `randn`), or "
+         "distinct values for max/sort-like ops."),
+    Code("GV123", "fast-mode-used",
+         "gradcheck ran in fast mode, which compares random projections of the Jacobian.",
+         "Fast mode can miss an error confined to a few elements.",
+         "", "Add a small case (a few elements per dim) so that slow mode runs, or pass --slow."),
+    Code("GV124", "no-slow-mode-case",
+         "No case of this spec is small enough for slow-mode gradcheck.",
+         "Every case ran in fast mode, so errors confined to a few elements can go unseen.",
+         "", "Add a case with small shapes of distinct sizes, with batch 1 and batch > 1."),
+    Code("GV125", "square-shapes",
+         "Every tensor dimension in this case has the same size.",
+         "Square shapes hide transpose bugs: grad.t() has the right shape by accident.",
+         "args: [{shape: [3, 3]}, {shape: [3, 3]}]",
+         "Use distinct sizes, e.g. [2, 3] and [3, 4]."),
+    Code("GV126", "gradient-in-wrong-dtype",
+         "Gradients were not computed in float64 although the inputs were float64.",
+         "gradcheck then compares float64 finite differences with float32 results, so it fails "
+         "or passes for the wrong reason.",
+         "", "Support float64, or use `reference:`, which checks the working dtype directly."),
+)
+
+
 class GradcheckCheck:
     name = "gradcheck"
     default = True
     summary = "first-order gradients match finite differences (float64)"
-    codes = ("GV121", "GV122", "GV123", "GV124", "GV125", "GV126")
+    codes = CODES
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
     requires = ("contract",)
 
@@ -88,13 +127,14 @@ class GradcheckCheck:
         import torch
         from torch.autograd.gradcheck import GradcheckError
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _jacobian as jac
 
         prepared = prepare(ctx)
         if isinstance(prepared, Outcome):
             return prepared
         fn, inputs, names, outs = prepared
-        entries = ag.jacobian_entries(inputs, outs)
+        entries = jac.jacobian_entries(inputs, outs)
         mode = resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
         outcome = Outcome(mode=mode, data={"jacobian_entries": entries})
         tol = ctx.tolerance
@@ -105,7 +145,7 @@ class GradcheckCheck:
             outcome.mode = "fast+slow"
         try:
             for run_mode in modes:
-                with ag.no_slow_rerun():
+                with jac.no_slow_rerun():
                     torch.autograd.gradcheck(fn, inputs, eps=tol.eps, atol=tol.atol,
                                              rtol=tol.rtol, nondet_tol=tol.nondet_tol,
                                              check_undefined_grad=False,
@@ -115,8 +155,8 @@ class GradcheckCheck:
             failure = str(exc)
         except Exception as exc:  # noqa: BLE001 -- backward or forward raised inside gradcheck
             outcome.add(Finding("GV121", Severity.ERROR,
-                                f"gradcheck could not compare Jacobians: {ag.describe_exception(exc)}",
-                                location=ag.user_location(exc, ctx.info) or ctx.location,
+                                f"gradcheck could not compare Jacobians: {calls.describe_exception(exc)}",
+                                location=calls.user_location(exc, ctx.info) or ctx.location,
                                 hint="the Function raised while gradcheck perturbed its inputs"))
             return outcome
         if outcome.mode == "fast":
@@ -138,7 +178,7 @@ class GradcheckCheck:
                                f"({outcome.mode} mode)")
             return outcome
         low = [o for o in outs if o.dtype not in (torch.float64, torch.complex128)]
-        blocks = ag.diagnose(fn, inputs, atol=tol.atol, rtol=tol.rtol, eps=tol.eps,
+        blocks = jac.diagnose(fn, inputs, atol=tol.atol, rtol=tol.rtol, eps=tol.eps,
                              generator=ctx.generator("gradcheck-diagnose"))
         scaled = _ignores_incoming_gradient(fn, inputs, ctx)
         for block in blocks:
@@ -195,13 +235,13 @@ class GradcheckCheck:
 def prepare(ctx: CheckContext) -> Outcome | tuple[Any, list[Any], list[str], list[Any]]:
     """The differentiable view of a case shared by gradcheck and gradgradcheck:
     (fn of the differentiable inputs, those inputs, their names, the differentiable outputs)."""
-    from gradverify.checks import _autograd as ag
+    from gradverify.checks import _calls as calls
 
-    applied = ag.differentiable_call(ctx)
+    applied = calls.differentiable_call(ctx)
     if isinstance(applied, str):
         return Outcome.skip(applied)
     args, diff, out_idx = applied.args, applied.args.diff_positions, applied.differentiable
-    fn = ag.tensor_function(ctx.info, args, diff, out_idx)
+    fn = calls.tensor_function(ctx.info, args, diff, out_idx)
     inputs = [args.values[i].detach().requires_grad_(True) for i in diff]
     outs = [applied.outputs[j] for j in out_idx]
     return fn, inputs, [args.names[i] for i in diff], outs
@@ -212,12 +252,12 @@ def _ignores_incoming_gradient(fn: Any, inputs: list[Any], ctx: CheckContext) ->
     linear in grad_output: it forgot to multiply by it)."""
     import torch
 
-    from gradverify.checks import _autograd as ag
+    from gradverify.checks import _calls as calls
 
     leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
     outs = fn(*leaves)
     generator = ctx.generator("gradcheck-linearity")
-    g = [ag.randn_like(o, generator) for o in outs]
+    g = [calls.randn_like(o, generator) for o in outs]
     try:
         one = torch.autograd.grad(outs, leaves, g, retain_graph=True, allow_unused=True)
         two = torch.autograd.grad(outs, leaves, [3 * x for x in g], allow_unused=True)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
 from gradverify.checks.gradcheck import MODES, mismatch_message, prepare, resolve_mode
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -20,11 +21,45 @@ _HINT = ("write backward with differentiable torch ops on ctx.saved_tensors; avo
          "unsupported)")
 
 
+CODES = (
+    Code("GV141", "second-order-mismatch",
+         "The derivative of backward's result (double backward) differs from finite differences.",
+         "Higher-order uses (gradient penalties, Hessian-vector products, MAML) get wrong values.",
+         "def backward(ctx, g):\n    x, = ctx.saved_tensors\n    return g * x.detach().cos()",
+         "Write backward with differentiable torch ops on tensors from ctx.saved_tensors; avoid "
+         ".data/.detach()/numpy and intermediates computed in forward without being saved."),
+    Code("GV142", "backward-not-differentiable",
+         "Under create_graph=True, backward's result for an input has no grad_fn: backward breaks "
+         "the graph.",
+         "torch.autograd.grad(..., create_graph=True) silently treats the gradient as constant, so "
+         "second derivatives are zero.",
+         "def backward(ctx, g):\n    return torch.from_numpy(np_grad(g.numpy()))",
+         "Use torch ops on saved tensors; if double backward is truly unsupported, decorate "
+         "backward with @once_differentiable so that it raises instead of being silently wrong."),
+    Code("GV143", "once-differentiable",
+         "backward is decorated @once_differentiable: double backward is unsupported (skip).",
+         "Calling autograd through it with create_graph=True raises; torch.autograd.grad with "
+         "create_graph=True through it silently drops its contribution in some versions.",
+         "", "Nothing to fix unless you need higher-order gradients."),
+    Code("GV144", "incoming-gradient-detached",
+         "Under create_graph=True, backward's result for an input does not depend on the "
+         "incoming gradient the way it is computed from it: backward detaches grad_output "
+         "(grad.detach(), grad.data, a numpy round trip) or uses it non-linearly.",
+         "Double backward differentiates backward's result with respect to the incoming "
+         "gradient too (torch's gradgradcheck checks that block). A detached incoming gradient "
+         "makes gradient penalties and Hessian-vector products silently wrong even for linear "
+         "and piecewise-linear ops, whose second derivative with respect to the inputs is zero "
+         "and so cannot reveal it.",
+         "def backward(ctx, grad):\n    return grad.detach() * 3",
+         "Use the incoming gradient itself: return grad * 3."),
+)
+
+
 class GradgradcheckCheck:
     name = "gradgradcheck"
     default = True
     summary = "second-order gradients (double backward) match finite differences (float64)"
-    codes = ("GV141", "GV142", "GV143", "GV144")
+    codes = CODES
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
     requires = ("contract", "gradcheck")
 
@@ -32,7 +67,8 @@ class GradgradcheckCheck:
         import torch
         from torch.autograd.gradcheck import GradcheckError
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _jacobian as jac
 
         if ctx.info.once_differentiable:
             return Outcome.skip(
@@ -49,7 +85,7 @@ class GradgradcheckCheck:
         if isinstance(prepared, Outcome):
             return prepared
         fn, inputs, names, outs = prepared
-        entries = ag.jacobian_entries(inputs, outs) * max(1, len(inputs))
+        entries = jac.jacobian_entries(inputs, outs) * max(1, len(inputs))
         mode = resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
         outcome = Outcome(mode=mode)
         tol = ctx.tolerance
@@ -57,10 +93,10 @@ class GradgradcheckCheck:
         # The incoming gradients require grad, as in torch's own default: gradgradcheck then
         # differentiates backward's result with respect to them too, so a backward that
         # detaches its incoming gradient fails even where d2/dx2 is zero.
-        grad_outputs = [ag.randn_like(o, generator).requires_grad_(True) for o in outs]
+        grad_outputs = [calls.randn_like(o, generator).requires_grad_(True) for o in outs]
         probed = _probe_incoming_gradient(fn, inputs, grad_outputs, names, outcome, ctx)
         try:
-            with ag.no_slow_rerun():
+            with jac.no_slow_rerun():
                 torch.autograd.gradgradcheck(fn, inputs, grad_outputs, eps=tol.eps, atol=tol.atol,
                                              rtol=tol.rtol, nondet_tol=tol.nondet_tol,
                                              fast_mode=mode == "fast", raise_exception=True)
@@ -70,8 +106,8 @@ class GradgradcheckCheck:
         except Exception as exc:  # noqa: BLE001 -- backward raised under create_graph=True
             outcome.add(Finding(
                 "GV141", Severity.ERROR,
-                f"double backward raised {ag.describe_exception(exc)}",
-                location=ag.user_location(exc, ctx.info) or ctx.location, hint=_HINT))
+                f"double backward raised {calls.describe_exception(exc)}",
+                location=calls.user_location(exc, ctx.info) or ctx.location, hint=_HINT))
             outcome.summary = "double backward raised"
             return outcome
         if failure is None and not outcome.findings:
@@ -82,7 +118,7 @@ class GradgradcheckCheck:
         if failure is None:
             return outcome  # the probe's findings: torch's check skips graph-broken gradients
         fixed = [g.detach() for g in grad_outputs]
-        blocks = ag.diagnose(_first_order(fn, fixed), inputs, atol=tol.atol, rtol=tol.rtol,
+        blocks = jac.diagnose(_first_order(fn, fixed), inputs, atol=tol.atol, rtol=tol.rtol,
                              eps=tol.eps, generator=ctx.generator("gradgradcheck-diagnose"))
         for block in blocks:
             if block.output in probed:
@@ -114,7 +150,7 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
     """
     import torch
 
-    from gradverify.checks import _autograd as ag
+    from gradverify.checks import _calls as calls
     from gradverify.checks import _tensors as tk
 
     leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
@@ -139,7 +175,7 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
                 input=names[i], location=ctx.location, hint=_HINT))
             continue
         flat = g.to_dense() if tk.is_sparse(g) else g
-        w = ag.randn_like(flat, generator)
+        w = calls.randn_like(flat, generator)
         s = (w.conj() * flat).real.sum()
         try:
             dv = torch.autograd.grad(s, v, retain_graph=True, allow_unused=True)

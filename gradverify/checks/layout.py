@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -18,23 +19,48 @@ if TYPE_CHECKING:
 LAYOUTS = ("transposed", "strided")
 
 
+CODES = (
+    Code("GV251", "noncontiguous-input-wrong",
+         "A non-contiguous input (transposed or strided storage) gave different outputs or "
+         "gradients than the same values in contiguous memory.",
+         "Kernels that read data_ptr as if memory were contiguous compute silently wrong results "
+         "for views, transposes and slices.",
+         "kernel(x.data_ptr(), ...)   # x may be x.t()",
+         "Call .contiguous() before raw kernels."),
+    Code("GV252", "noncontiguous-input-raises",
+         "A non-contiguous input made the Function raise.", "Views and slices are everyday "
+         "inputs.", "x.view(-1)   # fails on transposed x",
+         "Use .reshape or call .contiguous() first."),
+    Code("GV253", "noncontiguous-gradient-wrong",
+         "An expanded (stride 0) or non-contiguous incoming gradient gave a different gradient.",
+         "`out.sum().backward()` hands backward an expanded gradient with stride 0; a "
+         "downstream .t() hands it a transposed one.",
+         "kernel_backward(grad.data_ptr(), ...)",
+         "Call grad.contiguous() before raw kernels."),
+    Code("GV254", "noncontiguous-gradient-raises",
+         "An expanded or non-contiguous incoming gradient made backward raise.",
+         "`out.sum().backward()` produces such gradients.", "grad.view(-1)",
+         "Use grad.reshape or grad.contiguous()."),
+)
+
+
 class LayoutCheck:
     name = "layout"
     default = True
     summary = "non-contiguous inputs and expanded/non-contiguous gradients give the same results"
-    codes = ("GV251", "GV252", "GV253", "GV254")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 
         outcome = Outcome()
         base = ctx.args("double")
         diff = base.diff_positions
-        applied = ag.apply(ctx.info, base)
-        grads = ag.random_grads(applied, ctx.generator("layout"))
+        applied = calls.apply(ctx.info, base)
+        grads = calls.random_grads(applied, ctx.generator("layout"))
         reference = self._run(ctx, base, grads, diff)
         if isinstance(reference, Exception):
             return Outcome.skip("forward/backward raised on contiguous inputs")
@@ -89,10 +115,10 @@ class LayoutCheck:
     @staticmethod
     def _run(ctx: CheckContext, args: Any, grads: list[Any], diff: list[int]) -> Any:
         """(outputs, gradients) of one forward and backward, or the exception raised."""
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
 
         try:
-            return ag.forward_backward(ctx.info, args, grads, diff)
+            return calls.forward_backward(ctx.info, args, grads, diff)
         except Exception as exc:  # noqa: BLE001 -- user code
             return exc
 
@@ -100,7 +126,8 @@ class LayoutCheck:
     def _compare(ctx: CheckContext, outcome: Outcome, got: Any, expected: Any, label: str,
                  input_name: str | None, wrong_code: str, raise_code: str, diff: list[int],
                  names: list[str], output: int | None = None) -> None:
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
         from gradverify.checks import _tensors as tk
 
         if isinstance(expected, Exception):
@@ -108,16 +135,16 @@ class LayoutCheck:
         if isinstance(got, Exception):
             outcome.add(Finding(
                 raise_code, Severity.ERROR,
-                f"with {label}, the Function raised {ag.describe_exception(got)}",
+                f"with {label}, the Function raised {calls.describe_exception(got)}",
                 input=input_name, output=output,
-                location=ag.user_location(got, ctx.info) or ctx.location,
+                location=calls.user_location(got, ctx.info) or ctx.location,
                 hint="call .contiguous() on tensors before handing them to a kernel that "
                      "assumes contiguous memory"))
             return
         outs, grads = got
         ref_outs, ref_grads = expected
         for j, (a, b) in enumerate(zip(outs, ref_outs)):
-            if tk.is_tensor(a) and not ag.grads_close(a, b, atol=1e-9, rtol=1e-6):
+            if tk.is_tensor(a) and not cmp.grads_close(a, b, atol=1e-9, rtol=1e-6):
                 outcome.add(Finding(
                     wrong_code, Severity.ERROR,
                     f"with {label}, output {j} differs from the contiguous result",
@@ -126,7 +153,7 @@ class LayoutCheck:
                          "first, or use the tensor's strides"))
                 return
         for pos, (a, b) in enumerate(zip(grads, ref_grads)):
-            if not ag.grads_close(a, b, atol=1e-9, rtol=1e-6):
+            if not cmp.grads_close(a, b, atol=1e-9, rtol=1e-6):
                 name = names[diff[pos]]
                 outcome.add(Finding(
                     wrong_code, Severity.ERROR,

@@ -12,16 +12,42 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+CODES = (
+    Code("GV261", "saved-variables-used",
+         "The source uses ctx.saved_variables.", "It is a deprecated alias of saved_tensors.",
+         "x, = ctx.saved_variables", "Use ctx.saved_tensors."),
+    Code("GV262", "legacy-variable-api",
+         "The source uses Variable(...) or volatile=.",
+         "Both have done nothing since PyTorch 0.4.", "Variable(x, volatile=True)",
+         "Use tensors, and torch.no_grad()."),
+    Code("GV263", "backward-leaves-graph",
+         "backward uses .data or numpy without @once_differentiable.",
+         "Double backward through it is silently wrong instead of raising.",
+         "return grad * torch.from_numpy(np.cos(x.numpy()))",
+         "Use torch ops, or decorate backward with @once_differentiable."),
+    Code("GV264", "save-for-backward-twice",
+         "save_for_backward is called more than once.",
+         "Each call replaces the previous one: the first tensors are lost.",
+         "ctx.save_for_backward(x)\nctx.save_for_backward(w)",
+         "Save everything in one call: ctx.save_for_backward(x, w)."),
+    Code("GV265", "non-static-method",
+         "forward or backward is not a @staticmethod.",
+         "torch rejects legacy (non-static) autograd Functions.",
+         "def forward(self, x): ...", "Use @staticmethod def forward(ctx, x)."),
+)
+
 
 class LintCheck:
     name = "lint"
     default = True
     summary = "static patterns: saved_variables, Variable/volatile, .data or numpy in backward"
-    codes = ("GV261", "GV262", "GV263", "GV264", "GV265")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires: tuple[str, ...] = ()
     static = True

@@ -11,26 +11,50 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
-    from gradverify.checks._autograd import Applied
+    from gradverify.checks._calls import Applied
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV221", "input-mutated-without-mark-dirty",
+         "forward wrote into an input in place without ctx.mark_dirty.",
+         "The caller's tensor changes behind autograd's back: other uses of it compute with the "
+         "new values and its gradient is wrong.",
+         "def forward(ctx, x):\n    return x.clamp_(min=0)",
+         "Work on a copy, or call ctx.mark_dirty(x) and return x."),
+    Code("GV222", "saved-tensor-mutated-in-backward",
+         "backward wrote into a saved tensor in place.",
+         "A second backward (retain_graph=True, gradient penalties) or another user of that "
+         "tensor sees the changed values.",
+         "x, = ctx.saved_tensors\nreturn grad * x.mul_(2)",
+         "Use out-of-place ops: grad * (x * 2)."),
+    Code("GV223", "incoming-gradient-mutated",
+         "backward wrote into its incoming gradient in place.",
+         "Autograd may hand the same gradient tensor to other branches (an add passes one "
+         "tensor to both of its inputs): their gradients silently change.",
+         "return grad.mul_(2)",
+         "Use out-of-place ops: return grad * 2."),
+)
 
 
 class MutationCheck:
     name = "mutation"
     default = True
     summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
-    codes = ("GV221", "GV222", "GV223")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
+        from gradverify.inputs import Args
 
         outcome = Outcome()
         args = ctx.args("double")
@@ -41,7 +65,7 @@ class MutationCheck:
         before = tk.Snapshot.of(list(tensors.values()))
         with tk.record_saved() as saved:
             out = ctx.info.cls.apply(*values)
-        applied = ag.Applied(ag.Args(args.names, values, args.differentiable),
+        applied = calls.Applied(Args(args.names, values, args.differentiable),
                              list(out) if isinstance(out, tuple) else [out],
                              single=not isinstance(out, tuple))
         # mark_dirty rebases the input's history onto this Function: the input comes back as
@@ -67,10 +91,10 @@ class MutationCheck:
         stored = [t for t in saved.tensors if isinstance(t, torch.Tensor)]
         stored += [t for _, t in tk.ctx_tensors(applied.ctx)]
         saved_snapshot = tk.Snapshot.of(stored)
-        grads = ag.random_grads(applied, ctx.generator("mutation"))
+        grads = calls.random_grads(applied, ctx.generator("mutation"))
         grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
         grad_snapshot = tk.Snapshot.of(grad_tensors)
-        ag.raw_backward(ctx.info, applied, grads)
+        calls.raw_backward(ctx.info, applied, grads)
         names = _names(stored, values, args.names, applied)
         for k in saved_snapshot.changed():
             outcome.add(Finding(

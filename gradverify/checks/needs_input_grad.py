@@ -13,7 +13,8 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -35,18 +36,62 @@ def subsets(positions: list[int]) -> list[tuple[int, ...]]:
     return chosen
 
 
+CODES = (
+    Code("GV201", "backward-raises-with-partial-grad",
+         "backward raised when only some inputs require grad.",
+         "Fine-tuning with frozen layers, or any input that does not require grad, crashes "
+         "training: usually a variable assigned only inside `if ctx.needs_input_grad[i]:` and "
+         "used for another input.",
+         "if ctx.needs_input_grad[0]:\n    gx = grad @ w.t()\nif ctx.needs_input_grad[1]:\n"
+         "    gw = x.t() @ grad\nreturn gx, gw   # UnboundLocalError when only w requires grad",
+         "Initialise every gradient to None first, and compute what each needs in its own branch."),
+    Code("GV202", "gradient-missing",
+         "backward returned None for an input that requires grad.",
+         "That input silently gets no gradient: its parameters never train. Usually a wrong "
+         "index into ctx.needs_input_grad.",
+         "if ctx.needs_input_grad[0]:   # should be [1] for weight\n    grad_weight = ...",
+         "Use the position of the input in forward's signature (after ctx)."),
+    Code("GV203", "gradient-depends-on-requires-grad",
+         "An input's gradient changes depending on which other inputs require grad.",
+         "Gradients must not depend on what else is being trained; this usually means the "
+         "needs_input_grad branches compute shared terms differently.",
+         "gx = grad * w if ctx.needs_input_grad[1] else grad",
+         "Compute each gradient from the saved tensors alone."),
+    Code("GV204", "gradient-not-needed",
+         "backward computed a gradient for an input that does not require grad.",
+         "Autograd throws it away: wasted compute and memory on every step.",
+         "return grad @ w.t(), x.t() @ grad   # w is frozen",
+         "Guard each gradient with `if ctx.needs_input_grad[i]:`."),
+    Code("GV205", "forward-fails-without-grad",
+         "forward raised when no input requires grad.",
+         "Inference calls forward on tensors that do not require grad.",
+         "ctx.save_for_backward(x.grad_fn.next_functions)",
+         "Do not depend on requires_grad or grad_fn in forward."),
+    Code("GV206", "forward-fails-under-no-grad",
+         "forward raised under torch.no_grad().",
+         "Evaluation loops run under torch.no_grad() or torch.inference_mode().",
+         "", "Do not depend on grad mode in forward."),
+    Code("GV207", "output-depends-on-grad-mode",
+         "forward computed different outputs when no input requires grad.",
+         "Training and inference would disagree.",
+         "", "Compute the same values whatever requires grad."),
+)
+
+
 class NeedsInputGradCheck:
     name = "needs_input_grad"
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
-    codes = ("GV201", "GV202", "GV203", "GV204", "GV205", "GV206", "GV207")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
+        from gradverify.checks import _jacobian as jac
 
         outcome = Outcome()
         base = ctx.args("double")
@@ -59,19 +104,19 @@ class NeedsInputGradCheck:
         full_grads: list[Any] | None = None
         for subset in tried:
             args = base.clone(requires_grad=subset)
-            applied = ag.apply(ctx.info, args)
+            applied = calls.apply(ctx.info, args)
             if applied.ctx is None:
                 continue
-            grads = ag.random_grads(applied, ctx.generator("needs_input_grad"))
+            grads = calls.random_grads(applied, ctx.generator("needs_input_grad"))
             label = _label(args.names, subset, diff)
             try:
-                raw = ag.raw_backward(ctx.info, applied, grads)
+                raw = calls.raw_backward(ctx.info, applied, grads)
             except Exception as exc:  # noqa: BLE001 -- user code
                 outcome.add(Finding(
                     "GV201", Severity.ERROR,
-                    f"with {label}, backward raised {ag.describe_exception(exc)}",
+                    f"with {label}, backward raised {calls.describe_exception(exc)}",
                     input=args.names[subset[0]],
-                    location=ag.user_location(exc, ctx.info) or ctx.location,
+                    location=calls.user_location(exc, ctx.info) or ctx.location,
                     hint="a variable is probably set only inside `if ctx.needs_input_grad[i]:` "
                          "and used for another input; compute what each gradient needs in its "
                          "own branch", data={"requires_grad": [args.names[i] for i in subset]}))
@@ -91,15 +136,15 @@ class NeedsInputGradCheck:
                                  f"(position {pos} of forward's inputs)"))
                     elif full_grads is not None and pos < len(full_grads) and \
                             isinstance(value, torch.Tensor) and \
-                            not ag.grads_close(value, full_grads[pos]):
-                        diff_value, where = ag.max_difference(
+                            not cmp.grads_close(value, full_grads[pos]):
+                        diff_value, where = cmp.max_difference(
                             value.sum_to_size(full_grads[pos].shape)
                             if value.shape != full_grads[pos].shape else value, full_grads[pos])
                         outcome.add(Finding(
                             "GV203", Severity.ERROR,
                             f"with {label}, backward's gradient for {name!r} differs from the one "
                             f"computed when every input requires grad (by {diff_value:.3g} at "
-                            f"{ag.format_index(name, where)})", input=name,
+                            f"{jac.format_index(name, where)})", input=name,
                             location=ctx.location,
                             hint="the gradient must not depend on which other inputs require "
                                  "grad; check the needs_input_grad branches"))
@@ -123,26 +168,26 @@ class NeedsInputGradCheck:
         """forward with no input requiring grad, and under torch.no_grad(); returns outputs."""
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
 
         outputs = None
         try:
-            outputs = ag.apply(ctx.info, ctx.args("double").clone(requires_grad=())).outputs
+            outputs = calls.apply(ctx.info, ctx.args("double").clone(requires_grad=())).outputs
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome.add(Finding(
                 "GV205", Severity.ERROR,
-                f"forward raised {ag.describe_exception(exc)} when no input requires grad",
-                location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
+                f"forward raised {calls.describe_exception(exc)} when no input requires grad",
+                location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
                 hint="inference calls forward with no input requiring grad: do not assume "
                      "x.requires_grad or x.grad_fn in forward"))
         try:
             with torch.no_grad():
-                ag.apply(ctx.info, ctx.args("double"))
+                calls.apply(ctx.info, ctx.args("double"))
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome.add(Finding(
                 "GV206", Severity.ERROR,
-                f"forward raised {ag.describe_exception(exc)} under torch.no_grad()",
-                location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
+                f"forward raised {calls.describe_exception(exc)} under torch.no_grad()",
+                location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
                 hint="evaluation loops run under torch.no_grad(); forward must not depend on "
                      "grad mode"))
         return outputs
@@ -151,12 +196,13 @@ class NeedsInputGradCheck:
     def _same_outputs(ctx: CheckContext, reference: list[Any], outcome: Outcome) -> None:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
-        with_grad = ag.apply(ctx.info, ctx.args("double")).outputs
+        with_grad = calls.apply(ctx.info, ctx.args("double")).outputs
         for j, (a, b) in enumerate(zip(with_grad, reference)):
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
-                    not ag.grads_close(a, b, atol=ctx.tolerance.nondet_tol or 1e-12, rtol=1e-9):
+                    not cmp.grads_close(a, b, atol=ctx.tolerance.nondet_tol or 1e-12, rtol=1e-9):
                 outcome.add(Finding(
                     "GV207", Severity.ERROR,
                     f"output {j} differs when no input requires grad", output=j,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -18,18 +19,38 @@ if TYPE_CHECKING:
 DTYPES = ("float32", "float16", "bfloat16", "complex64")
 
 
+CODES = (
+    Code("GV321", "low-precision-overflow",
+         "In the working dtype (float32/float16/bfloat16), an output or gradient is inf or NaN "
+         "where float64 is finite.",
+         "float64 gradient checks hide overflow: exp(89) is inf in float32, exp(12) in float16.",
+         "def forward(ctx, x):\n    e = x.exp()\n    return (e / e.sum()).log()   # naive log-softmax",
+         "Use a stable formula: subtract the maximum before exp, use logsumexp, log1p, expm1."),
+    Code("GV322", "low-precision-error",
+         "In the working dtype, an output or gradient is far from float64 (beyond the dtype's "
+         "tolerance table).",
+         "Catastrophic cancellation or large unscaled sums make training noisy or biased.",
+         "return (x + 1e4) - 1e4", "Rearrange the formula, or accumulate in float32/float64."),
+    Code("GV323", "low-precision-unsupported",
+         "The Function raised in its working dtype.",
+         "The spec declares that dtype as the one the Function is used with.", "",
+         "Support the dtype, or declare the dtype the Function really works in."),
+)
+
+
 class PrecisionCheck:
     name = "precision"
     default = True
     summary = "the working dtype stays finite and close to float64"
-    codes = ("GV321", "GV322", "GV323")
+    codes = CODES
     options = (Option("dtype", str, "working dtype to check (default: the spec's)", DTYPES),)
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
         working = ctx.args("working")
         override = ctx.options.get("dtype")
@@ -51,25 +72,25 @@ class PrecisionCheck:
                              if isinstance(d, torch.Tensor) and d.is_floating_point() else d
                              for w, d in zip(working.values, double.values)]
         diff = double.diff_positions
-        reference_run = ag.apply(ctx.info, double)
-        grads = ag.random_grads(reference_run, ctx.generator("precision")) \
+        reference_run = calls.apply(ctx.info, double)
+        grads = calls.random_grads(reference_run, ctx.generator("precision")) \
             if reference_run.differentiable else None
-        reference = ag.forward_backward(ctx.info, double, grads, diff)
+        reference = calls.forward_backward(ctx.info, double, grads, diff)
         label = str(dtype).removeprefix("torch.")
         try:
-            ours = ag.forward_backward(ctx.info, working, grads, diff)
+            ours = calls.forward_backward(ctx.info, working, grads, diff)
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome = Outcome()
             outcome.add(Finding(
-                "GV323", Severity.ERROR, f"the Function raised {ag.describe_exception(exc)} in "
-                f"{label}", location=ag.user_location(exc, ctx.info) or ctx.info.forward_location,
+                "GV323", Severity.ERROR, f"the Function raised {calls.describe_exception(exc)} in "
+                f"{label}", location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
                 hint=f"support {label} inputs, or declare the dtype the Function works in"))
             return outcome
-        rtol, atol = ag.tolerance_for(dtype)
+        rtol, atol = cmp.tolerance_for(dtype)
         outcome = Outcome(summary=f"{label} outputs and gradients match float64 "
                                   f"(rtol {rtol:g}, atol {atol:g})")
         names = [double.names[i] for i in diff]
-        for mismatch in ag.compare_runs(ours, reference, names, rtol, atol):
+        for mismatch in cmp.compare_runs(ours, reference, names, rtol, atol):
             if mismatch.non_finite:
                 outcome.add(Finding(
                     "GV321", Severity.ERROR, f"in {label}, {mismatch.describe()}",

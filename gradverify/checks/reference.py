@@ -10,17 +10,34 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV331", "reference-output-mismatch",
+         "An output differs from the spec's plain-PyTorch reference.",
+         "The kernel computes something else than the math it implements.",
+         "reference: mypkg.ops:linear_reference", "Fix the kernel (or the reference)."),
+    Code("GV332", "reference-gradient-mismatch",
+         "A gradient differs from autograd through the reference.",
+         "backward is wrong; for kernels that cannot run in float64, this is the gradient check.",
+         "", "Fix backward's formula for the input named."),
+    Code("GV333", "reference-raised",
+         "The reference function raised.",
+         "It must take forward's arguments and return the same outputs.", "",
+         "Make the reference take the same arguments as forward."),
+)
 
 
 class ReferenceCheck:
     name = "reference"
     default = True
     summary = "outputs and gradients match a plain-PyTorch reference (spec `reference:`)"
-    codes = ("GV331", "GV332", "GV333")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
     needs_reference = True
@@ -29,7 +46,8 @@ class ReferenceCheck:
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
         reference_fn = ctx.reference
         if reference_fn is None:
@@ -37,9 +55,9 @@ class ReferenceCheck:
         working = ctx.args("working")
         double = ctx.args("double")
         diff = double.diff_positions
-        run = ag.apply(ctx.info, ctx.args("working"))
-        grads = ag.random_grads(run, ctx.generator("reference")) if run.differentiable else None
-        ours = ag.forward_backward(ctx.info, working, grads, diff)
+        run = calls.apply(ctx.info, ctx.args("working"))
+        grads = calls.random_grads(run, ctx.generator("reference")) if run.differentiable else None
+        ours = calls.forward_backward(ctx.info, working, grads, diff)
         try:
             out = reference_fn(*double.values)
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -53,7 +71,7 @@ class ReferenceCheck:
             outcome = Outcome()
             outcome.add(Finding(
                 "GV333", Severity.ERROR,
-                f"the reference {ctx.spec.reference} raised {ag.describe_exception(exc)}",
+                f"the reference {ctx.spec.reference} raised {calls.describe_exception(exc)}",
                 hint="the reference takes forward's arguments (float64 tensors) and returns "
                      "the same outputs, computed with plain differentiable torch ops"))
             return outcome
@@ -61,12 +79,12 @@ class ReferenceCheck:
         floating = [v for v in working.values if isinstance(v, torch.Tensor)
                     and (v.is_floating_point() or v.is_complex())]
         dtype = floating[0].dtype if floating else torch.float32
-        rtol, atol = ag.tolerance_for(dtype)
+        rtol, atol = cmp.tolerance_for(dtype)
         label = str(dtype).removeprefix("torch.")
         outcome = Outcome(summary=f"matches {ctx.spec.reference} in {label} "
                                   f"(rtol {rtol:g}, atol {atol:g})")
         names = [double.names[i] for i in diff]
-        for mismatch in ag.compare_runs(ours, theirs, names, rtol, atol):
+        for mismatch in cmp.compare_runs(ours, theirs, names, rtol, atol):
             is_output = mismatch.output is not None
             outcome.add(Finding(
                 "GV331" if is_output else "GV332", Severity.ERROR,

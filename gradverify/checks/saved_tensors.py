@@ -14,7 +14,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     import torch
@@ -22,21 +23,56 @@ if TYPE_CHECKING:
     from gradverify.context import CheckContext
 
 
+CODES = (
+    Code("GV211", "output-kept-on-ctx",
+         "forward stores an output as a ctx attribute: output -> grad_fn (ctx) -> output is a "
+         "reference cycle.",
+         "The output (and everything its graph holds) stays alive after the caller drops it, "
+         "until Python's garbage collector runs: activation memory leaks in training loops.",
+         "y = x.exp()\nctx.y = y\nreturn y",
+         "ctx.save_for_backward(y), then `y, = ctx.saved_tensors` in backward."),
+    Code("GV212", "tensor-kept-on-ctx",
+         "forward keeps an input or intermediate tensor as a ctx attribute instead of "
+         "save_for_backward.",
+         "Tensors on ctx attributes are not protected by version counters: an in-place change "
+         "after forward makes backward silently use the new values; they also bypass "
+         "saved_tensors_hooks (activation offloading, checkpointing).",
+         "ctx.x = x", "ctx.save_for_backward(x)."),
+    Code("GV213", "saved-tensor-unprotected",
+         "Changing an input or output in place after forward silently changed the gradient.",
+         "Code such as `x.add_(1)` or an optimizer step between forward and backward corrupts "
+         "gradients without any error.",
+         "ctx.x = x   # then, in backward: grad * ctx.x",
+         "Save with ctx.save_for_backward so that autograd raises 'modified by an inplace "
+         "operation' instead."),
+    Code("GV214", "saved-sparse-tensor-aliases-input",
+         "A sparse tensor saved for backward shares memory with an input or output (as "
+         "torch.sparse_coo_tensor(indices, values) does), and changing that tensor in place "
+         "changed the gradient.",
+         "save_for_backward protects a tensor through its version counter, but a sparse tensor "
+         "does not share the counter of the indices and values it was built from: an in-place "
+         "change to them after forward goes unnoticed. A limit of torch rather than a bug in the Function, and rarely hit in practice, hence a note, not a failure.",
+         "a = torch.sparse_coo_tensor(indices, values, shape)\nctx.save_for_backward(a, b)",
+         "Save indices and values with save_for_backward and build the sparse tensor in "
+         "backward, or build it from clones."),
+)
+
+
 class SavedTensorsCheck:
     name = "saved_tensors"
     default = True
     summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
-    codes = ("GV211", "GV212", "GV213", "GV214")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 
         outcome = Outcome()
         with tk.record_saved() as saved:
-            applied = ag.differentiable_call(ctx)
+            applied = calls.differentiable_call(ctx)
         if isinstance(applied, str):
             return Outcome.skip(applied)
         args = applied.args
@@ -71,14 +107,14 @@ class SavedTensorsCheck:
     def _memory(ctx: CheckContext, saved: list[torch.Tensor], args: Any, applied: Any
                 ) -> dict[str, Any]:
         """Count and bytes of saved tensors in the working dtype (distinct storages)."""
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 
         dtype = "float64"
         try:
             working = ctx.args("working")
             with tk.record_saved() as record:
-                used = ag.apply(ctx.info, working)
+                used = calls.apply(ctx.info, working)
             saved, args, applied = record.tensors, working, used
             floating = [v for v in working.values
                         if tk.is_tensor(v) and v.is_floating_point()]
@@ -102,14 +138,14 @@ class SavedTensorsCheck:
     @staticmethod
     def _cycle(ctx: CheckContext, outcome: Outcome) -> None:
         """An output kept on ctx stays alive after the caller drops it (until gc runs)."""
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 
         args = ctx.args("double")
         enabled = gc.isenabled()
         gc.disable()
         try:
-            applied = ag.apply(ctx.info, args)
+            applied = calls.apply(ctx.info, args)
             attrs = {id(t): attr for attr, t in tk.ctx_tensors(applied.ctx)}
             refs = [(j, weakref.ref(o), attrs.get(id(o))) for j, o in applied.tensors
                     if o.requires_grad or id(o) in attrs]
@@ -136,15 +172,16 @@ class SavedTensorsCheck:
     @staticmethod
     def _in_place(ctx: CheckContext, outcome: Outcome) -> None:
         """Change each input and output in place after forward: backward must notice."""
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
         from gradverify.checks import _tensors as tk
 
         generator_salt = "saved_tensors"
         base = ctx.args("double")
         diff = base.diff_positions
-        applied = ag.apply(ctx.info, base)
-        grads = ag.random_grads(applied, ctx.generator(generator_salt))
-        expected = ag.engine_grads(applied, grads, diff)
+        applied = calls.apply(ctx.info, base)
+        grads = calls.random_grads(applied, ctx.generator(generator_salt))
+        expected = calls.engine_grads(applied, grads, diff)
         targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
                                           if tk.is_tensor(base.values[i])]
         targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
@@ -154,7 +191,7 @@ class SavedTensorsCheck:
             args = ctx.args("double")
             if isinstance(which, int) and ctx.info.uses_mark_dirty:
                 continue  # mark_dirty Functions run on clones: the caller's input is not theirs
-            run = ag.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
+            run = calls.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
             tensor = run.outputs[which[1]] if isinstance(which, tuple) else args.values[which]
             # torch.sparse_coo_tensor(indices, values) aliases its arguments without sharing
             # their version counter: no save_for_backward can protect that memory. (Read from
@@ -163,7 +200,7 @@ class SavedTensorsCheck:
                             and set(tk.storages(t)) & set(tk.storages(tensor))]
             try:
                 tk.modify_in_place(tensor)
-                got = ag.engine_grads(run, grads, diff)
+                got = calls.engine_grads(run, grads, diff)
             except tk.Unsupported as exc:
                 unchanged.append(f"{label} ({exc})")
                 continue
@@ -172,11 +209,11 @@ class SavedTensorsCheck:
                     continue  # autograd protected the user: exactly what should happen
                 got = exc
             if isinstance(got, Exception):
-                effect = (f"backward raised {ag.describe_exception(got)} instead of autograd's "
+                effect = (f"backward raised {calls.describe_exception(got)} instead of autograd's "
                           "version-counter error")
             else:
                 wrong = [base.names[diff[p]] for p, (a, b) in enumerate(zip(got, expected))
-                         if not ag.grads_close(a, b, atol=tolerance)]
+                         if not cmp.grads_close(a, b, atol=tolerance)]
                 if not wrong:
                     continue
                 effect = f"the gradient for {wrong[0]!r} silently changed"

@@ -10,26 +10,44 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+
+
+CODES = (
+    Code("GV231", "unused-output-crashes-backward",
+         "With only one output of a multi-output Function used, backward raised.",
+         "Callers often use one output (values but not indices); with "
+         "ctx.set_materialize_grads(False) the unused outputs' gradients arrive as None, and "
+         "`None * x` raises TypeError.",
+         "ctx.set_materialize_grads(False)\n...\nreturn grad_a * 2 + grad_b * 3",
+         "Check `if grad_b is not None` before using it, or keep materialized gradients."),
+    Code("GV232", "unused-output-wrong-gradient",
+         "With only one output used, backward gave a different gradient than with zero "
+         "gradients for the other outputs.",
+         "An unused output's gradient is zero by definition.",
+         "if grad_b is None:\n    return None", "Treat a None gradient as zeros."),
+)
 
 
 class UndefinedGradCheck:
     name = "undefined_grad"
     default = True
     summary = "using only some outputs of a multi-output Function works and gives right gradients"
-    codes = ("GV231", "GV232")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
-        applied = ag.differentiable_call(ctx)
+        applied = calls.differentiable_call(ctx)
         if isinstance(applied, str):
             return Outcome.skip(applied)
         args, diff = applied.args, applied.args.diff_positions
@@ -42,13 +60,13 @@ class UndefinedGradCheck:
                                if not outcome.findings else "backward mishandles undefined "
                                "gradients")
             return outcome
-        grads = ag.random_grads(applied, ctx.generator("undefined_grad"))
+        grads = calls.random_grads(applied, ctx.generator("undefined_grad"))
         for j in used:
             only = [g if k == j else (torch.zeros_like(g) if isinstance(g, torch.Tensor) else g)
                     for k, g in enumerate(grads)]
-            run = ag.apply(ctx.info, ctx.args("double"))
-            expected = ag.engine_grads(run, only, diff)
-            fresh = ag.apply(ctx.info, ctx.args("double"))
+            run = calls.apply(ctx.info, ctx.args("double"))
+            expected = calls.engine_grads(run, only, diff)
+            fresh = calls.apply(ctx.info, ctx.args("double"))
             try:
                 got = torch.autograd.grad([fresh.outputs[j]], [fresh.args.values[i] for i in diff],
                                           [grads[j]], allow_unused=True)
@@ -60,15 +78,15 @@ class UndefinedGradCheck:
                 outcome.add(Finding(
                     "GV231", Severity.ERROR,
                     f"using only output {j} (outputs {unused} unused{none_note}), backward "
-                    f"raised {ag.describe_exception(exc)}{plain}", output=j,
-                    location=ag.user_location(exc, ctx.info) or ctx.location,
+                    f"raised {calls.describe_exception(exc)}{plain}", output=j,
+                    location=calls.user_location(exc, ctx.info) or ctx.location,
                     hint="check `if grad is not None` before using the gradient of an output "
                          "that may be unused, or keep materialized (zero) gradients"))
                 continue
             for pos, (a, b) in enumerate(zip(got, expected)):
                 a = a if a is not None else (torch.zeros_like(b) if b is not None else None)
                 b = b if b is not None else (torch.zeros_like(a) if a is not None else None)
-                if not ag.grads_close(a, b):
+                if not cmp.grads_close(a, b):
                     name = args.names[diff[pos]]
                     outcome.add(Finding(
                         "GV232", Severity.ERROR,
@@ -87,13 +105,13 @@ class UndefinedGradCheck:
         """Every output's gradient undefined: backward must not raise, and must give zeros."""
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 
         undefined = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
         if undefined is None:  # pragma: no cover -- every torch >= 2.1 has it
             return
-        fresh = ag.apply(ctx.info, ctx.args("double"))
+        fresh = calls.apply(ctx.info, ctx.args("double"))
         diff = fresh.args.diff_positions
         outs = [undefined()(fresh.outputs[j]) for j in used]
         note = (" (forward called set_materialize_grads(False), so they arrive as None)"
@@ -105,8 +123,8 @@ class UndefinedGradCheck:
             outcome.add(Finding(
                 "GV231", Severity.ERROR,
                 f"with every output's gradient undefined{note}, backward raised "
-                f"{ag.describe_exception(exc)}{_plain(exc)}",
-                location=ag.user_location(exc, ctx.info) or ctx.location,
+                f"{calls.describe_exception(exc)}{_plain(exc)}",
+                location=calls.user_location(exc, ctx.info) or ctx.location,
                 hint="return None (or zeros) for every input when every incoming gradient is "
                      "None: `if grad is None: return None`"))
             return

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.report.model import Finding, Severity
+from gradverify.codes import Code
+from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -17,18 +18,36 @@ if TYPE_CHECKING:
 BATCH = 3
 
 
+CODES = (
+    Code("GV311", "vmap-output-mismatch",
+         "torch.func.vmap of the Function gives different outputs than a loop over the batch.",
+         "Batched code (vmap, per-sample gradients, ensembling) computes wrong values.",
+         "def vmap(info, in_dims, x):\n    return x.sum(0), 0   # reduces over the batch dim",
+         "Return outputs with the batch dimension where out_dims says it is."),
+    Code("GV312", "vmap-gradient-mismatch",
+         "Per-sample gradients under vmap(grad(...)) differ from a loop.",
+         "Per-sample gradients (DP-SGD, influence functions) are wrong.",
+         "", "backward must treat each sample independently under vmap."),
+    Code("GV313", "vmap-raised",
+         "torch.func.vmap raised on a Function that declares vmap support.",
+         "The declared support does not hold.", "",
+         "Fix the vmap staticmethod, or use generate_vmap_rule = True."),
+)
+
+
 class VmapCheck:
     name = "vmap"
     default = True
     summary = "torch.func.vmap equals a loop, for outputs and per-sample gradients"
-    codes = ("GV311", "GV312", "GV313")
+    codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
         info = ctx.info
         if info.vmap is None:
@@ -44,7 +63,7 @@ class VmapCheck:
             return Outcome.skip("no floating-point tensor input to batch over")
         generator = ctx.generator("vmap")
         stacks = {i: torch.stack([args.values[i].detach()] + [
-            args.values[i].detach() + 0.1 * ag.randn_like(args.values[i], generator)
+            args.values[i].detach() + 0.1 * calls.randn_like(args.values[i], generator)
             for _ in range(BATCH - 1)]) for i in batched}
 
         def call(*tensors: Any) -> Any:
@@ -61,8 +80,8 @@ class VmapCheck:
             mapped = torch.func.vmap(call)(*inputs)
         except Exception as exc:  # noqa: BLE001 -- user code or torch.func
             outcome.add(Finding("GV313", Severity.ERROR,
-                                f"torch.func.vmap raised {ag.describe_exception(exc)}",
-                                location=ag.user_location(exc, info) or info.forward_location,
+                                f"torch.func.vmap raised {calls.describe_exception(exc)}",
+                                location=calls.user_location(exc, info) or info.forward_location,
                                 hint="check the vmap staticmethod's out_dims, or use "
                                      "generate_vmap_rule = True if forward is plain torch ops"))
             return outcome
@@ -72,7 +91,7 @@ class VmapCheck:
             expected = torch.stack([row[j] for row in loop])
             if expected.shape != out.shape or not torch.allclose(out, expected, rtol=1e-7,
                                                                  atol=1e-9):
-                worst = ag.max_difference(out, expected)[0] if expected.shape == out.shape \
+                worst = cmp.max_difference(out, expected)[0] if expected.shape == out.shape \
                     else float("inf")
                 outcome.add(Finding(
                     "GV311", Severity.ERROR,
@@ -90,11 +109,12 @@ class VmapCheck:
                    outcome: Outcome) -> None:
         import torch
 
-        from gradverify.checks import _autograd as ag
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
 
         generator = ctx.generator("vmap-grad")
         probe = call(*[t[0] for t in inputs])
-        weights = [ag.randn_like(o, generator) if isinstance(o, torch.Tensor)
+        weights = [calls.randn_like(o, generator) if isinstance(o, torch.Tensor)
                    and (o.is_floating_point() or o.is_complex()) else None for o in probe]
 
         def loss(*tensors: Any) -> Any:
@@ -106,8 +126,8 @@ class VmapCheck:
             batched = torch.func.vmap(torch.func.grad(loss, argnums=argnums))(*inputs)
         except Exception as exc:  # noqa: BLE001 -- user code or torch.func
             outcome.add(Finding("GV313", Severity.ERROR,
-                                f"vmap(grad(...)) raised {ag.describe_exception(exc)}",
-                                location=ag.user_location(exc, ctx.info) or ctx.location,
+                                f"vmap(grad(...)) raised {calls.describe_exception(exc)}",
+                                location=calls.user_location(exc, ctx.info) or ctx.location,
                                 hint="backward must work on batched tensors under vmap"))
             return
         for b in range(inputs[0].shape[0]):
@@ -119,7 +139,7 @@ class VmapCheck:
                     outcome.add(Finding(
                         "GV312", Severity.ERROR,
                         f"per-sample gradient for {name!r} under vmap differs from a loop "
-                        f"(sample {b}, by {ag.max_difference(batched[k][b], want)[0]:.3g})",
+                        f"(sample {b}, by {cmp.max_difference(batched[k][b], want)[0]:.3g})",
                         input=name, location=ctx.location,
                         hint="backward (or the vmap rule) mixes samples of the batch"))
                     return

@@ -10,10 +10,10 @@ import textwrap
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from gradverify.report.model import (CaseResult, CheckResult, Finding, InputInfo, Report,
-                                     Severity, Status)
+from gradverify.report.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
+    from gradverify.report.model import Report
     from rich.text import Text
 
 WIDTH = 100

@@ -2,8 +2,13 @@
 pointing at the Function's source line (DESIGN §5)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gradverify.report.console import summary_line
-from gradverify.report.model import Report, Severity, Status
+from gradverify.report.results import Severity, Status
+
+if TYPE_CHECKING:
+    from gradverify.report.model import Report
 
 
 def _data(text: str) -> str:

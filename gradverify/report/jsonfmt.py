@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradverify.report.model import CaseResult, CheckResult, Finding, Report
+from gradverify.report.results import CaseResult, CheckResult, Finding
+
+if TYPE_CHECKING:
+    from gradverify.report.model import Report
 
 SCHEMA = 1
 

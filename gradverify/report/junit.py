@@ -7,9 +7,14 @@ last testsuite named ``gradverify``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import xml.etree.ElementTree as ET
 
-from gradverify.report.model import CheckResult, Finding, Report, Status
+from gradverify.report.results import CheckResult, Finding, Status
+
+if TYPE_CHECKING:
+    from gradverify.report.model import Report
 
 
 def _finding_text(f: Finding) -> str:

@@ -1,8 +1,13 @@
 """Markdown for ``$GITHUB_STEP_SUMMARY``: a summary table, then the details of what failed."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gradverify.report.console import summary_line
-from gradverify.report.model import Report, Severity, Status
+from gradverify.report.results import Severity, Status
+
+if TYPE_CHECKING:
+    from gradverify.report.model import Report
 
 _ICON = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "💥", Status.WARN: "⚠️",
          Status.SKIP: "⏭️", Status.XFAIL: "✔️ xfail", Status.XPASS: "❗ xpass"}

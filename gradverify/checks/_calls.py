@@ -1,0 +1,163 @@
+"""Applying a Function and calling backward: through the engine, or ``Function.backward`` raw;
+random incoming gradients; the user's frame in a traceback. Imported only from inside a check's
+``run`` (it imports torch)."""
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradverify.checks._tensors import is_inexact
+from gradverify.inputs import Args
+from gradverify.target import FunctionInfo
+
+
+@dataclass
+class Applied:
+    """One call of ``Function.apply`` and what came out."""
+
+    args: Args
+    """The arguments passed (leaf tensors; the Function may have seen clones of them)."""
+    outputs: list[Any]
+    single: bool
+    """forward returned one value rather than a tuple."""
+
+    @property
+    def tensors(self) -> list[tuple[int, torch.Tensor]]:
+        return [(j, o) for j, o in enumerate(self.outputs) if isinstance(o, torch.Tensor)]
+
+    @property
+    def differentiable(self) -> list[int]:
+        """Indices of outputs that carry gradients (floating, requiring grad)."""
+        return [j for j, o in self.tensors if o.requires_grad]
+
+    @property
+    def ctx(self) -> Any:
+        """The Function's ctx: the ``grad_fn`` of its differentiable outputs."""
+        for j in self.differentiable:
+            fn = self.outputs[j].grad_fn
+            if fn is not None:
+                return fn
+        return None
+
+
+def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> Applied:
+    """Call ``info.cls.apply``. With ``protect_inputs``, a Function that uses ``mark_dirty``
+    sees clones, so the caller's leaves stay intact (DESIGN §3)."""
+    values = list(args.values)
+    if protect_inputs and info.uses_mark_dirty:
+        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+    out = info.cls.apply(*values)
+    if isinstance(out, tuple):
+        return Applied(args, list(out), single=False)
+    return Applied(args, [out], single=True)
+
+
+def differentiable_call(ctx: Any) -> Applied | str:
+    """Apply on fresh float64 arguments (differentiable inputs requiring grad); or, when there
+    is nothing to differentiate, the reason to skip."""
+    args = ctx.args("double")
+    if not args.diff_positions:
+        return "no input requires grad"
+    applied = apply(ctx.info, args)
+    if not applied.differentiable or applied.ctx is None:
+        floating = [j for j, o in applied.tensors if is_inexact(o)]
+        if floating:
+            return (f"no output is differentiable, although output {floating[0]} is a floating "
+                    "tensor (every output marked non-differentiable, or grad mode off)")
+        return "no output is differentiable (every output is an integer tensor or not a tensor)"
+    return applied
+
+
+def random_grads(applied: Applied, generator: torch.Generator, *,
+                 requires_grad: bool = False) -> list[torch.Tensor | None]:
+    """What the engine passes backward: a gradient per output (random for differentiable
+    outputs, zeros for non-differentiable tensor outputs, None for non-tensor outputs)."""
+    grads: list[torch.Tensor | None] = []
+    diff = set(applied.differentiable)
+    for j, out in enumerate(applied.outputs):
+        if not isinstance(out, torch.Tensor):
+            grads.append(None)
+        elif j in diff:
+            g = randn_like(out, generator)
+            grads.append(g.requires_grad_(requires_grad))
+        else:
+            grads.append(torch.zeros_like(out))
+    return grads
+
+
+def randn_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    g = torch.randn(t.shape, generator=generator, dtype=torch.float64)
+    if t.is_complex():
+        g = torch.complex(g, torch.randn(t.shape, generator=generator, dtype=torch.float64))
+    return g.to(dtype=t.dtype, device=t.device)
+
+
+def raw_backward(info: FunctionInfo, applied: Applied, grads: Sequence[Any]) -> tuple[Any, ...]:
+    """backward's own return value, before the engine validates, casts or sums it.
+    Grad mode is off, as the engine runs backward without create_graph."""
+    with torch.no_grad():
+        result = info.cls.backward(applied.ctx, *grads)
+    return result if isinstance(result, tuple) else (result,)
+
+
+def engine_grads(applied: Applied, grads: Sequence[Any], positions: Sequence[int], *,
+                 create_graph: bool = False) -> list[torch.Tensor | None]:
+    """Gradients for the inputs at ``positions`` through the real autograd engine."""
+    outs = [applied.outputs[j] for j in applied.differentiable]
+    gs = [grads[j] for j in applied.differentiable]
+    inputs = [applied.args.values[i] for i in positions]
+    return list(torch.autograd.grad(outs, inputs, gs, retain_graph=True, allow_unused=True,
+                                    create_graph=create_graph))
+
+
+def forward_backward(info: FunctionInfo, args: Args, grads: Sequence[Any] | None,
+                     positions: Sequence[int]) -> tuple[list[Any], list[torch.Tensor | None]]:
+    """Outputs (detached) and the gradients of the inputs at ``positions`` for incoming
+    gradients ``grads`` (one per output, None for none), through the real engine."""
+    applied = apply(info, args)
+    outputs = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in applied.outputs]
+    if grads is None or not applied.differentiable or not positions:
+        return outputs, []
+    matched = [g.to(dtype=o.dtype, device=o.device) if isinstance(g, torch.Tensor)
+               and isinstance(o, torch.Tensor) else g for g, o in zip(grads, applied.outputs)]
+    return outputs, engine_grads(applied, matched, positions)
+
+
+def tensor_function(info: FunctionInfo, args: Args, positions: Sequence[int],
+                    outputs: Sequence[int]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """A function of the tensors at ``positions`` (the rest held fixed) returning the outputs
+    at ``outputs``; inputs are always cloned, so a mutating forward cannot corrupt them."""
+    base = list(args.values)
+
+    def fn(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values = list(base)
+        for pos, t in zip(positions, tensors):
+            values[pos] = t
+        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+        out = info.cls.apply(*values)
+        out = out if isinstance(out, tuple) else (out,)
+        return tuple(out[j] for j in outputs)
+
+    return fn
+
+
+def user_location(exc: BaseException, info: FunctionInfo) -> str | None:
+    """``file:line`` of the innermost traceback frame in the Function's own source file."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if info.source_file:
+        mine = [f for f in frames if f.filename == info.source_file]
+        if mine:
+            from gradverify.target import _short
+
+            return f"{_short(mine[-1].filename)}:{mine[-1].lineno}"
+    return None
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

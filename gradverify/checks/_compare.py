@@ -1,0 +1,139 @@
+"""Comparing gradients and whole runs: closeness, the largest difference and where, per-dtype
+tolerances against float64, and the first mismatch between two runs (ours against a reference,
+a low-precision run against float64, one device against another). Imported only from inside a
+check's ``run`` (it imports torch)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradverify.checks._tensors import dense, unravel
+
+
+def grads_close(a: torch.Tensor | None, b: torch.Tensor | None, *, atol: float = 1e-10,
+                rtol: float = 1e-7) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = dense(a), dense(b)
+    if a.shape != b.shape:
+        try:
+            a = a.sum_to_size(b.shape)
+        except RuntimeError:
+            return False
+    return bool(torch.allclose(a.to(b.dtype), b, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def max_difference(a: torch.Tensor, b: torch.Tensor) -> tuple[float, tuple[int, ...]]:
+    wide = torch.complex128 if a.is_complex() or b.is_complex() else torch.float64
+    diff = (dense(a).to(wide) - dense(b).to(wide)).abs()
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    if not diff.numel():
+        return 0.0, ()
+    flat = int(torch.argmax(diff))
+    return float(diff.reshape(-1)[flat]), unravel(flat, tuple(diff.shape))
+
+
+DTYPE_TOLERANCE: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-9),
+    torch.complex128: (1e-7, 1e-9),
+    torch.float32: (1e-4, 1e-5),
+    torch.complex64: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (5e-2, 1e-2),
+}
+"""(rtol, atol) per working dtype when comparing against float64: an element is off when
+|working - float64| > atol * max(1, max|float64|) + rtol * |float64|. About 800 ulp for
+float32, 10 for float16 and 6 for bfloat16: beyond round-off, short of a wrong formula."""
+
+
+def tolerance_for(dtype: torch.dtype) -> tuple[float, float]:
+    return DTYPE_TOLERANCE.get(dtype, DTYPE_TOLERANCE[torch.float32])
+
+
+def compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float
+            ) -> dict[str, Any] | None:
+    """None when ``got`` matches ``want`` (float64) within tolerance, else the numbers."""
+    got64 = got.detach().to(want.dtype if want.is_complex() else torch.float64).cpu()
+    want64 = want.detach().to(got64.dtype).cpu()
+    if got64.shape != want64.shape:
+        return {"reason": f"shape {list(got64.shape)} instead of {list(want64.shape)}"}
+    finite_want = torch.isfinite(want64)
+    bad_finite = finite_want & ~torch.isfinite(got64)
+    if bad_finite.any():
+        index = unravel(int(bad_finite.reshape(-1).nonzero()[0]), tuple(got64.shape))
+        return {"reason": "non-finite", "index": list(index),
+                "value": str(got64.reshape(-1)[int(bad_finite.reshape(-1).nonzero()[0])].item()),
+                "reference": float(want64.abs().reshape(-1)[
+                    int(bad_finite.reshape(-1).nonzero()[0])]),
+                "count": int(bad_finite.sum())}
+    scale = float(want64[finite_want].abs().max()) if finite_want.any() else 1.0
+    err = (got64 - want64).abs()
+    err = torch.where(finite_want, err, torch.zeros_like(err))
+    allowed = atol * max(1.0, scale) + rtol * want64.abs()
+    allowed = torch.where(finite_want, allowed, torch.full_like(allowed, float("inf")))
+    bad = err > allowed
+    if not bad.any():
+        return None
+    flat = int(torch.argmax(torch.where(bad, err, torch.zeros_like(err))))
+    return {"reason": "error", "index": list(unravel(flat, tuple(got64.shape))),
+            "max_abs_error": float(err.reshape(-1)[flat]),
+            "relative_to_scale": float(err.reshape(-1)[flat]) / max(scale, 1e-300),
+            "value": complex(got64.reshape(-1)[flat]).real if not got64.is_complex()
+            else str(got64.reshape(-1)[flat].item()),
+            "reference_value": complex(want64.reshape(-1)[flat]).real
+            if not want64.is_complex() else str(want64.reshape(-1)[flat].item()),
+            "count": int(bad.sum()), "entries": bad.numel()}
+
+
+@dataclass
+class Mismatch:
+    what: str
+    """``output 0`` or ``gradient for 'x'``."""
+    input: str | None
+    output: int | None
+    data: dict[str, Any]
+
+    @property
+    def non_finite(self) -> bool:
+        return self.data.get("reason") == "non-finite"
+
+    def describe(self) -> str:
+        d = self.data
+        if self.non_finite:
+            return (f"{self.what} has {d['count']} non-finite value(s) where float64 is finite "
+                    f"(first at {d['index']}: {d['value']}, float64 magnitude "
+                    f"{d['reference']:.3g})")
+        if d.get("reason") != "error":
+            return f"{self.what}: {d['reason']}"
+        return (f"{self.what} is off by {d['max_abs_error']:.3g} at {d['index']} "
+                f"({d['relative_to_scale']:.2g} of its largest value; {d['count']} of "
+                f"{d['entries']} elements): {_num(d['value'])} vs {_num(d['reference_value'])}")
+
+
+def _num(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def compare_runs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], list[Any]],
+                 names: Sequence[str], rtol: float, atol: float) -> list[Mismatch]:
+    """Outputs and gradients of a run against a float64 run, element by element."""
+    found = []
+    for j, (a, b) in enumerate(zip(ours[0], reference[0])):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
+                (b.is_floating_point() or b.is_complex()):
+            data = compare(a, b, rtol, atol)
+            if data:
+                found.append(Mismatch(f"output {j}", None, j, data))
+    for name, a, b in zip(names, ours[1], reference[1]):
+        if a is None or b is None:
+            if (a is None) != (b is None) and (a if a is not None else b).abs().max() > 0:
+                found.append(Mismatch(f"gradient for {name!r}", name, None,
+                                      {"reason": "missing on one side"}))
+            continue
+        data = compare(a, b, rtol, atol)
+        if data:
+            found.append(Mismatch(f"gradient for {name!r}", name, None, data))
+    return found

@@ -1,0 +1,269 @@
+"""Jacobians and what is wrong with them: numerical columns and analytical rows of a sampled
+block, the diagnosis of a mismatch (recognised patterns, kinks, the worst element, a heatmap),
+and the guard that stops torch's fast-mode gradcheck from building a full Jacobian just to word
+its message. Imported only from inside a check's ``run`` (it imports torch)."""
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradverify.checks._tensors import unravel
+
+
+@dataclass
+class Block:
+    """The mismatch of one (output, input) block of a Jacobian."""
+
+    output: int
+    input: int
+    analytical: torch.Tensor
+    """[rows, cols] sampled entries; rows index the output, cols the input (flattened)."""
+    numerical: torch.Tensor
+    rows: torch.Tensor
+    cols: torch.Tensor
+    out_shape: tuple[int, ...]
+    in_shape: tuple[int, ...]
+    kink: torch.Tensor
+    """[rows, cols] True where left and right differences disagree."""
+    bad: torch.Tensor
+    full: bool
+    """All rows and columns were computed (no sampling)."""
+    projected: bool = False
+    """The single row is a random projection of the output, not one of its elements."""
+    pattern: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def only_kinks(self) -> bool:
+        return bool(self.bad.any()) and bool((self.bad <= self.kink).all())
+
+
+def numerical_columns(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor],
+                      i: int, cols: torch.Tensor, rows: list[torch.Tensor], eps: float
+                      ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Central, left and right differences of the selected ``rows`` of every output w.r.t.
+    the selected ``cols`` of input i: lists over outputs of [len(rows[j]), len(cols)] tensors."""
+    def pick(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+        return [_select(o.detach().reshape(-1).to(torch.float64), r) for o, r in zip(outs, rows)]
+
+    with torch.no_grad():
+        base = pick(fn(*inputs))
+        x = inputs[i].detach().clone()
+        flat = x.view(-1)
+        central = [torch.zeros(b.numel(), len(cols), dtype=torch.float64) for b in base]
+        left = [c.clone() for c in central]
+        right = [c.clone() for c in central]
+        for c, k in enumerate(cols.tolist()):
+            orig = flat[k].item()
+            flat[k] = orig + eps
+            plus = pick(fn(*[x if n == i else t for n, t in enumerate(inputs)]))
+            flat[k] = orig - eps
+            minus = pick(fn(*[x if n == i else t for n, t in enumerate(inputs)]))
+            flat[k] = orig
+            for j, (p, m) in enumerate(zip(plus, minus)):
+                central[j][:, c] = (p - m) / (2 * eps)
+                left[j][:, c] = (base[j] - m) / eps
+                right[j][:, c] = (p - base[j]) / eps
+    return central, left, right
+
+
+def _select(flat: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Selected entries (integer ``rows``) or one random projection (a float vector)."""
+    if rows.is_floating_point():
+        return (flat * rows).sum().reshape(1)
+    return flat[rows]
+
+
+def analytical_rows(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor],
+                    j: int, rows: torch.Tensor) -> list[torch.Tensor]:
+    """Rows of the Jacobian of output j (through backward): a list over inputs of
+    [len(rows), numel_in] tensors."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    outs = fn(*leaves)
+    out = outs[j]
+    projected = rows.is_floating_point()
+    n_rows = 1 if projected else len(rows)
+    result = [torch.zeros(n_rows, t.numel(), dtype=torch.float64) for t in inputs]
+    if not out.requires_grad:
+        return result
+    for r in range(n_rows):
+        if projected:
+            g = rows.reshape(out.shape).to(out.dtype)
+        else:
+            g = torch.zeros_like(out)
+            g.view(-1)[int(rows[r])] = 1
+        grads = torch.autograd.grad(out, leaves, g, retain_graph=True, allow_unused=True)
+        for i, gi in enumerate(grads):
+            if gi is not None:
+                result[i][r] = gi.detach().reshape(-1).to(torch.float64)[: inputs[i].numel()]
+    return result
+
+
+def _sample(n: int, limit: int, generator: torch.Generator) -> torch.Tensor:
+    if n <= limit:
+        return torch.arange(n)
+    return torch.randperm(n, generator=generator)[:limit].sort().values
+
+
+def diagnose(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor], *,
+             atol: float, rtol: float, eps: float, generator: torch.Generator,
+             max_rows: int = 256, max_cols: int = 256) -> list[Block]:
+    """Compare analytical and numerical Jacobians block by block (sampled when large).
+    Returns the blocks that have mismatching entries, each with a recognised pattern."""
+    with torch.no_grad():
+        outs = [o.detach() for o in fn(*inputs)]
+    if any(t.is_complex() for t in [*inputs, *outs]):
+        return []  # Wirtinger Jacobians: torch's own gradcheck message is reported instead
+    cols = [_sample(t.numel(), max_cols, generator) for t in inputs]
+    # Outputs too large for explicit rows are compared through one random projection v:
+    # v^T J from backward against v^T (finite differences), per sampled input element.
+    rows = [_sample(o.numel(), max_rows, generator) if o.numel() <= max_rows
+            else torch.randn(o.numel(), generator=generator, dtype=torch.float64) for o in outs]
+    numeric = [numerical_columns(fn, inputs, i, cols[i], rows, eps) for i in range(len(inputs))]
+    blocks: list[Block] = []
+    for j, out in enumerate(outs):
+        if not out.is_floating_point():
+            continue
+        analytic = analytical_rows(fn, inputs, j, rows[j])
+        for i, x in enumerate(inputs):
+            central, left, right = (n[j] for n in numeric[i])
+            a = analytic[i][:, cols[i]]
+            # as torch's allclose: a NaN on either side is a mismatch
+            bad = ~((a - central).abs() <= atol + rtol * central.abs())
+            if not bad.any():
+                continue
+            jump = (left - right).abs()
+            kink = jump > torch.maximum(torch.full_like(jump, 10 * atol),
+                                        0.1 * torch.maximum(left.abs(), right.abs()))
+            projected = rows[j].is_floating_point()
+            block = Block(j, i, a, central, rows[j], cols[i], tuple(out.shape), tuple(x.shape),
+                          kink, bad, projected=projected,
+                          full=not projected and len(rows[j]) == out.numel()
+                          and len(cols[i]) == x.numel())
+            block.pattern = recognise(block, atol, rtol)
+            block.data = summarise(block)
+            blocks.append(block)
+    return blocks
+
+
+def _close(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> bool:
+    return bool(((x - y).abs() <= atol + rtol * y.abs()).all())
+
+
+def value_pattern(a: torch.Tensor, n: torch.Tensor, atol: float, rtol: float) -> str | None:
+    """How analytical values ``a`` relate to numerical ``n`` when the relation is a familiar
+    one: zero, sign flipped, a constant factor. Shared by the Jacobian and jvp diagnoses."""
+    if n.abs().max() <= atol:
+        return None
+    if a.abs().max() <= atol:
+        return "zero gradient"
+    if _close(a, -n, atol, rtol):
+        return "sign flipped"
+    denom = float((n * n).sum())
+    factor = float((a * n).sum()) / denom if denom else 0.0
+    if factor and _close(a, factor * n, atol, rtol):
+        return f"off by a constant factor {factor:.4g}"
+    return None
+
+
+def recognise(block: Block, atol: float, rtol: float) -> str | None:
+    """Name the shape of a mismatch when it has a familiar one."""
+    a, n = block.analytical, block.numerical
+    if n.abs().max() <= atol:
+        return None
+    pattern = value_pattern(a, n, atol, rtol)
+    if pattern:
+        return pattern
+    if block.full and len(block.in_shape) >= 2 and block.in_shape[-1] == block.in_shape[-2]:
+        rows = a.reshape(a.shape[0], *block.in_shape).transpose(-1, -2).reshape(a.shape[0], -1)
+        if _close(rows, n, atol, rtol):
+            return "transposed"
+    if block.full and len(block.in_shape) >= 1 and block.in_shape[0] > 1:
+        bad_cols = block.bad.any(0)
+        first = torch.tensor([unravel(int(c), block.in_shape)[0] for c in block.cols])
+        bad_rows = sorted(set(first[bad_cols].tolist()))
+        if len(bad_rows) < block.in_shape[0]:
+            return f"only rows {_short_list(bad_rows)} of {block.in_shape[0]} wrong"
+    return None
+
+
+def summarise(block: Block) -> dict[str, Any]:
+    err = torch.nan_to_num((block.analytical - block.numerical).abs(), nan=math.inf)
+    finite = torch.isfinite(err)
+    # non-finite entries (NaN from 0 * inf in backward, say) show as the worst in the heatmap
+    shown = torch.where(finite, err, err[finite].max() if finite.any() else torch.ones(()))
+    flat = int(torch.argmax(torch.where(block.bad, err, torch.zeros_like(err))))
+    r, c = divmod(flat, err.shape[1])
+    out_index = None if block.projected else unravel(int(block.rows[r]), block.out_shape)
+    in_index = unravel(int(block.cols[c]), block.in_shape)
+    significant = block.bad & (block.numerical.abs() > 1e-12)
+    rel = err[significant] / block.numerical.abs()[significant]
+    return {
+        "worst_input_index": list(in_index),
+        "worst_output_index": list(out_index) if out_index is not None else None,
+        "analytical": float(block.analytical[r, c]),
+        "numerical": float(block.numerical[r, c]),
+        "max_abs_error": float(err.max()),
+        "max_rel_error": float(rel.max()) if rel.numel() else None,
+        "bad_entries": int(block.bad.sum()),
+        "entries": int(block.bad.numel()),
+        "sampled": not block.full,
+        "projected": block.projected,
+        "non_finite_entries": int((~finite).sum()),
+        "heatmap": heatmap(shown),
+    }
+
+
+def _short_list(items: list[int], limit: int = 6) -> str:
+    shown = ", ".join(map(str, items[:limit]))
+    return f"[{shown}{', ...' if len(items) > limit else ''}]"
+
+
+_SHADES = " .:-=+*#%@"
+
+
+def heatmap(err: torch.Tensor, max_rows: int = 8, max_cols: int = 32) -> list[str]:
+    """|analytical - numerical| as text: rows are output elements, columns input elements."""
+    rows, cols = err.shape
+    rh = math.ceil(rows / max_rows) if rows > max_rows else 1
+    cw = math.ceil(cols / max_cols) if cols > max_cols else 1
+    top = float(err.max()) or 1.0
+    lines = []
+    for r0 in range(0, rows, rh):
+        line = []
+        for c0 in range(0, cols, cw):
+            v = float(err[r0:r0 + rh, c0:c0 + cw].max()) / top
+            line.append(_SHADES[min(len(_SHADES) - 1, int(round(v * (len(_SHADES) - 1))))])
+        lines.append("".join(line))
+    return lines
+
+
+def format_index(name: str, index: Sequence[int]) -> str:
+    return f"{name}[{', '.join(map(str, index))}]" if index else name
+
+
+@contextlib.contextmanager
+def no_slow_rerun() -> Iterator[None]:
+    """torch's fast-mode gradcheck re-runs slow mode on failure just to format its message,
+    building the full Jacobian (numel_in x numel_out: 64 GB for 300x300 inputs). gradverify
+    diagnoses failures itself, so that re-run is replaced by an empty message."""
+    module = sys.modules.get("torch.autograd.gradcheck")
+    original = getattr(module, "_run_slow_mode_and_get_error", None)
+    if original is None:
+        yield
+        return
+    module._run_slow_mode_and_get_error = lambda *args, **kwargs: ""  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        module._run_slow_mode_and_get_error = original  # type: ignore[union-attr]
+
+
+def jacobian_entries(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() for t in inputs) * sum(o.numel() for o in outputs)

@@ -1,0 +1,60 @@
+"""The check registry: every check in run order, and every finding code, collected from the
+checks as pytest collects hook specs. A new check is one module under ``gradverify/checks/`` (its
+``CHECK`` and ``CODES``) plus one line here. Importing this module does not import torch."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradverify.checks import (compile, contract, determinism, device, forward_ad, gradcheck,
+                               gradgradcheck, layout, lint, mutation, needs_input_grad, precision,
+                               reference, saved_tensors, undefined_grad, vmap)
+from gradverify.checks.base import Check
+from gradverify.codes import GENERAL, Code
+from gradverify.errors import did_you_mean, one_of
+
+REGISTRY: dict[str, Check] = {
+    check.name: check
+    for check in (
+        contract.CHECK,
+        gradcheck.CHECK,
+        gradgradcheck.CHECK,
+        needs_input_grad.CHECK,
+        saved_tensors.CHECK,
+        mutation.CHECK,
+        undefined_grad.CHECK,
+        determinism.CHECK,
+        layout.CHECK,
+        reference.CHECK,
+        precision.CHECK,
+        forward_ad.CHECK,
+        vmap.CHECK,
+        device.CHECK,
+        compile.CHECK,
+        lint.CHECK,
+    )
+}
+"""Every check by name, in the order they run."""
+
+
+def _collect() -> dict[str, Code]:
+    codes: dict[str, Code] = {}
+    owned = [(None, c) for c in GENERAL]
+    owned += [(name, c) for name, check in REGISTRY.items() for c in check.codes]
+    for owner, code in sorted(owned, key=lambda pair: pair[1].code):
+        if code.code in codes:
+            raise RuntimeError(f"{code.code} is declared twice")  # caught by the test suite
+        codes[code.code] = replace(code, check=owner)
+    return codes
+
+
+CODES: dict[str, Code] = _collect()
+"""Every finding code, in code order, each with the check that reports it."""
+
+BY_NAME: dict[str, Code] = {c.name: c for c in CODES.values()}
+
+
+def unknown_check(name: object) -> str | None:
+    """The error message for a name that is not a check, or None when it is one."""
+    if name in REGISTRY:
+        return None
+    return f"unknown check {name!r}{did_you_mean(str(name), REGISTRY)}; {one_of(REGISTRY)}"

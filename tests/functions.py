@@ -1,0 +1,46 @@
+"""Sample Functions shared by the tests that run gradverify on a project of their own (the CLI,
+the plugin, pre-commit, signals, global state): each is module source that a test writes into
+its project. ``tests/zoo.py`` is different: the catalogue of bugs that the checks must catch."""
+from __future__ import annotations
+
+HEADER = "import torch\nfrom torch.autograd import Function\n"
+
+
+def module(*functions: str, header: str = HEADER) -> str:
+    """A module's source: the imports, then each Function."""
+    return "\n".join([header, *functions])
+
+
+def square(name: str = "Square", gradient: str = "2 * x * grad") -> str:
+    """x * x; its backward returns ``gradient`` (correct by default)."""
+    return f'''
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return {gradient}
+'''
+
+
+def square_missing_factor(name: str = "Bad") -> str:
+    """x * x whose backward forgets the factor 2: gradcheck fails."""
+    return square(name, gradient="x * grad")
+
+
+def scale(name: str, factor: int) -> str:
+    """x * factor, correct, nothing saved."""
+    return f'''
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * {factor}
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * {factor}
+'''
