@@ -76,6 +76,12 @@ def main() -> None:
     rows.append(("  same, one torch thread per worker", two, one, ">= 1.6x faster",
                  "ok" if one / two >= 1.6 else "MISSED"))
 
+    plain, recorded = (float(v) for v in subprocess.run(
+        [PY, "record_loop.py", str(max(repeat, 5))], cwd=HERE, capture_output=True, text=True,
+        check=True).stdout.split())
+    rows.append(("record: 100 training steps, 5 Functions", recorded, plain,
+                 "<= 1.05x without recording", "ok" if recorded / plain <= 1.05 else "MISSED"))
+
     print(f"gradverify benchmarks: python {platform.python_version()}, {os.cpu_count()} cores, "
           f"median of {repeat}")
     print(f"{'measurement':<40}{'ours':>9}{'baseline':>10}{'ratio':>8}  bar")

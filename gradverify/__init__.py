@@ -8,7 +8,7 @@ from typing import Any
 
 from gradverify._version import __version__
 
-__all__ = ["__version__", "verify", "Report", "VerificationFailed"]
+__all__ = ["__version__", "verify", "record", "Report", "VerificationFailed"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +17,10 @@ def __getattr__(name: str) -> Any:
         from gradverify.api import verify
 
         return verify
+    if name == "record":
+        from gradverify.recorder import record
+
+        return record
     if name in ("Report", "VerificationFailed"):
         from gradverify.report import model
 

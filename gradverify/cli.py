@@ -242,6 +242,62 @@ def init(target: str, output: str | None, force: bool) -> int:
     return 0
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", "out", type=click.Path(file_okay=False), default="specs/recorded",
+              show_default=True, help="Folder for the specs.")
+@click.option("--include", multiple=True, metavar="GLOB",
+              help="Record only Functions whose mod:Class matches (repeatable).")
+@click.option("--exclude", multiple=True, metavar="GLOB",
+              help="Do not record Functions whose mod:Class matches (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Distinct argument signatures recorded per Function.")
+@click.option("--force", is_flag=True, help="Overwrite existing specs instead of adding cases.")
+@click.option("--no-shrink", is_flag=True, help="Keep the recorded sizes.")
+@click.option("--check", "then_check", is_flag=True,
+              help="Then run gradverify check on the specs written.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: int,
+           force: bool, no_shrink: bool, then_check: bool, command: tuple[str, ...]) -> int:
+    """Run a training script and write a spec for every custom Function it calls.
+
+    \b
+    gradverify record -- python train.py --epochs 1
+    gradverify record -o specs/ --check -- python -m mypkg.train
+
+    The script's output and exit code pass through; the specs are written even when it
+    fails. Shapes are shrunk to small sizes for gradient checking.
+    """
+    from pathlib import Path
+
+    from gradverify.recordrun import run_recorded
+
+    code, written = run_recorded(command, Path(out), include=include, exclude=exclude,
+                                 limit=limit, force=force, shrink=not no_shrink)
+    echo = lambda text="": click.echo(text, err=True)  # noqa: E731 -- stdout is the script's
+    echo()
+    if not written.lines:
+        echo("gradverify record: no custom Function was called"
+             + (f" (matching {', '.join(include)})" if include else ""))
+    else:
+        echo(f"gradverify record: {len(written.lines)} Function(s) recorded")
+        for line in written.lines:
+            echo(f"  {line}")
+    for note in written.notes:
+        echo(f"  note: {note}")
+    if written.paths and not then_check:
+        echo(f"next: gradverify check {out}")
+    if code != 0:
+        echo(f"the command exited with {code}")
+    if then_check and written.paths:
+        import subprocess
+
+        echo()
+        checked = subprocess.call([sys.executable, "-m", "gradverify", "check",
+                                   *map(str, written.paths)])
+        return code or checked
+    return code
+
+
 @cli.command(name="list")
 @click.argument("where", nargs=-1, metavar="[MODULE|PATH]...")
 def list_(where: tuple[str, ...]) -> int:

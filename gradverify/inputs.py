@@ -10,7 +10,7 @@ import hashlib
 import inspect
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import InputError, SpecError, did_you_mean
@@ -234,6 +234,9 @@ class InputMaker:
         import torch
 
         dtype = getattr(torch, arg.dtype)
+        if any(isinstance(v, str) for v in arg.params.values()):  # randint bounds named by a dim
+            arg = replace(arg, params={k: self.case.dims[v] if isinstance(v, str) else v
+                                       for k, v in arg.params.items()})
         base = _generate(arg, resolve_shape(arg, self.case.dims), generator)
         value = base.to(dtype)
         if role == "double" and arg.dtype in FLOATING:

@@ -87,7 +87,8 @@ class TensorArg:
     requires_grad: bool | None = None
     """None: true for floating and complex dtypes."""
     init: str | None = None
-    params: Mapping[str, float] = field(default_factory=dict)
+    params: Mapping[str, float | str] = field(default_factory=dict)
+    """Init parameters; randint's low and high may name a dim (an index range tied to it)."""
     sorted: bool = False
     device: str | None = None
 

@@ -222,6 +222,12 @@ class _Validator(Reader):
             expect=self.expect(data.get("expect", {}), at("expect"), f"{key}.expect"),
         )
         if "factory" in data:
+            if isinstance(data["factory"], str) and data["factory"].startswith("TODO"):
+                raise self.fail(
+                    f"this case needs a factory that gradverify could not write ({data['factory']}"
+                    "); write `def make(generator, dtype, device, dims)` returning forward's "
+                    "arguments as a tuple, and give it here as 'module:make'", at("factory"),
+                    f"{key}.factory")
             common["factory"] = self.reference(data["factory"], at("factory"), f"{key}.factory")
             args: tuple[tuple[str | None, Arg], ...] = ()
             by_name = False
@@ -322,11 +328,19 @@ class _Validator(Reader):
                 users = [i for i, p in INITS.items() if name in p]
                 raise self.fail(f"{name!r} applies only to init: {' or '.join(users)}", at(name),
                                 join_key(key, name))
+            if resolved == "randint" and isinstance(data[name], str) and name in ("low", "high"):
+                if data[name] not in dims:  # an index range tied to a dim: [0, N)
+                    raise self.fail(f"{name!r} names dim {data[name]!r}, which is not defined "
+                                    f"here; defined dims: {', '.join(dims) or 'none'}",
+                                    at(name), join_key(key, name))
+                params[name] = data[name]
+                continue
             params[name] = self.number(data[name], at(name), join_key(key, name),
                                        integer=resolved == "randint")
         if resolved in ("uniform", "randint"):
-            low = params.get("low", INITS[resolved]["low"])
-            high = params.get("high", INITS[resolved]["high"])
+            sized = {k: min(dims[v]) if isinstance(v, str) else v for k, v in params.items()}
+            low = sized.get("low", INITS[resolved]["low"])
+            high = sized.get("high", INITS[resolved]["high"])
             if high <= low:
                 raise self.fail(f"'high' ({high}) must be greater than 'low' ({low})",
                                 at("high") or line, join_key(key, "high"))

@@ -101,3 +101,13 @@ def test_binding_errors_name_forward_signature(args, message):
     assert message in str(info.value)
     assert "SetupContextMul.forward(x, y)" in str(info.value) or "wieght" in str(info.value)
     assert str(info.value).startswith("s.yaml:3: cases[0].args")
+
+
+def test_randint_high_may_name_a_dim():
+    (spec,) = load_text("target: m:F\ncases:\n  - name: c\n    dims: {N: 3}\n"
+                        "    args: [{shape: [50], dtype: int64, high: N}]\n")
+    case = spec.cases[0]
+    assert case.args[0][1].params == {"high": "N"}
+    info = introspect(zoo.Exp)
+    values = InputMaker(case, bind(case, info, spec), info, 0, "cpu").args("double").values
+    assert int(values[0].max()) == 2 and int(values[0].min()) == 0

@@ -1,0 +1,325 @@
+"""Recording what custom Functions really see, for ``gradverify record`` and ``gradverify.record()``.
+
+While recording, ``torch.autograd.Function.apply`` is wrapped. A call of a user-defined Function
+(not torch's own: classes from ``torch``, ``functorch`` and gradverify are never recorded) is
+described once per distinct argument signature, up to ``limit`` signatures per class; after that
+the class is skipped with one set lookup. A description is metadata only (shapes, dtypes and a
+few value facts, computed once under ``no_grad``), never a tensor. It is appended at once to a
+spool file of the process (``<pid>.jsonl``), so that forked DataLoader workers, and the script
+process that ``gradverify record -- python train.py`` starts (``gradverify.recordrun``), report
+to the process that writes the specs. Recording never raises into the user's code: a value it cannot describe is recorded
+as needing a factory.
+"""
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import inspect
+import json
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_INTERNAL = ("torch", "functorch", "gradverify", "_gradverify_user_")
+DEFAULT_LIMIT = 3
+
+
+@dataclass
+class Recording:
+    """What ``record`` wrote: spec files, and notes for the user."""
+
+    written: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: int = 0
+    """Distinct signatures seen, over every class."""
+
+
+class _Recorder:
+    def __init__(self, spool: Path, include: Sequence[str], exclude: Sequence[str], limit: int,
+                 script: str | None) -> None:
+        self.spool = spool
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self.limit = limit
+        self.script = script
+        self.skip: set[type] = set()
+        self.seen: dict[type, set[Any]] = {}
+        self.params: dict[type, list[str]] = {}
+        self.lock = threading.Lock()
+        import torch
+
+        self.compiling = torch.compiler.is_compiling
+
+    # -- the hot path: one set lookup for a class skipped or full, else a signature
+
+    def see(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if cls in self.skip:
+            return
+        try:
+            seen = self.seen.get(cls)
+            if seen is None:
+                if not self._wanted(cls):
+                    self.skip.add(cls)
+                    return
+                seen = self.seen.setdefault(cls, set())
+            if self.compiling():  # traced, not run: nothing to describe
+                self._write({"compiled": self.target(cls)})
+                return
+            signature = tuple([_signature(a) for a in args])
+            if kwargs:
+                signature += tuple(sorted((k, _signature(v)) for k, v in kwargs.items()))
+            if signature in seen:
+                return
+            with self.lock:
+                if signature in seen or len(seen) >= self.limit:
+                    return
+                seen.add(signature)
+                if len(seen) >= self.limit:
+                    self.skip.add(cls)
+            self._describe(cls, args, kwargs)
+        except Exception:  # noqa: BLE001 -- recording must never break the user's run
+            self.skip.add(cls)
+
+    def _describe(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        import torch
+
+        names = self._names(cls)
+        described = []
+        with torch.no_grad():
+            for i, value in enumerate(args):
+                name = names[i] if i < len(names) else f"args[{i}]"
+                described.append({"name": name, **describe(value)})
+            for key, value in kwargs.items():
+                described.append({"name": key, **describe(value)})
+        self._write({"target": self.target(cls), "args": described,
+                     "grad_enabled": torch.is_grad_enabled()})
+
+    # -- helpers
+
+    def _wanted(self, cls: type) -> bool:
+        module = getattr(cls, "__module__", "") or ""
+        if module.split(".")[0] in _INTERNAL or module.startswith(_INTERNAL[-1]):
+            return False
+        target = self.target(cls)
+        if self.include and not any(fnmatch.fnmatchcase(target, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatchcase(target, p) for p in self.exclude)
+
+    def target(self, cls: type) -> str:
+        module = cls.__module__
+        if module == "__main__":
+            main = self.script or getattr(sys.modules.get("__main__"), "__file__", None)
+            if main:
+                module = _relative(main)
+        return f"{module}:{cls.__qualname__}"
+
+    def _names(self, cls: type) -> list[str]:
+        if cls not in self.params:
+            from torch.autograd.function import _is_setup_context_defined
+
+            try:
+                params = list(inspect.signature(cls.forward).parameters.values())  # type: ignore[attr-defined]
+            except (TypeError, ValueError):
+                params = []
+            if params and not _is_setup_context_defined(cls.setup_context):  # type: ignore[attr-defined]
+                params = params[1:]  # ctx
+            self.params[cls] = [p.name for p in params
+                                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return self.params[cls]
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, default=str) + "\n"
+        path = self.spool / f"{os.getpid()}.jsonl"
+        with self.lock, open(path, "a", encoding="utf-8") as f:
+            f.write(line)
+
+
+def _signature(value: Any) -> Any:
+    if isinstance(value, _Tensor):
+        return (value.dtype, value.shape, value.requires_grad, value.layout)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple([_signature(v) for v in value]))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return (type(value).__name__, value)
+    return ("object", type(value).__qualname__)
+
+
+def describe(value: Any) -> dict[str, Any]:
+    """A JSON-able description of one argument: what a spec needs to make one like it."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return _describe_tensor(value)
+    if isinstance(value, (list, tuple)):
+        return {"kind": type(value).__name__, "items": [describe(v) for v in value]}
+    if value is None or isinstance(value, (bool, int, str)):
+        return {"kind": "value", "value": value}
+    if isinstance(value, float):
+        return {"kind": "value", "value": value if value == value and abs(value) != float("inf")
+                else str(value)}
+    return {"kind": "object", "type": f"{type(value).__module__}.{type(value).__qualname__}",
+            "callable": callable(value)}
+
+
+def _describe_tensor(t: Any) -> dict[str, Any]:
+    import torch
+
+    layout = str(t.layout).removeprefix("torch.")
+    out: dict[str, Any] = {"kind": "tensor", "shape": list(t.shape),
+                           "dtype": str(t.dtype).removeprefix("torch."), "device": t.device.type,
+                           "requires_grad": bool(t.requires_grad), "layout": layout}
+    plain = type(t) in (torch.Tensor, torch.nn.Parameter)
+    if layout.startswith("sparse") and t.numel():
+        try:
+            nnz = t._nnz()
+            out["density"] = round(nnz / t.numel(), 4)
+        except Exception:  # noqa: BLE001
+            pass
+    if layout != "strided" or not plain or t.numel() == 0:
+        if not plain:
+            out["subclass"] = f"{type(t).__module__}.{type(t).__qualname__}"
+        return out
+    try:
+        out.update(_facts(t.detach()))
+    except Exception:  # noqa: BLE001 -- a fact we cannot compute is left out
+        pass
+    return out
+
+
+def _facts(x: Any) -> dict[str, Any]:
+    import torch
+
+    facts: dict[str, Any] = {}
+    if x.dtype == torch.bool:
+        facts["density"] = round(float(x.float().mean()), 3)
+        return facts
+    if x.is_complex():
+        return facts
+    flat = x.reshape(-1)
+    if x.numel() > 1 and bool((flat == flat[0]).all()):
+        facts["constant"] = flat[0].item()
+    if not x.is_floating_point():
+        facts["min"], facts["max"] = int(x.min()), int(x.max())
+    else:
+        finite = torch.isfinite(x)
+        facts["finite"] = bool(finite.all())
+        if facts["finite"]:
+            facts["positive"] = bool((x > 0).all())
+    if x.dim() >= 1 and x.shape[-1] > 1:
+        facts["sorted"] = bool((x[..., 1:] >= x[..., :-1]).all())
+        binary = bool(((x == 0) | (x == 1)).all())
+        if binary and "constant" not in facts:
+            facts["onehot"] = bool((x.sum(-1) == 1).all())
+    if x.is_floating_point() and x.dim() >= 2 and x.shape[-1] == x.shape[-2] > 1 \
+            and facts.get("finite"):
+        wide = x.to(torch.float64)
+        if torch.allclose(wide, wide.transpose(-1, -2), rtol=1e-5, atol=1e-6):
+            facts["spd"] = bool((torch.linalg.cholesky_ex(wide).info == 0).all())
+    return facts
+
+
+def _relative(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(Path(path).resolve())
+
+
+# ----------------------------------------------------------------------------- the hook
+
+_ACTIVE: _Recorder | None = None
+_ORIGINAL: Any = None
+_Tensor: Any = type(None)  # torch.Tensor once installed; no torch import before that
+
+
+def install(recorder: _Recorder) -> None:
+    global _ACTIVE, _ORIGINAL
+    from torch.autograd.function import Function
+
+    if _ACTIVE is not None:
+        raise RuntimeError("gradverify is already recording")
+    original = Function.__dict__["apply"]
+
+    def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+        active = _ACTIVE
+        if active is not None:
+            active.see(cls, args, kwargs)
+        return original.__func__(cls, *args, **kwargs)
+
+    global _Tensor
+    import torch
+
+    _Tensor = torch.Tensor
+    _ORIGINAL = original
+    _ACTIVE = recorder
+    Function.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
+
+
+def uninstall() -> None:
+    global _ACTIVE, _ORIGINAL
+    from torch.autograd.function import Function
+
+    if _ORIGINAL is not None:
+        Function.apply = _ORIGINAL  # type: ignore[method-assign]
+    _ACTIVE = _ORIGINAL = None
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has compiled in this process so far (0 if it was never used)."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is None:
+        return 0
+    try:
+        return int(dynamo.counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def read_spool(spool: Path) -> tuple[list[dict[str, Any]], set[str]]:
+    """Every observation in the spool, in order of first appearance, and the targets seen
+    only inside compiled regions."""
+    observations: list[dict[str, Any]] = []
+    compiled: set[str] = set()
+    for path in sorted(spool.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a worker killed mid-line
+            if "compiled" in entry:
+                compiled.add(entry["compiled"])
+            else:
+                observations.append(entry)
+    return observations, compiled
+
+
+@contextlib.contextmanager
+def record(out: str | os.PathLike[str] = "specs/recorded", *, include: Sequence[str] = (),
+           exclude: Sequence[str] = (), limit: int = DEFAULT_LIMIT, force: bool = False,
+           shrink: bool = True) -> Iterator[Recording]:
+    """Record the custom Functions called inside the block, then write one spec per class
+    to ``out``. The yielded ``Recording`` lists the files written once the block has ended."""
+    result = Recording()
+    with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool:
+        recorder = _Recorder(Path(spool), include, exclude, limit, script=None)
+        graphs = compiled_graphs()
+        install(recorder)
+        try:
+            yield result
+        finally:
+            uninstall()
+            if compiled_graphs() > graphs:
+                recorder._write({"compiled": "*"})
+        from gradverify.recordwrite import write_specs
+
+        observations, compiled = read_spool(Path(spool))
+        written = write_specs(observations, Path(out), limit=limit, force=force, shrink=shrink,
+                              origin=f"gradverify.record() in {_relative(sys.argv[0] or '.')}",
+                              compiled=compiled)
+        result.written, result.notes, result.calls = written.paths, written.notes, \
+            len(observations)

@@ -1,0 +1,100 @@
+"""``gradverify record -- python train.py ARGS``: the script runs in a child process with
+recording on (``python -m gradverify.recordrun``), its output and exit code passing through;
+then the parent writes the specs from the spool."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gradverify.recorder import DEFAULT_LIMIT, _Recorder, compiled_graphs, install, read_spool
+
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
+
+
+def command_target(command: Sequence[str]) -> list[str]:
+    """What to run from ``python train.py ARGS`` or ``python -m pkg.mod ARGS`` (the interpreter
+    named is replaced by this one, which has gradverify); ``train.py ARGS`` works too."""
+    from gradverify.errors import UsageError
+
+    rest = list(command)
+    if rest and (_PYTHON.match(Path(rest[0]).name) or rest[0] == sys.executable):
+        rest = rest[1:]
+    if rest[:1] == ["-m"] and len(rest) >= 2:
+        return rest
+    if rest and rest[0].endswith(".py"):
+        if not Path(rest[0]).is_file():
+            raise UsageError(f"no such script: {rest[0]}")
+        return rest
+    shown = " ".join(command) or "nothing"
+    raise UsageError(f"cannot record {shown!r}: give the Python command after --, as in "
+                     "`gradverify record -- python train.py ARGS` or `gradverify record -- "
+                     "python -m pkg.train ARGS` (other launchers such as torchrun are not "
+                     "supported; call the training function from a script)")
+
+
+def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = (),
+                 exclude: Sequence[str] = (), limit: int = DEFAULT_LIMIT, force: bool = False,
+                 shrink: bool = True) -> tuple[int, Any]:
+    """Run the command with recording on, in a child process whose output and exit code pass
+    through; then write the specs. Returns (the command's exit code, ``recordspec.Written``)."""
+    import signal
+    import subprocess
+
+    from gradverify.recordwrite import write_specs
+
+    target = command_target(command)
+    with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool:
+        config = Path(spool) / "config.json"
+        config.write_text(json.dumps({"spool": spool, "include": list(include),
+                                      "exclude": list(exclude), "limit": limit}))
+        # An interrupt reaches the script (same process group); it decides how to stop, and
+        # what was recorded until then is still written.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            code = subprocess.call([sys.executable, "-m", "gradverify.recordrun", str(config),
+                                    *target])
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        observations, compiled = read_spool(Path(spool))
+        written = write_specs(observations, out, limit=limit, force=force, shrink=shrink,
+                              origin=f"`{' '.join(command)}`", compiled=compiled)
+    return code, written
+
+
+def boot(argv: list[str]) -> None:
+    """``python -m gradverify.recordrun CONFIG [-m] TARGET ARGS...``: run a script or module as
+    ``__main__`` with recording on; started by ``gradverify record``."""
+    import runpy
+
+    config = json.loads(Path(argv[0]).read_text())
+    rest = argv[1:]
+    module = rest[0] == "-m"
+    if module:
+        rest = rest[1:]
+    script = None if module else str(Path(rest[0]).resolve())
+    import atexit
+
+    recorder = _Recorder(Path(config["spool"]), config["include"], config["exclude"],
+                         config["limit"], script=script)
+    install(recorder)
+    main_pid = os.getpid()
+    atexit.register(lambda: compiled_graphs() and os.getpid() == main_pid
+                    and recorder._write({"compiled": "*"}))
+    sys.argv = list(rest)
+    if module:
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+    else:
+        sys.path.insert(0, str(Path(rest[0]).resolve().parent))
+        runpy.run_path(rest[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    boot(sys.argv[1:])

@@ -1,0 +1,282 @@
+"""Writing recorded cases as version-1 specs, as text: the recorded sizes stand beside the
+shrunk ones as comments, and each case carries the signature of its call, so that recording
+again adds only new cases. An existing spec is never overwritten (new cases are appended under
+new names) unless ``force``. Arguments a spec cannot express (sparse, one-hot, constant tensors)
+get a factory written next to the spec; callables and other objects get a ``TODO`` factory that
+the spec validator names.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gradverify.recordspec import MIN_TIED_INT, Draft, _indexed_dim, _is_dim, back_off, draft
+
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+@dataclass
+class Written:
+    paths: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    """One line per spec, for the command line's summary."""
+
+
+
+def write_specs(observations: list[dict[str, Any]], out: Path, *, limit: int, force: bool,
+                shrink: bool, origin: str, compiled: set[str]) -> Written:
+    written = Written()
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    for obs in observations:
+        calls = by_target.setdefault(obs["target"], [])
+        if len(calls) < limit and obs["args"] not in [c["args"] for c in calls]:
+            calls.append(obs)
+    if "*" in compiled:
+        compiled.discard("*")
+        written.notes.append("torch.compile compiled code while recording: calls of custom "
+                             "Functions inside compiled regions are not seen, only eager ones; "
+                             "to record them, run in eager mode (TORCHDYNAMO_DISABLE=1 "
+                             "gradverify record ...)")
+    for target in sorted(compiled - set(by_target)):
+        written.notes.append(f"{target} ran only inside torch.compile regions, where calls are "
+                             "not seen; record with the model in eager mode "
+                             "(TORCHDYNAMO_DISABLE=1 gradverify record ...)")
+    for target in sorted(compiled & set(by_target)):
+        written.notes.append(f"{target}: calls inside torch.compile regions were not seen; only "
+                             "eager calls were recorded")
+    if not by_target:
+        return written
+    out.mkdir(parents=True, exist_ok=True)
+    for target, calls in by_target.items():
+        drafts = [draft(c) for c in calls]
+        if shrink:
+            back_off(target, drafts)
+        else:
+            for d in drafts:
+                d.sizes = dict(d.recorded)
+        path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
+        if text is None:
+            written.lines.append(f"{_shown(path)}: nothing new (every recorded call is already "
+                                 "a case)")
+            continue
+        path.write_text(text, encoding="utf-8")
+        written.paths.append(path)
+        todo = sum(1 for d in drafts if d.todo)
+        made = sum(1 for d in drafts if d.factory and not d.todo)
+        written.lines.append(f"{_shown(path)}: {count} case{'s' * (count != 1)} for {target}"
+                             + (f"; {made} with a written factory" if made else "")
+                             + (f"; {todo} need{'s' * (todo == 1)} a factory of yours (TODO)"
+                                if todo else ""))
+        for d in drafts:
+            written.notes += [f"{target}: {n}" for n in d.notes]
+    return written
+
+
+def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: str,
+               force: bool) -> tuple[Path, str | None, int]:
+    stem = target.rsplit(":", 1)[1].replace(".", "_")
+    path = out / f"{stem}.yaml"
+    n = 2
+    while path.exists() and not force and _target_of(path) not in (target, None):
+        path, n = out / f"{stem}_{n}.yaml", n + 1
+    factories = path.with_name(f"{path.stem}_factories.py")
+    if path.exists() and not force:
+        existing = path.read_text(encoding="utf-8")
+        fresh = [d for d in drafts if f"signature {d.signature}" not in existing]
+        if not fresh:
+            return path, None, 0
+        names = set(_case_names(existing))
+        body = _cases(fresh, names, factories, append=True)
+        return path, existing.rstrip("\n") + "\n" + body, len(fresh)
+    names: set[str] = set()
+    if factories.exists():
+        factories.unlink()  # --force: rewritten with the spec
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = (f"# Recorded by `gradverify record` on {stamp}\n"
+              f"# from {origin} ({calls} distinct call signature{'s' * (calls != 1)}).\n"
+              "# Sizes are shrunk for gradient checking; each dim shows its recorded size.\n")
+    if target.split(":")[0].endswith(".py"):
+        header += ("# The target is a script: checking imports it (without running its\n"
+                   "# `if __name__ == \"__main__\":` block); move the Function to a module if\n"
+                   "# the script does work at import.\n")
+    text = header + f"version: 1\ntarget: {target}\ncases:\n"
+    text += _cases(drafts, names, factories, append=False)
+    return path, text, len(drafts)
+
+
+def _cases(drafts: list[Draft], names: set[str], factories: Path, *, append: bool) -> str:
+    """The cases' text; factories that gradverify can write go to ``factories``."""
+    body, code = "", []
+    for d in drafts:
+        name = _free_name(names)
+        ref = None
+        if d.factory and not d.todo:
+            fname = "make_" + name.replace("-", "_")
+            code.append(_factory_source(d, fname))
+            ref = f"{_shown(factories)}:{fname}"
+        body += _case_text(d, name, ref)
+    if code:
+        head = "" if factories.exists() else (
+            '"""Factories written by `gradverify record` for arguments a spec cannot express."""\n'
+            "import torch\n")
+        with open(factories, "a", encoding="utf-8") as f:
+            f.write(head + "".join(code))
+    return body
+
+
+def _factory_source(d: Draft, fname: str) -> str:
+    """A factory making arguments like the recorded ones, at the case's dims."""
+    lines = ["", "", f"def {fname}(generator, dtype, device, dims):",
+             "    g = generator"]
+    values = []
+    for i, arg in enumerate(d.raw):
+        lines.append(f"    # {arg['name']}: {_recorded(arg)}")
+        lines.append(f"    a{i} = {_expr(arg, d, d.raw)}")
+        values.append(f"a{i}")
+    lines.append(f"    return ({', '.join(values)},)")
+    return "\n".join(lines) + "\n"
+
+
+def _recorded(arg: Mapping[str, Any]) -> str:
+    if arg["kind"] == "tensor":
+        facts = [k for k in ("sorted", "positive", "onehot", "spd") if arg.get(k)]
+        return (f"{arg['layout']} {arg['shape']} {arg['dtype']}"
+                + (f", {', '.join(facts)}" if facts else ""))
+    return arg["kind"]
+
+
+def _expr(arg: Mapping[str, Any], d: Draft, siblings: list[Mapping[str, Any]]) -> str:
+    kind = arg["kind"]
+    if kind == "value":
+        v = arg["value"]
+        if type(v) is int and v >= MIN_TIED_INT and v in d.dims_of:
+            return f'dims["{d.dims_of[v]}"]'
+        return repr(v)
+    if kind in ("tuple", "list"):
+        items = ", ".join(_expr(item, d, siblings) for item in arg["items"])
+        return f"({items},)" if kind == "tuple" else f"[{items}]"
+    shape = "(" + "".join((f'dims["{d.dims_of[s]}"], ' if s in d.dims_of else f"{s}, ")
+                          for s in arg["shape"]) + ")"
+    t = arg["dtype"]
+    floating = t.startswith(("float", "bfloat", "complex"))
+    dtype = "dtype" if floating else f"torch.{t}"
+    if t == "bool":
+        expr = f"torch.rand({shape}, generator=g) < {arg.get('density', 0.5)}"
+    elif arg.get("onehot"):
+        expr = (f"torch.nn.functional.one_hot(torch.randint(0, {shape}[-1], {shape}[:-1], "
+                f"generator=g), {shape}[-1]).to({dtype})")
+    elif arg.get("constant") is not None:
+        expr = f"torch.full({shape}, {arg['constant']!r}, dtype={dtype})"
+    elif not floating:
+        low, high = arg.get("min", 0), arg.get("max", 9)
+        dim = _indexed_dim(low, high, arg, siblings, d.dims_of)
+        bound = f'dims["{dim}"]' if dim else str(high + 1)
+        expr = f"torch.randint({low if not dim else 0}, {bound}, {shape}, generator=g)"
+    elif arg.get("positive"):
+        expr = f"torch.rand({shape}, generator=g, dtype={dtype}) + 0.5"
+    else:
+        expr = f"torch.randn({shape}, generator=g, dtype={dtype})"
+    if arg.get("sorted") and not arg.get("onehot") and arg.get("constant") is None:
+        expr = f"({expr}).sort(-1).values"
+    if arg["layout"].startswith("sparse"):
+        density = arg.get("density", 0.2)
+        expr = f"(({expr}) * (torch.rand({shape}, generator=g) < {density})).to_sparse()"
+        if arg["layout"] == "sparse_csr":
+            expr = f"({expr}).to_sparse_csr()"
+    expr = f"({expr}).to(device)"
+    if floating and arg.get("requires_grad"):
+        expr += ".requires_grad_()"
+    return expr
+
+
+def _target_of(path: Path) -> str | None:
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("target:"):
+            return line.split(":", 1)[1].strip().strip("'\"")
+    return None
+
+
+def _case_names(text: str) -> list[str]:
+    return [line.split(":", 1)[1].split("#", 1)[0].strip().strip("'\"")
+            for line in text.splitlines() if line.strip().startswith("- name:")]
+
+
+def _free_name(taken: set[str]) -> str:
+    name, n = "recorded", 2
+    while name in taken:
+        name, n = f"recorded-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
+    lines = [f"  - name: {name}   # signature {d.signature}"]
+    if d.sizes:
+        lines.append("    dims:")
+        for dim, size in d.sizes.items():
+            lines.append(f"      {dim}: {size}".ljust(16) + f"# recorded {d.recorded[dim]}")
+    if d.dtype:
+        lines.append(f"    dtype: {d.dtype}")
+    if d.factory and not d.todo and factory:
+        lines.append(f"    factory: {factory}   # {'; '.join(d.factory)}")
+        return "\n".join(lines) + "\n"
+    if d.todo or d.factory:
+        reasons = "; ".join(d.todo + d.factory)
+        lines.append(f"    factory: \"TODO: {_escape(reasons)}\"")
+        lines.append("    # The recorded arguments, for writing the factory:")
+        for arg_name, value, comment in d.args:
+            lines.append(f"    #   {arg_name}: {_yaml(value, d.sizes)}" +
+                         (f"   ({comment})" if comment else ""))
+        return "\n".join(lines) + "\n"
+    lines.append("    args:")
+    for arg_name, value, comment in d.args:
+        line = f"      {arg_name}: {_yaml(value, d.sizes)}"
+        lines.append(line + (f"   # {comment}" if comment else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
+    if _is_dim(value):
+        return str(sizes[value["$dim"]])
+    if isinstance(value, dict) and "$seq" in value:
+        return "{" + value["$seq"] + ": [" + ", ".join(_yaml(v, sizes) for v in value["items"]) \
+            + "]}"
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            if k == "shape":
+                parts.append("shape: [" + ", ".join(d["$dim"] if _is_dim(d) else str(d)
+                                                    for d in v) + "]")
+            elif _is_dim(v):
+                parts.append(f"{k}: {v['$dim']}")
+            else:
+                parts.append(f"{k}: {_yaml(v, sizes)}")
+        return "{" + ", ".join(parts) + "}"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z_][\w.]*", text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+

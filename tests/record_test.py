@@ -1,0 +1,252 @@
+"""`gradverify record` and `gradverify.record()`: specs from a real run that run, and that catch
+a planted bug in each recorded Function; the run itself unchanged."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import gradverify
+from gradverify import recordspec
+from gradverify.recorder import describe
+from gradverify.specfile import load_file
+from recording.bugs import BUGS
+
+HERE = Path(__file__).parent / "recording"
+FUNCTIONS = ("ScatterAdd", "SegmentSum", "MaskedScale", "SparseMM", "SortPair", "Unfold8")
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gradverify", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def training(tmp_path: Path) -> Path:
+    for name in ("ops.py", "train.py"):
+        shutil.copy(HERE / name, tmp_path / name)
+    return tmp_path
+
+
+def test_record_writes_specs_that_run_and_catch_a_planted_bug_in_each(training):
+    done = _cli("record", "-o", "specs/rec", "--", "python", "train.py", "1", cwd=training)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("loss ")  # the script's output passes through, untouched
+    written = sorted(p.stem for p in (training / "specs/rec").glob("*.yaml"))
+    assert written == sorted(FUNCTIONS)
+    assert "next: gradverify check specs/rec" in done.stderr
+    scatter = (training / "specs/rec/ScatterAdd.yaml").read_text()
+    assert "high: L" in scatter and "dim_size: 2   # = L (recorded 10)" in scatter
+    assert "# recorded 64" in scatter
+    segment = (training / "specs/rec/SegmentSum.yaml").read_text()
+    assert "sorted: true" in segment and "init: randint" in segment
+    assert "init: bernoulli" in (training / "specs/rec/MaskedScale.yaml").read_text()
+    assert "factory: specs/rec/SparseMM_factories.py:make_recorded" in \
+        (training / "specs/rec/SparseMM.yaml").read_text()
+    unfold = (training / "specs/rec/Unfold8.yaml").read_text()
+    assert "C: 8      # recorded 32" in unfold  # backed off from 2: a multiple of 8
+    assert "backed off to C=8" in done.stderr
+
+    correct = _cli("check", "specs/rec", "--format", "json", cwd=training)
+    assert correct.returncode == 0, correct.stdout[-3000:] + correct.stderr
+
+    source = (training / "ops.py").read_text()
+    for name, (good, bad) in BUGS.items():
+        assert source.count(good) == 1, name
+        source = source.replace(good, bad)
+    (training / "ops.py").write_text(source)
+    broken = _cli("check", "specs/rec", "--format", "json", cwd=training)
+    assert broken.returncode == 1
+    import json
+
+    report = json.loads(broken.stdout)
+    failed = {r["target"].split(":")[1] for r in report["results"] if r["status"] == "fail"}
+    assert failed == set(FUNCTIONS)
+
+
+def test_record_check_runs_the_check_and_exit_codes_pass_through(training):
+    (training / "fails.py").write_text("import sys\nfrom ops import SortPair\nimport torch\n"
+                                       "SortPair.apply(torch.randn(3, 4))\nprint('out')\n"
+                                       "sys.exit(7)\n")
+    done = _cli("record", "--check", "--", "python", "fails.py", cwd=training)
+    assert done.returncode == 7
+    assert done.stdout.startswith("out\n") and "PASS" in done.stdout  # the check's report
+    assert "the command exited with 7" in done.stderr
+    assert (training / "specs/recorded/SortPair.yaml").is_file()
+
+
+def test_existing_specs_are_never_overwritten(training):
+    (training / "a.py").write_text("import torch\nfrom ops import SortPair\n"
+                                   "SortPair.apply(torch.randn(6, 4))\n")
+    (training / "b.py").write_text("import torch\nfrom ops import SortPair\n"
+                                   "SortPair.apply(torch.randn(6, 7, 5))\n")
+    assert _cli("record", "--", "python", "a.py", cwd=training).returncode == 0
+    spec = training / "specs/recorded/SortPair.yaml"
+    spec.write_text(spec.read_text() + "# my note\n")
+    again = _cli("record", "--", "python", "a.py", cwd=training)
+    assert "nothing new" in again.stderr and "# my note" in spec.read_text()
+    assert _cli("record", "--", "python", "b.py", cwd=training).returncode == 0
+    (first, second) = [c.name for c in load_file(spec)[0].cases]
+    assert (first, second) == ("recorded", "recorded-2") and "# my note" in spec.read_text()
+    assert _cli("record", "--force", "--", "python", "b.py", cwd=training).returncode == 0
+    assert [c.name for c in load_file(spec)[0].cases] == ["recorded"]
+    assert "# my note" not in spec.read_text()
+
+
+def test_a_callable_argument_gets_a_factory_stub_the_validator_names(training):
+    (training / "cb.py").write_text('''
+import torch
+from torch.autograd import Function
+
+class Apply(Function):
+    @staticmethod
+    def forward(ctx, x, fn):
+        return fn(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+Apply.apply(torch.randn(5, requires_grad=True), lambda t: t * 1)
+''')
+    assert _cli("record", "--", "python", "cb.py", cwd=training).returncode == 0
+    text = (training / "specs/recorded/Apply.yaml").read_text()
+    assert 'factory: "TODO: fn is a callable"' in text
+    done = _cli("check", "specs/recorded/Apply.yaml", cwd=training)
+    assert done.returncode == 3
+    assert "needs a factory that gradverify could not write (TODO: fn is a callable)" in \
+        " ".join((done.stderr + done.stdout).split())
+
+
+@pytest.mark.parametrize("command", [["torchrun", "train.py"], ["python"], ["python", "nope.py"]])
+def test_a_command_it_cannot_record_is_a_usage_error(training, command):
+    done = _cli("record", "--", *command, cwd=training)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "error:" in done.stderr
+
+
+def _train_step(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    sys.path.insert(0, str(HERE))
+    try:
+        import ops
+    finally:
+        sys.path.remove(str(HERE))
+    torch.manual_seed(seed)
+    w = torch.randn(8, 8, requires_grad=True)
+    x = torch.randn(16, 8) @ w
+    index = torch.randint(0, 5, (16,))
+    y = ops.ScatterAdd.apply(x, index, 5)
+    v, _ = ops.SortPair.apply(x)
+    with torch.no_grad():
+        ops.MaskedScale.apply(x, x > 0, 2.0)
+    loss = y.pow(2).sum() + v[:, -1].sum()
+    loss.backward()
+    return loss.detach(), w.grad, torch.rand(3)  # the last: the RNG state afterwards
+
+
+def test_recording_does_not_change_the_run(tmp_path):
+    plain = _train_step(0)
+    with gradverify.record(tmp_path / "specs") as rec:
+        recorded = _train_step(0)
+    for a, b in zip(plain, recorded):
+        assert torch.equal(a, b)
+    names = sorted(p.stem for p in rec.written)
+    assert names == ["MaskedScale", "ScatterAdd", "SortPair"]  # no_grad calls are recorded too
+
+
+def test_forked_dataloader_workers_are_recorded(tmp_path):
+    sys.path.insert(0, str(HERE))
+    try:
+        import ops
+    finally:
+        sys.path.remove(str(HERE))
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            return ops.SortPair.apply(torch.randn(3, 5 + i))[0]
+
+    loader = torch.utils.data.DataLoader(Data(), batch_size=None, num_workers=2,
+                                         multiprocessing_context="fork")
+    with gradverify.record(tmp_path, limit=2) as rec:
+        assert len(list(loader)) == 4
+    (spec,) = load_file(tmp_path / "SortPair.yaml")
+    assert len(spec.cases) == 2  # the limit holds across the worker processes
+    assert rec.calls >= 2
+
+
+def test_recording_is_thread_safe_and_keeps_the_limit(tmp_path):
+    sys.path.insert(0, str(HERE))
+    try:
+        import ops
+    finally:
+        sys.path.remove(str(HERE))
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(50):
+                ops.SortPair.apply(torch.randn(2, 3 + (n + i) % 6))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    with gradverify.record(tmp_path, limit=3, shrink=False):
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    (spec,) = load_file(tmp_path / "SortPair.yaml")
+    assert len(spec.cases) == 3
+
+
+def test_compiled_regions_are_named_in_a_note(tmp_path):
+    sys.path.insert(0, str(HERE))
+    try:
+        import ops
+    finally:
+        sys.path.remove(str(HERE))
+    step = torch.compile(lambda x: ops.SortPair.apply(x)[0].sum(), backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with gradverify.record(tmp_path) as rec:
+            step(torch.randn(3, 4, requires_grad=True)).backward()
+    assert any("torch.compile" in n and "TORCHDYNAMO_DISABLE=1" in n for n in rec.notes)
+
+
+def test_value_facts():
+    assert describe(torch.tensor([0, 2, 2, 5]))["sorted"] is True
+    assert describe(torch.tensor([[2.0, 1.0], [1.0, 2.0]]))["spd"] is True
+    assert describe(torch.eye(3))["onehot"] is True
+    assert describe(torch.rand(4) + 1)["positive"] is True
+    assert describe(torch.full((3,), 7.0))["constant"] == 7.0
+    assert describe(torch.tensor([True, False, False, False]))["density"] == 0.25
+    assert describe(print) == {"kind": "object", "type": "builtins.builtin_function_or_method",
+                               "callable": True}
+    assert describe((1, None, "x"))["items"][2] == {"kind": "value", "value": "x"}
+
+
+def test_dims_are_named_shrunk_distinct_and_ordered():
+    obs = {"args": [
+        {"name": "x", **describe(torch.randn(64, 512, 768))},
+        {"name": "w", **describe(torch.randn(768, 512))},
+        {"name": "labels", **describe(torch.arange(512).remainder(100))},
+        {"name": "classes", "kind": "value", "value": 100},
+        {"name": "axis", "kind": "value", "value": 2},
+    ]}
+    d = recordspec.draft(obs)
+    assert d.recorded == {"N": 64, "C": 512, "L": 768, "D": 100}
+    assert d.sizes == {"N": 2, "C": 4, "L": 5, "D": 3}  # distinct, in the recorded order
+    case = recordspec.case_dict(d.args, d.dtype, d.sizes, "c")
+    assert case["args"]["x"]["shape"] == ["N", "C", "L"]
+    assert case["args"]["labels"]["high"] == "D"  # values 0..99 index the dim of size 100
+    assert case["args"]["classes"] == 3 and case["args"]["axis"] == 2
