@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class Interrupted(KeyboardInterrupt):
@@ -67,3 +69,11 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def one_of(choices: Iterable[str]) -> str:
     """Render allowed values for a message: ``one of: a, b, c``."""
     return "one of: " + ", ".join(sorted(str(c) for c in choices))
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as messages show it: relative to the current directory when under it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

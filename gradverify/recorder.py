@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradverify.errors import shown_path
+
 _INTERNAL = ("torch", "functorch", "gradverify", "_gradverify_user_")
 DEFAULT_LIMIT = 3
 
@@ -115,7 +117,7 @@ class _Recorder:
         if module == "__main__":
             main = self.script or getattr(sys.modules.get("__main__"), "__file__", None)
             if main:
-                module = _relative(main)
+                module = shown_path(Path(main).resolve())
         return f"{module}:{cls.__qualname__}"
 
     def _names(self, cls: type) -> list[str]:
@@ -223,11 +225,6 @@ def _facts(x: Any) -> dict[str, Any]:
     return facts
 
 
-def _relative(path: str) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(Path(path).resolve())
 
 
 # ----------------------------------------------------------------------------- the hook
@@ -318,8 +315,8 @@ def record(out: str | os.PathLike[str] = "specs/recorded", *, include: Sequence[
         from gradverify.recordwrite import write_specs
 
         observations, compiled = read_spool(Path(spool))
+        script = shown_path(Path(sys.argv[0] or ".").resolve())
         written = write_specs(observations, Path(out), limit=limit, force=force, shrink=shrink,
-                              origin=f"gradverify.record() in {_relative(sys.argv[0] or '.')}",
-                              compiled=compiled)
+                              origin=f"gradverify.record() in {script}", compiled=compiled)
         result.written, result.notes, result.calls = written.paths, written.notes, \
             len(observations)

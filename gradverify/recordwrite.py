@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradverify.errors import shown_path
 from gradverify.recordspec import MIN_TIED_INT, Draft, _indexed_dim, _is_dim, back_off, draft
 
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
@@ -62,14 +63,14 @@ def write_specs(observations: list[dict[str, Any]], out: Path, *, limit: int, fo
                 d.sizes = dict(d.recorded)
         path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
         if text is None:
-            written.lines.append(f"{_shown(path)}: nothing new (every recorded call is already "
+            written.lines.append(f"{shown_path(path)}: nothing new (every recorded call is already "
                                  "a case)")
             continue
         path.write_text(text, encoding="utf-8")
         written.paths.append(path)
         todo = sum(1 for d in drafts if d.todo)
         made = sum(1 for d in drafts if d.factory and not d.todo)
-        written.lines.append(f"{_shown(path)}: {count} case{'s' * (count != 1)} for {target}"
+        written.lines.append(f"{shown_path(path)}: {count} case{'s' * (count != 1)} for {target}"
                              + (f"; {made} with a written factory" if made else "")
                              + (f"; {todo} need{'s' * (todo == 1)} a factory of yours (TODO)"
                                 if todo else ""))
@@ -119,7 +120,7 @@ def _cases(drafts: list[Draft], names: set[str], factories: Path, *, append: boo
         if d.factory and not d.todo:
             fname = "make_" + name.replace("-", "_")
             code.append(_factory_source(d, fname))
-            ref = f"{_shown(factories)}:{fname}"
+            ref = f"{shown_path(factories)}:{fname}"
         body += _case_text(d, name, ref)
     if code:
         head = "" if factories.exists() else (
@@ -228,7 +229,7 @@ def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
         return "\n".join(lines) + "\n"
     if d.todo or d.factory:
         reasons = "; ".join(d.todo + d.factory)
-        lines.append(f"    factory: \"TODO: {_escape(reasons)}\"")
+        lines.append(f"    factory: {json.dumps('TODO: ' + reasons)}")
         lines.append("    # The recorded arguments, for writing the factory:")
         for arg_name, value, comment in d.args:
             lines.append(f"    #   {arg_name}: {_yaml(value, d.sizes)}" +
@@ -270,13 +271,6 @@ def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
     return json.dumps(text)
 
 
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradverify.errors import SpecError, did_you_mean, one_of
+from gradverify.errors import SpecError, did_you_mean, one_of, shown_path
 from gradverify.spec import (CASE_KEYS, COMPLEX, DEVICE_RE, DIM_RE, DTYPES, FLOAT_ONLY_INITS,
                              FLOATING, INIT_PARAMS, INITS, MAX_SWEEP, SPEC_KEYS, TENSOR_KEYS,
                              TOLERANCE_KEYS, Arg, Case, CheckSetting, SeqArg, Spec, TensorArg,
@@ -27,7 +27,7 @@ from gradverify.yamlio import Reader, join_key, kind_of, load_documents
 def load_file(path: str | Path) -> list[Spec]:
     """All specs of one YAML file (a ``---`` stream may hold several)."""
     path = Path(path)
-    shown = _display(path)
+    shown = shown_path(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -54,13 +54,6 @@ def load_text(text: str, file: str | None = None) -> list[Spec]:
 def from_dict(data: Mapping[str, Any], *, file: str | None = None) -> Spec:
     """Validate a spec given as a Python mapping (the same keys as the YAML format)."""
     return _Validator(file).spec(data, None)
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 

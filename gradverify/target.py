@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from gradverify.errors import TargetError, did_you_mean
+from gradverify.errors import TargetError, did_you_mean, shown_path
 
 _MISSING = inspect.Parameter.empty
 
@@ -107,7 +107,7 @@ def _import_module(name: str) -> ModuleType:
 def _import_failed(name: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     user = [f for f in frames if "importlib" not in f.filename]
-    where = f" at {_short(user[-1].filename)}:{user[-1].lineno}" if user else ""
+    where = f" at {shown_path(user[-1].filename)}:{user[-1].lineno}" if user else ""
     return f"importing {name!r} raised {type(exc).__name__}: {exc}{where}"
 
 
@@ -303,7 +303,7 @@ def location_of(fn: Any) -> str | None:
         return None
     if not file:
         return None
-    return f"{_short(file)}:{line}"
+    return f"{shown_path(file)}:{line}"
 
 
 def _line_of(cls: type) -> int | None:
@@ -313,9 +313,4 @@ def _line_of(cls: type) -> int | None:
         return None
 
 
-def _short(file: str) -> str:
-    try:
-        return str(Path(file).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return file
 

@@ -151,9 +151,9 @@ def user_location(exc: BaseException, info: FunctionInfo) -> str | None:
     if info.source_file:
         mine = [f for f in frames if f.filename == info.source_file]
         if mine:
-            from gradverify.target import _short
+            from gradverify.errors import shown_path
 
-            return f"{_short(mine[-1].filename)}:{mine[-1].lineno}"
+            return f"{shown_path(mine[-1].filename)}:{mine[-1].lineno}"
     return None
 
 
