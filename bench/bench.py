@@ -76,6 +76,18 @@ def main() -> None:
     rows.append(("  same, one torch thread per worker", two, one, ">= 1.6x faster",
                  "ok" if one / two >= 1.6 else "MISSED"))
 
+    small, large, small_share, large_share = (float(v) for v in subprocess.run(
+        [PY, "linearity.py"], cwd=HERE, capture_output=True, text=True, check=True
+    ).stdout.split())
+    rows.append(("linearity probe, small spec (passes)", small, 1.0,
+                 "2 backward passes on gradcheck's forward, plus comparing", "info"))
+    rows.append(("linearity probe, 1e6 elements (passes)", large, 1.0,
+                 "2 backward passes on gradcheck's forward, plus comparing", "info"))
+    rows.append(("gradcheck with probe, small spec", small_share, 1.0,
+                 "vs gradcheck without the probe", "info"))
+    rows.append(("gradcheck with probe, 1e6 elements", large_share, 1.0,
+                 "vs gradcheck without the probe", "info"))
+
     plain, recorded = (float(v) for v in subprocess.run(
         [PY, "record_loop.py", str(max(repeat, 5))], cwd=HERE, capture_output=True, text=True,
         check=True).stdout.split())
@@ -89,6 +101,9 @@ def main() -> None:
         ratio = ours / base
         if label.startswith(("8-spec", "  same")):
             ratio = base / ours
+        if label.startswith(("linearity", "gradcheck with")):
+            print(f"{label:<40}{'':>9}{'':>10}{ours:>7.2f}x  {bar}")
+            continue
         print(f"{label:<40}{ours:>8.2f}s{base:>9.2f}s{ratio:>7.2f}x  {bar}: {verdict}")
 
 

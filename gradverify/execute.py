@@ -14,11 +14,12 @@ from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job
 from gradverify.errors import InputError
-from gradverify.inputs import MAX_CASE_BYTES, Bound, InputMaker, bind, case_seed, case_tensors
+from gradverify.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
+from gradverify.inputs import InputMaker, case_seed
 from gradverify.registry import REGISTRY
 from gradverify.report.results import (CaseResult, CheckResult, ErrorEntry, Finding, Severity,
                                        Status, worst)
-from gradverify.spec import DEFAULT_TOLERANCE, Case, Spec, TensorArg, Tolerance
+from gradverify.spec import DEFAULT_TOLERANCE, Arg, Case, SeqArg, Spec, TensorArg, Tolerance
 from gradverify.target import FunctionInfo
 from gradverify.tasks import RunOptions, Task
 
@@ -86,8 +87,13 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
 
 
 def infer_spec(info: FunctionInfo) -> Spec:
-    """Every forward parameter without a default becomes a float tensor of shape [3, 4]."""
-    args = tuple((p.name, TensorArg(shape=(3, 4))) for p in info.positional if p.required)
+    """Every forward parameter without a default becomes a float tensor of shape [3, 4]; a
+    ``*xs`` parameter, two of them (``xs[0]``, ``xs[1]``)."""
+    args: tuple[tuple[str | None, Arg], ...] = tuple(
+        (p.name, TensorArg(shape=(3, 4))) for p in info.positional if p.required)
+    star = next((p.name for p in info.params if p.kind == "var_positional"), None)
+    if star:
+        args += ((star, SeqArg("star", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))),)
     return Spec(target=info.target, cases=(Case(name="inferred", args=args, by_name=True),),
                 inferred=True)
 
@@ -160,8 +166,7 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
                                              (forward_error,)))
             continue
         t0 = time.perf_counter()
-        blocked = [r for r in check.requires if r in ctx.results
-                   and ctx.results[r].status in (Status.FAIL, Status.ERROR, Status.XFAIL)]
+        blocked = _blocked_by(check, ctx.results)
         error = None
         if blocked:
             outcome = Outcome.skip(f"skipped: {blocked[0]} failed")
@@ -205,6 +210,20 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
             summary="torch global state was changed; gradverify restored it",
             findings=tuple(state_findings)))
     return result(check_results, inputs), internal
+
+
+def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> list[str]:
+    """The prerequisites whose failure makes ``check`` meaningless. An *expected* failure
+    blocks too, unless the check declares it runs after one (gradgradcheck checks the
+    derivative of a declared surrogate gradient, which is well defined)."""
+    after_expected = getattr(check, "runs_after_expected_failure_of", ())
+    blocked = []
+    for name in check.requires:
+        status = results[name].status if name in results else None
+        if status in (Status.FAIL, Status.ERROR) or \
+                (status == Status.XFAIL and name not in after_expected):
+            blocked.append(name)
+    return blocked
 
 
 def _nothing_verified(results: Mapping[str, CheckResult]) -> str | None:
@@ -268,6 +287,11 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
             hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "
                     f"write a spec: gradverify init {ctx.info.target} -o specs/"
                     f"{ctx.info.name.lower()}.yaml")
+        elif _runs_in_working_dtype(ctx):
+            hint = ("forward runs on the working-dtype inputs but not on their float64 copies: "
+                    "a kernel without float64 support; gradient checks need float64, so verify "
+                    "it through a plain-PyTorch `reference: mod:fn` in the spec, which compares "
+                    "in the working dtype")
         else:
             hint = "check the spec's shapes, dtypes and argument order against forward"
         return Finding("GV008", Severity.ERROR,
@@ -276,6 +300,21 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
                        location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
                        hint=hint)
     return None
+
+
+def _runs_in_working_dtype(ctx: CheckContext) -> bool:
+    from gradverify.checks import _calls as calls
+
+    working = ctx.args("working")
+    if [i.dtype for i in working.info()] == [i.dtype for i in ctx.args("double").info()]:
+        return False
+    try:
+        calls.apply(ctx.info, working)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 -- user code, sys.exit() included
+        return False
+    return True
 
 
 def _classify(exc: BaseException, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:

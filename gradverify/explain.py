@@ -13,6 +13,19 @@ def _wrap(text: str) -> str:
                      for p in text.split("\n\n"))
 
 
+def _doc(doc: str) -> str:
+    """A check module's docstring: paragraphs wrapped, indented blocks (tables) kept as they
+    are."""
+    out = []
+    for paragraph in textwrap.dedent(doc).strip().split("\n\n"):
+        lines = paragraph.splitlines()
+        if all(line.startswith("    ") for line in lines):
+            out.append("\n".join("  " + line for line in lines))
+        else:
+            out.append(_wrap(" ".join(paragraph.split())))
+    return "\n\n".join(out)
+
+
 def explain_code(code: Code) -> str:
     parts = [f"{code.code} {code.name}" + (f"  (check: {code.check})" if code.check else ""), "",
              "What it is", _wrap(code.what), "", "Why it matters", _wrap(code.why)]
@@ -29,7 +42,7 @@ def explain_check(name: str) -> str:
     parts = [f"{name}  ({'on by default' if check.default else 'opt-in'})", "",
              _wrap(check.summary)]
     if doc:
-        parts += ["", _wrap(" ".join(doc.split()))]
+        parts += ["", _doc(doc)]
     if check.requires:
         parts += ["", f"  Skipped when {', '.join(check.requires)} failed."]
     if check.options:

@@ -84,13 +84,15 @@ def skeleton(info: FunctionInfo, spec_path: str | None = None) -> str:
         "cases:",
         "  - name: basic",
     ]
-    params = [p for p in info.params if p.kind == "positional"]
+    params = [p for p in info.params if p.kind in ("positional", "var_positional")]
     if not params:
         lines.append("    args: []")
     else:
         lines.append("    args:")
         rows = [(f"      {p.name}: {value}", comment) for p in params
-                for value, comment in [_arg_line(p)]]
+                for value, comment in [_arg_line(p) if p.kind == "positional" else
+                                       ("[{shape: [N, 4]}, {shape: [N, 4]}]",
+                                        f"*{p.name}: a list, one entry per tensor forward takes")]]
         width = max(len(r) for r, _ in rows) + 2
         lines += [f"{r:<{width}}# {c}" for r, c in rows]
     if info.once_differentiable:

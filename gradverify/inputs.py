@@ -1,8 +1,10 @@
-"""A ``Case`` to concrete arguments: bound to forward's parameters, seeded, per dtype role.
+"""A bound ``Case`` to concrete arguments: seeded, per dtype role.
 
-Roles: ``double`` (float64/complex128 copies, for gradient checks) and ``working`` (the declared
-dtype, for precision checks). Both come from the same generated values, so they describe the
-same point.
+Roles: ``double`` (float64/complex128 copies, for gradient checks), ``working`` (the declared
+dtype, for precision and reference checks) and ``widened`` (the working values widened back to
+float64: the reference a working-dtype run is compared against, so that input rounding is never
+blamed on the formula). All come from one set of generated values (one factory call), so they
+describe the same point. Tensor subclasses keep their class through every copy.
 """
 from __future__ import annotations
 
@@ -13,30 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gradverify.errors import InputError, SpecError, did_you_mean
+from gradverify.binding import Bound, Default, names_for, resolve_shape
+from gradverify.errors import InputError, did_you_mean
 from gradverify.report.results import InputInfo
-from gradverify.spec import COMPLEX, FLOATING, INITS, Case, SeqArg, Spec, TensorArg, ValueArg
-from gradverify.target import FunctionInfo, Param, _MISSING
+from gradverify.spec import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
+from gradverify.target import _MISSING, FunctionInfo
 
 if TYPE_CHECKING:
     import torch
-
-MAX_CASE_BYTES = 2 * 1024**3
-"""A case's tensors may take at most this much memory in float64 (refused before allocating)."""
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A case's arguments in forward's positional order, with their parameter names."""
-
-    names: tuple[str, ...]
-    args: tuple[Any, ...]
-    """``Arg`` objects from the spec, or ``Default(value)`` for skipped parameters."""
-
-
-@dataclass(frozen=True)
-class Default:
-    value: Any
 
 
 @dataclass
@@ -64,15 +50,36 @@ class Args:
         import torch
 
         wanted = set(self.diff_positions if requires_grad is None else requires_grad)
-        values = []
-        for i, v in enumerate(self.values):
-            if isinstance(v, torch.Tensor):
-                v = v.detach().clone().requires_grad_(i in wanted)
-            values.append(v)
+        values = [fresh_leaf(v, i in wanted) if isinstance(v, torch.Tensor) else v
+                  for i, v in enumerate(self.values)]
         return Args(list(self.names), values, list(self.differentiable))
 
     def info(self) -> tuple[InputInfo, ...]:
         return tuple(describe(n, v) for n, v in zip(self.names, self.values))
+
+
+def fresh_leaf(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """A detached copy of ``t`` (a new leaf), of the same class: a tensor subclass whose
+    ``detach``/``clone`` fall back to a plain tensor is copied another way, or, for one that
+    cannot be copied and never requires grad, handed out as it is (it cannot carry a graph)."""
+    import copy
+
+    import torch
+
+    with torch.no_grad():  # a clone made without grad is a detached copy
+        out = t.clone()
+        if type(out) is not type(t):
+            out = t.detach().clone()
+        if type(out) is not type(t):
+            try:
+                out = copy.deepcopy(t)
+            except Exception:  # noqa: BLE001 -- a subclass without a deepcopy
+                pass
+        if type(out) is not type(t) and not requires_grad:
+            return t
+    if out.requires_grad != requires_grad:
+        out.requires_grad_(requires_grad)
+    return out
 
 
 def describe(name: str, value: Any) -> InputInfo:
@@ -86,106 +93,15 @@ def describe(name: str, value: Any) -> InputInfo:
                      else "other")
 
 
-# ----------------------------------------------------------------------------- binding
-
-
-def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
-    """Match a case's args to forward's parameters; SpecError (exit 3) when they do not fit."""
-    positional = list(info.positional)
-    varargs = any(p.kind == "var_positional" for p in info.params)
-    signature = f"{info.name}.forward({', '.join(_show_param(p) for p in info.params)})"
-    key = _case_key(case, spec)
-
-    def fail(message: str, suffix: str = "") -> SpecError:
-        return SpecError(message, file=spec.path, line=case.line, key=f"{key}.args{suffix}")
-
-    if case.factory:
-        return Bound((), ())
-    if case.by_name:
-        given = {name: arg for name, arg in case.args}
-        names = [p.name for p in positional]
-        for name in given:
-            if name not in names:
-                kw = [p.name for p in info.params if p.kind == "keyword_only"]
-                if name in kw:
-                    raise fail(f"{name!r} is keyword-only in {signature}; Function.apply takes "
-                               "positional arguments only", f".{name}")
-                raise fail(f"{signature} has no parameter {name!r}{did_you_mean(name, names)}",
-                           f".{name}")
-        last = max((names.index(n) for n in given), default=-1)
-        args: list[Any] = []
-        for p in positional[: last + 1]:
-            if p.name in given:
-                args.append(given[p.name])
-            elif p.default is not _MISSING:
-                args.append(Default(p.default))
-            else:
-                raise fail(f"missing argument {p.name!r} for {signature}")
-        missing = [p.name for p in positional[last + 1:] if p.required]
-        if missing:
-            raise fail(f"missing argument {missing[0]!r} for {signature}")
-        return Bound(tuple(names[: len(args)]), tuple(args))
-    args = [arg for _, arg in case.args]
-    required = sum(1 for p in positional if p.required)
-    if len(args) < required:
-        raise fail(f"{signature} needs at least {required} argument(s), the case gives {len(args)}")
-    if len(args) > len(positional) and not varargs:
-        raise fail(f"{signature} takes {len(positional)} argument(s), the case gives {len(args)}")
-    names = [p.name for p in positional] + [f"args[{i}]" for i in range(len(args) - len(positional))]
-    return Bound(tuple(names[: len(args)]), tuple(args))
-
-
-def _show_param(p: Param) -> str:
-    prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
-    return f"{prefix}{p.name}" + ("" if p.default is _MISSING else f"={p.default!r}")
-
-
-def _case_key(case: Case, spec: Spec) -> str:
-    for i, c in enumerate(spec.cases):
-        if c is case:
-            return f"cases[{i}]"
-    return f"cases[{case.name}]"
-
-
-def case_tensors(bound: Bound, dims: Mapping[str, int]) -> list[tuple[str, tuple[int, ...], int]]:
-    """(argument name, shape, float64 bytes) of each tensor a case makes, without allocating;
-    tensors inside tuples and lists are named ``name[i]``."""
-    found: list[tuple[str, tuple[int, ...], int]] = []
-
-    def visit(name: str, arg: Any) -> None:
-        if isinstance(arg, TensorArg):
-            itemsize = 16 if arg.dtype in COMPLEX else 8
-            shape = resolve_shape(arg, dims)
-            found.append((name, shape, math.prod(shape) * itemsize))
-        elif isinstance(arg, SeqArg):
-            for i, item in enumerate(arg.items):
-                visit(f"{name}[{i}]", item)
-
-    for name, arg in zip(bound.names, bound.args):
-        visit(name, arg)
-    return found
-
-
-def resolve_shape(arg: TensorArg, dims: Mapping[str, int]) -> tuple[int, ...]:
-    if arg.shape is None:
-        return _values_shape(arg.values)
-    return tuple(dims[s] if isinstance(s, str) else s for s in arg.shape)
-
-
-def _values_shape(values: Any) -> tuple[int, ...]:
-    shape = []
-    while isinstance(values, tuple):
-        shape.append(len(values))
-        values = values[0] if values else None
-    return tuple(shape)
-
-
 # ----------------------------------------------------------------------------- generation
 
 
 def case_seed(seed: int, target: str, case: str) -> int:
     digest = hashlib.sha256(f"{seed}\0{target}\0{case}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+ROLES = ("double", "working", "widened")
 
 
 class InputMaker:
@@ -200,7 +116,7 @@ class InputMaker:
         self._cache: dict[str, Args] = {}
 
     def args(self, role: str = "double") -> Args:
-        """Fresh copies (new leaves) of the case's arguments for ``role``."""
+        """Fresh copies (new leaves) of the case's arguments for ``role`` (see ``ROLES``)."""
         if role not in self._cache:
             self._cache[role] = self._make(role)
         return self._cache[role].clone()
@@ -213,8 +129,12 @@ class InputMaker:
         return generator
 
     def _make(self, role: str) -> Args:
+        if role == "widened":
+            return _converted(self.args("working"), double=True)
         if self.case.factory:
-            return self._from_factory(role)
+            if role == "double":
+                return self._from_factory()
+            return _converted(self.args("double"), double=False, working=self.case.dtype)
         generator = self._generator()
         values = [self._value(arg, role, generator) for arg in self.bound.args]
         diff = [isinstance(arg, TensorArg) and arg.differentiable for arg in self.bound.args]
@@ -238,6 +158,7 @@ class InputMaker:
             arg = replace(arg, params={k: self.case.dims[v] if isinstance(v, str) else v
                                        for k, v in arg.params.items()})
         base = _generate(arg, resolve_shape(arg, self.case.dims), generator)
+        # The working dtype's values, widened for gradient checks: both roles hold one point.
         value = base.to(dtype)
         if role == "double" and arg.dtype in FLOATING:
             value = value.to(torch.float64)
@@ -245,21 +166,22 @@ class InputMaker:
             value = value.to(torch.complex128)
         return value.to(arg.device or self.device)
 
-    def _from_factory(self, role: str) -> Args:
+    def _from_factory(self) -> Args:
+        """The factory's arguments in double precision: called once, with ``dtype`` float64
+        (complex128 for a complex case) when it takes one; the working role rounds them."""
         import torch
 
         from gradverify.target import resolve_object
 
+        factory_name = self.case.factory or ""
         try:
-            factory = resolve_object(self.case.factory or "")
+            factory = resolve_object(factory_name)
         except InputError as exc:
-            raise InputError(f"factory {self.case.factory!r}: {exc.message}", code="GV006",
+            raise InputError(f"factory {factory_name!r}: {exc.message}", code="GV006",
                              where=self.info.target) from None
-        working = getattr(torch, self.case.dtype)
-        if role == "double":
-            working = torch.complex128 if self.case.dtype in COMPLEX else torch.float64
-        offered = {"generator": self._generator(), "dtype": working, "device": torch.device(self.device),
-                   "dims": dict(self.case.dims)}
+        wanted = torch.complex128 if self.case.dtype in COMPLEX else torch.float64
+        offered = {"generator": self._generator(), "dtype": wanted,
+                   "device": torch.device(self.device), "dims": dict(self.case.dims)}
         try:
             params = inspect.signature(factory).parameters
             takes_all = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -269,13 +191,28 @@ class InputMaker:
         try:
             result = factory(**kwargs)
         except Exception as exc:  # noqa: BLE001 -- user code
-            raise InputError(f"factory {self.case.factory} raised {type(exc).__name__}: {exc}",
+            raise InputError(f"factory {factory_name} raised {type(exc).__name__}: {exc}",
                              code="GV006", where=self.info.target) from None
+        values = self._factory_values(result)
+        shown = names_for(self.info, len(values))
+        if "dtype" in kwargs:
+            _require_double(values, shown, factory_name, wanted, self.info.target)
+        diff = [isinstance(v, torch.Tensor) and v.requires_grad for v in values]
+        if not any(diff):
+            # Users forget requires_grad; treat every floating tensor as differentiable then.
+            diff = [isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
+                    for v in values]
+        values = [fresh_leaf(v, False) if isinstance(v, torch.Tensor) else v for v in values]
+        # A factory that ignores dtype gets its floating tensors converted, as YAML inputs are.
+        return _converted(Args(shown, values, diff), double=True)
+
+    def _factory_values(self, result: Any) -> list[Any]:
         names = [p.name for p in self.info.positional]
+        factory = self.case.factory
         if isinstance(result, Mapping):
             unknown = [k for k in result if k not in names]
             if unknown:
-                raise InputError(f"factory {self.case.factory} returned argument {unknown[0]!r}, "
+                raise InputError(f"factory {factory} returned argument {unknown[0]!r}, "
                                  f"which forward does not take{did_you_mean(unknown[0], names)}",
                                  code="GV006", where=self.info.target)
             last = max(names.index(k) for k in result) if result else -1
@@ -286,22 +223,54 @@ class InputMaker:
                 elif p.default is not _MISSING:
                     values.append(p.default)
                 else:
-                    raise InputError(f"factory {self.case.factory} did not return {p.name!r}",
+                    raise InputError(f"factory {factory} did not return {p.name!r}",
                                      code="GV006", where=self.info.target)
-        elif isinstance(result, (tuple, list)):
-            values = list(result)
-        else:
-            raise InputError(f"factory {self.case.factory} returned {type(result).__name__}; "
-                             "expected a tuple/list of forward's arguments or a dict by name",
-                             code="GV006", where=self.info.target)
-        shown = names + [f"args[{i}]" for i in range(len(values) - len(names))]
-        diff = [isinstance(v, torch.Tensor) and v.requires_grad for v in values]
-        if not any(diff):
-            # Users forget requires_grad; treat every floating tensor as differentiable then.
-            diff = [isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
-                    for v in values]
-        values = [v.detach() if isinstance(v, torch.Tensor) else v for v in values]
-        return Args(shown[: len(values)], values, diff)
+            return values
+        if isinstance(result, (tuple, list)):
+            return list(result)
+        raise InputError(f"factory {factory} returned {type(result).__name__}; "
+                         "expected a tuple/list of forward's arguments or a dict by name",
+                         code="GV006", where=self.info.target)
+
+
+def _require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,
+                    target: str) -> None:
+    """A factory that takes ``dtype`` must honour it: a gradient check in float32 would
+    compare finite differences against float32 round-off (DESIGN §3)."""
+    import torch
+
+    for name, value in zip(names, values):
+        if not isinstance(value, torch.Tensor):
+            continue
+        low = (value.is_floating_point() and value.dtype != torch.float64) or \
+            (value.is_complex() and value.dtype != torch.complex128)
+        if low:
+            raise InputError(
+                f"factory {factory} takes `dtype` but returned {name!r} as "
+                f"{str(value.dtype).removeprefix('torch.')} when called with dtype="
+                f"{str(wanted).removeprefix('torch.')}; create its floating tensors with "
+                "dtype=dtype (gradient checks need float64; the working dtype is the case's "
+                "`dtype`), or drop the `dtype` parameter and gradverify converts them",
+                code="GV006", where=target)
+
+
+def _converted(args: Args, *, double: bool, working: str = "float32") -> Args:
+    """Floating and complex tensors in double precision, or rounded to the working dtype
+    (``working``: a case's dtype name); everything else as it is."""
+    import torch
+
+    if double:
+        real, cplx = torch.float64, torch.complex128
+    else:
+        real = getattr(torch, working) if working in FLOATING else (
+            torch.float64 if working == "complex128" else torch.float32)
+        cplx = torch.complex128 if working in ("float64", "complex128") else torch.complex64
+    values = []
+    for v in args.values:
+        if isinstance(v, torch.Tensor) and (v.is_complex() or v.is_floating_point()):
+            v = v.detach().to(cplx if v.is_complex() else real)
+        values.append(v)
+    return Args(list(args.names), values, list(args.differentiable))
 
 
 def _generate(arg: TensorArg, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:

@@ -309,7 +309,8 @@ def _search(info: Any, args: list[Any], dtype: str | None, shrunk: dict[str, int
 def _forward_error(info: Any, case: dict[str, Any]) -> str | None:
     import torch
 
-    from gradverify.inputs import InputMaker, bind
+    from gradverify.binding import bind
+    from gradverify.inputs import InputMaker
     from gradverify.specfile import from_dict
 
     try:

@@ -117,10 +117,12 @@ class ValueArg:
 
 @dataclass(frozen=True)
 class SeqArg:
-    """``{tuple: [...]}`` or ``{list: [...]}``."""
+    """``{tuple: [...]}`` or ``{list: [...]}``; kind ``star`` is a bare YAML list given for a
+    ``*xs`` parameter by name, spread into forward's positional arguments."""
 
     kind: str
     items: tuple[Arg, ...]
+    line: int | None = None
 
 
 Arg = Union[TensorArg, ValueArg, SeqArg]

@@ -253,7 +253,8 @@ class _Validator(Reader):
              ) -> tuple[tuple[tuple[str | None, Arg], ...], bool]:
         if isinstance(value, Mapping):
             data = self.mapping(value, line, key, "arguments")
-            return tuple((name, self.arg(v, self.line_of(data, name, line), join_key(key, name), dims))
+            return tuple((name, self.named_arg(v, self.line_of(data, name, line),
+                                               join_key(key, name), dims))
                          for name, v in data.items()), True
         if isinstance(value, list):
             return tuple((None, self.arg(v, self.line_of(value, i, line), f"{key}[{i}]", dims))
@@ -262,6 +263,15 @@ class _Validator(Reader):
             return (), False
         raise self.fail(f"expected forward's arguments as a mapping by parameter name or a list "
                         f"in order, got {kind_of(value)}", line, key)
+
+    def named_arg(self, value: Any, line: int | None, key: str,
+                  dims: Mapping[str, tuple[int, ...]]) -> Arg:
+        """An argument given by parameter name: a bare YAML list is allowed here, for a
+        ``*xs`` parameter (binding rejects it for any other parameter)."""
+        if isinstance(value, list):
+            return SeqArg("star", tuple(self.arg(v, self.line_of(value, i, line), f"{key}[{i}]",
+                                                 dims) for i, v in enumerate(value)), line=line)
+        return self.arg(value, line, key, dims)
 
     def arg(self, value: Any, line: int | None, key: str, dims: Mapping[str, tuple[int, ...]]) -> Arg:
         if value is None or isinstance(value, (bool, int, float, str)):

@@ -145,6 +145,13 @@ def _import_file(path: Path) -> ModuleType:
 
 def resolve_object(text: str) -> Any:
     """``mod:attr.path`` to the object, for targets, references and factories."""
+    return _resolve(text)[0]
+
+
+def _resolve(text: str) -> tuple[Any, str]:
+    """The object and the name to report it under: the target as the user wrote it, except
+    that a file path (``pkg/ops.py:F``) is spelt as the module it was imported as
+    (``pkg.ops:F``), so that both spellings report and seed alike."""
     module_name, attr = split_target(text)
     module = import_module(module_name)
     obj: Any = module
@@ -154,16 +161,21 @@ def resolve_object(text: str) -> Any:
             raise TargetError(f"{module_name!r} has no attribute {part!r}"
                               f"{did_you_mean(part, names)}", code="GV004", where=text)
         obj = getattr(obj, part)
-    return obj
+    path_like = module_name.endswith(".py") or "/" in module_name or os.sep in module_name
+    if path_like and not module.__name__.startswith("_gradverify_user_"):
+        return obj, f"{module.__name__}:{attr}"
+    return obj, text
 
 
 def resolve(text: str) -> FunctionInfo:
-    """Import and introspect a target; raise TargetError when it is not a Function."""
-    obj = resolve_object(text)
-    return introspect(obj, target=normalise(text, obj))
+    """Import and introspect a target; raise TargetError when it is not a Function. A class
+    re-exported from another module is reported under the name the user gave."""
+    obj, name = _resolve(text)
+    return introspect(obj, target=name)
 
 
 def normalise(text: str, obj: Any) -> str:
+    """``module:qualname`` of a class the caller holds (no name was typed), else ``text``."""
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None)
     if module and qualname and not module.startswith("_gradverify_user_") and "<locals>" not in qualname:
@@ -295,14 +307,19 @@ def _backward_arity(fn: Any, is_classmethod: bool) -> int | None:
 
 
 def location_of(fn: Any) -> str | None:
+    """``file:line`` of a function's ``def`` line (not of the decorators above it)."""
     fn = _unwrap(fn)
     try:
         file = inspect.getsourcefile(fn)
-        _, line = inspect.getsourcelines(fn)
+        source, line = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         return None
     if not file:
         return None
+    for offset, text in enumerate(source):
+        if text.lstrip().startswith(("def ", "async def ")):
+            line += offset
+            break
     return f"{shown_path(file)}:{line}"
 
 

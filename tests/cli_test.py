@@ -329,3 +329,28 @@ def test_every_spec_naming_a_class_runs(ops):
     report = json.loads(result.stdout)
     assert {(r["spec"], r["case"]) for r in report["results"]} == {
         ("specs/square.yaml", "vec"), ("specs/more/square_big.yaml", "big")}
+
+
+STAR = functions.module('''
+class Total(Function):
+    @staticmethod
+    def forward(ctx, *xs):
+        ctx.count = len(xs)
+        return torch.stack(xs).sum(0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(-grad for _ in range(ctx.count))   # wrong sign
+''')
+
+
+def test_star_args_forward_is_checked_with_a_list_of_inputs(project):
+    project.write("star.py", STAR)
+    result = run_cli("check", "star:Total")
+    assert result.code == 1, result.output
+    assert "inputs: xs[0] [3x4] float32, xs[1] [3x4] float32" in result.stdout
+    assert "gradient for 'xs[0]'" in result.flat
+    written = run_cli("init", "star:Total", "-o", "specs/total.yaml")
+    assert written.code == 0
+    assert "xs: [{shape: [N, 4]}, {shape: [N, 4]}]" in (project.root / "specs/total.yaml").read_text()
+    assert "gradient for 'xs[1]'" in run_cli("check", "specs/total.yaml").flat

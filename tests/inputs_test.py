@@ -5,8 +5,10 @@ import pytest
 import torch
 
 import zoo
-from gradverify.errors import SpecError
-from gradverify.inputs import InputMaker, bind, case_seed
+import zoo_correct
+from gradverify.errors import InputError, SpecError
+from gradverify.binding import bind
+from gradverify.inputs import InputMaker, case_seed
 from gradverify.specfile import load_text
 from gradverify.target import introspect
 
@@ -111,3 +113,80 @@ def test_randint_high_may_name_a_dim():
     info = introspect(zoo.Exp)
     values = InputMaker(case, bind(case, info, spec), info, 0, "cpu").args("double").values
     assert int(values[0].max()) == 2 and int(values[0].min()) == 0
+
+
+def test_a_bare_list_by_name_is_for_a_star_parameter_only():
+    (spec,) = load_text("target: m:F\ncases:\n  - args:\n      x: [1, 2]\n", "s.yaml")
+    with pytest.raises(SpecError, match=r"write \{tuple: \[...\]\}.*does not have"):
+        bind(spec.cases[0], introspect(zoo.Exp), spec)
+
+
+def test_star_parameter_items_are_named_by_position():
+    (spec,) = load_text("target: m:F\ncases:\n  - args:\n      xs: [{shape: [2]}, {shape: [2]}]\n"
+                        "  - args: [{shape: [2]}, {shape: [2]}, {shape: [2]}]\n")
+    info = introspect(zoo_correct.SumOfMany)
+    named, listed = (bind(case, info, spec) for case in spec.cases)
+    assert named.names == ("xs[0]", "xs[1]")
+    assert listed.names == ("xs[0]", "xs[1]", "xs[2]")
+
+
+# ----------------------------------------------------------------------------- factories
+
+
+def _factory_maker(factory: str, cls=zoo.Exp, dtype: str = "float32"):
+    (spec,) = load_text(f"target: m:F\ncases:\n  - name: c\n    factory: {factory}\n"
+                        f"    dtype: {dtype}\n")
+    case = spec.cases[0]
+    info = introspect(cls)
+    return InputMaker(case, bind(case, info, spec), info, 7, "cpu")
+
+
+def test_factory_without_dtype_is_converted_like_yaml_inputs():
+    maker = _factory_maker("zoo_correct:make_float32_sparse", zoo_correct.FactoryWithoutDtype)
+    double, working = maker.args("double"), maker.args("working")
+    assert double.values[1].dtype == double.values[3].dtype == torch.float64
+    assert working.values[1].dtype == torch.float32
+    assert double.values[0].dtype == torch.int64 and double.values[2] == 6
+    assert torch.equal(working.values[1].double(), double.values[1])
+    assert double.diff_positions == [1, 3]
+
+
+def test_factory_is_called_once_and_roles_hold_the_same_values():
+    maker = _factory_maker("zoo_correct:make_in_dtype", zoo_correct.FactoryWithDtype)
+    double, working, widened = maker.args("double"), maker.args("working"), maker.args("widened")
+    assert (double.values[0].dtype, working.values[0].dtype, widened.values[0].dtype) == \
+        (torch.float64, torch.float32, torch.float64)
+    # the working values are the float64 ones rounded; widened is exactly them again
+    assert torch.equal(working.values[0], double.values[0].float())
+    assert torch.equal(widened.values[0], working.values[0].double())
+
+
+def make_ignoring_dtype(generator, dtype):
+    return (torch.randn(3, 4, generator=generator),)
+
+
+def test_factory_that_takes_dtype_and_ignores_it_is_a_spec_error():
+    maker = _factory_maker("inputs_test:make_ignoring_dtype")
+    with pytest.raises(InputError) as info:
+        maker.args("double")
+    assert info.value.code == "GV006"
+    assert "takes `dtype` but returned 'x' as float32 when called with dtype=float64" \
+        in str(info.value)
+
+
+def test_a_subclass_keeps_its_class_in_every_role_and_copy():
+    maker = _factory_maker("zoo_correct:make_sorted_index", zoo_correct.SegmentSumSortedIndex)
+    for role in ("double", "working", "widened"):
+        index = maker.args(role).values[0]
+        assert type(index) is zoo_correct.SortedIndex, role
+    # the plain ways of copying drop it: why fresh_leaf exists
+    assert type(maker.args().values[0].detach()) is torch.Tensor
+
+
+def test_a_layout_that_drops_the_subclass_is_not_tried():
+    from gradverify.checks import _tensors as tk
+
+    index = maker_index = _factory_maker("zoo_correct:make_sorted_index",
+                                         zoo_correct.SegmentSumSortedIndex).args().values[0]
+    assert tk.noncontiguous(maker_index, "strided") is None
+    assert tk.noncontiguous(index.as_subclass(torch.Tensor), "strided") is not None

@@ -52,7 +52,7 @@ INVALID = [
                  "ragged nested list", id="ragged-values"),
     pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], values: [1, 2, 3]}\n",
                  4, "either 'shape' or 'values'", id="shape-and-values"),
-    pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: [1, 2]\n", 4,
+    pytest.param(GOOD_TARGET + "cases:\n  - args: [[1, 2]]\n", 3,
                  "write {tuple: [...]} or {list: [...]}", id="bare-list-arg"),
     pytest.param(GOOD_TARGET + "cases:\n  - name: a\n  - name: b\n", 3, "missing 'args'",
                  id="case-without-args"),

@@ -42,3 +42,43 @@ def test_not_a_function():
         resolve("zoo:Exq")
     with pytest.raises(TargetError, match="must look like"):
         resolve("zoo")
+
+
+def test_locations_point_at_the_def_line_not_the_decorators():
+    import inspect
+
+    for cls in (zoo.Exp, zoo.OnceDifferentiableSin, zoo.ClassmethodStyle):
+        info = introspect(cls)
+        for location in (info.forward_location, info.backward_location):
+            file, line = location.rsplit(":", 1)
+            text = inspect.getsourcefile(cls) and open(inspect.getsourcefile(cls)).read()
+            assert text.splitlines()[int(line) - 1].lstrip().startswith("def "), location
+
+
+def test_a_reexported_class_is_reported_under_the_name_given(project):
+    project.write("pkg/__init__.py", "from pkg.impl import Double as Double\n")
+    project.write("pkg/impl.py", """
+        import torch
+
+        class Double(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+        """)
+    assert resolve("pkg:Double").target == "pkg:Double"
+    assert resolve("pkg.impl:Double").target == "pkg.impl:Double"
+    # a file path is spelt as the module it is imported as
+    assert resolve("pkg/impl.py:Double").target == "pkg.impl:Double"
+
+
+def test_star_args_forward_is_inferred_as_a_list_of_tensors():
+    import zoo_correct
+    from gradverify.execute import infer_spec
+
+    spec = infer_spec(introspect(zoo_correct.SumOfMany))
+    ((name, arg),) = spec.cases[0].args
+    assert name == "xs" and len(arg.items) == 2

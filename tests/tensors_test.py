@@ -15,6 +15,17 @@ class Tagged(torch.Tensor):
     pass
 
 
+class SortedIndex(torch.Tensor):
+    """Like torch_geometric's EdgeIndex: every op but clone returns a plain tensor."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if func is torch.Tensor.clone or not isinstance(out, SortedIndex):
+            return out
+        return out.as_subclass(torch.Tensor)
+
+
 def _coo():
     return torch.sparse_coo_tensor([[0, 1, 2], [2, 0, 1]], [1.0, -2.0, 3.0], (3, 3),
                                    dtype=torch.float64).coalesce()
@@ -32,6 +43,7 @@ KINDS = {
     "sparse_csc": lambda: _coo().to_sparse_csc(),
     "subclass": lambda: torch.randn(4, dtype=torch.float64).as_subclass(Tagged),
     "parameter": lambda: torch.nn.Parameter(torch.randn(4, dtype=torch.float64)),
+    "index subclass": lambda: torch.arange(6).reshape(2, 3).as_subclass(SortedIndex),
     "transposed": lambda: torch.randn(3, 4, dtype=torch.float64).t(),
 }
 CHANGEABLE = list(KINDS)
@@ -121,3 +133,14 @@ def test_autograd_refusals_are_protection(make, message):
     assert tk.is_protection(info.value)
     assert not tk.is_protection(RuntimeError("shape mismatch"))
     assert not tk.is_protection(ValueError("modified by an inplace operation"))
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_fresh_leaves_keep_the_class(name):
+    from gradverify.inputs import fresh_leaf
+
+    t = KINDS[name]()
+    grad = t.is_floating_point() or t.is_complex()
+    copy = fresh_leaf(t, grad)
+    assert type(copy) is type(t) and copy.requires_grad == grad and copy.is_leaf
+    assert tk.same_values(copy, t)

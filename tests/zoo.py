@@ -251,6 +251,42 @@ class IgnoresIncomingGrad(Function):
         return x.exp()
 
 
+class GuidedReluDropsNegative(Function):
+    """Guided backprop (monai's _AutoGradReLU): passes bare gradcheck in both modes, which only
+    feed non-negative incoming gradients."""
+
+    EXPECT = ("gradcheck", "GV127", "x")
+    PATTERN = "negative incoming gradients are dropped"
+    SPEC = spec_for(x={"shape": [2, 3], "init": "uniform", "low": -2, "high": 2})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0) * (grad > 0)
+
+
+class ClipsIncomingGrad(Function):
+    """Clips the incoming gradient to [-1, 1]: one-hot +1 probes never see it."""
+
+    EXPECT = ("gradcheck", "GV127", "x")
+    SPEC = spec_for(x={"shape": [6]})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.clamp(-1, 1) * 2 * x
+
+
 class MatmulTransposedGrad(Function):
     EXPECT = ("gradcheck", "GV121", "b")
     PATTERN = "transposed"
@@ -616,6 +652,27 @@ class BackwardMutatesSaved(Function):
         return grad * x.mul_(2)
 
 
+class SavedThenScaled(Function):
+    """The formula is right for the value saved; forward scales it in place afterwards, and
+    autograd records versions only when forward returns."""
+
+    EXPECT = ("mutation", "GV224", "x")
+    SPEC = spec_for(x={"shape": [5]}, a=2.0)
+
+    @staticmethod
+    def forward(ctx, x, a):
+        t = torch.tanh(x)
+        ctx.save_for_backward(t)
+        ctx.a = a
+        t.mul_(a)
+        return t.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (t,) = ctx.saved_tensors
+        return grad * ctx.a * (1 - t * t), None
+
+
 class BackwardMutatesGrad(Function):
     EXPECT = ("mutation", "GV223", None)
     SPEC = VEC
@@ -939,6 +996,68 @@ class Cancellation(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+class OneMinusCosTextbook(Function):
+    """y = x - sin(x) with the textbook backward g * (1 - cos x): for x ~ 1e-3 the float32
+    gradient is off by about 10% in norm (float64 hides it)."""
+
+    EXPECT = ("precision", "GV322", None)
+    SPEC = spec_for(x={"shape": [20], "init": "uniform", "low": 1e-4, "high": 1e-3})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x - torch.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (1 - torch.cos(x))
+
+
+class VarianceCancels(Function):
+    """A population variance whose backward is 2 (n x - sum x) / n**2: for data with mean 1e4
+    and std 0.01 the float32 gradient is tens of percent off."""
+
+    EXPECT = ("precision", "GV322", "x")
+    SPEC = spec_for(x={"shape": [20], "init": "normal", "mean": 1e4, "std": 0.01})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.var(unbiased=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        n = x.numel()
+        return grad * 2 * (n * x - x.sum()) / n ** 2
+
+
+# ============================================================================ broken: declared
+
+
+class SpikeFloat32Surrogate(Function):
+    """snntorch's surrogate spikes: forward returns float32 whatever the input dtype, and the
+    spec declares gradcheck's failure. Bare gradgradcheck fails (float32 round-off), so ours must
+    run after the expected failure and fail too."""
+
+    EXPECT = ("gradgradcheck", "GV141", None)
+    SPEC = {**spec_for(x={"shape": [4]}, alpha=2.0),
+            "expect": {"gradcheck": "surrogate gradient by design"}}
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(x)
+        ctx.alpha = alpha
+        return (x > 0).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        a = ctx.alpha
+        return a / 2 / (1 + (torch.pi / 2 * a * x) ** 2) * grad, None
 
 
 # ============================================================================ broken: reference

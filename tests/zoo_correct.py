@@ -838,6 +838,183 @@ class SubclassInputs(Function):
         return grad_x, grad_w
 
 
+# ============================================================================ factories
+
+
+def make_float32_sparse(generator):
+    """Takes no dtype and returns float32, as most hand-written factories do."""
+    rows = torch.tensor([0, 0, 2, 3, 4, 5, 5])
+    cols = torch.tensor([1, 3, 0, 2, 4, 1, 0])
+    values = torch.randn(7, generator=generator)
+    dense = torch.randn(5, 3, generator=generator)
+    return torch.stack([rows, cols]), values, 6, dense
+
+
+class FactoryWithoutDtype(Function):
+    """A sparse-dense matmul whose factory takes only ``generator`` and returns float32.
+    naive gradcheck: using the factory's tensors as returned runs gradcheck in float32, which
+    invents GV121 ("only rows ... wrong") and GV113 on a correct Function."""
+
+    SPEC = factory_case("make_float32_sparse")
+
+    @staticmethod
+    def forward(ctx, indices, values, n_rows, dense):
+        rows, cols = indices
+        ctx.save_for_backward(indices, values, dense)
+        out = dense.new_zeros(n_rows, dense.shape[1])
+        return out.index_add(0, rows, values.unsqueeze(1) * dense.index_select(0, cols))
+
+    @staticmethod
+    def backward(ctx, grad):
+        indices, values, dense = ctx.saved_tensors
+        rows, cols = indices
+        g_rows = grad.index_select(0, rows)
+        grad_values = (g_rows * dense.index_select(0, cols)).sum(1) \
+            if ctx.needs_input_grad[1] else None
+        grad_dense = torch.zeros_like(dense).index_add(0, cols, values.unsqueeze(1) * g_rows) \
+            if ctx.needs_input_grad[3] else None
+        return None, grad_values, None, grad_dense
+
+
+def make_in_dtype(generator, dtype):
+    """Honours dtype, drawing straight in it: torch.randn draws other values in float32 than
+    in float64 from 16 elements up."""
+    return (torch.randn(6, 5, generator=generator, dtype=dtype),)
+
+
+class FactoryWithDtype(Function):
+    """exp on factory inputs drawn in the requested dtype. naive precision: calling the factory
+    once per dtype compares float32 and float64 results on different numbers ("off by 5.76")."""
+
+    SPEC = factory_case("make_in_dtype")
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y
+
+
+class SortedIndex(torch.Tensor):
+    """An int64 index that knows it is sorted (torch_geometric's EdgeIndex): every op but
+    clone returns a plain tensor, so detach() or a transpose drops the class and its flag."""
+
+    is_sorted = True
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if func is torch.Tensor.clone:
+            return out
+        return torch._C._disabled_torch_function_impl(func, types, args, kwargs or {}) \
+            if isinstance(out, SortedIndex) else out
+
+
+def make_sorted_index(generator):
+    index = torch.sort(torch.randint(0, 4, (7,), generator=generator)).values
+    return index.as_subclass(SortedIndex), torch.randn(7, 3, generator=generator), 4
+
+
+class SegmentSumSortedIndex(Function):
+    """A segment sum that needs its index's sort flag. naive saved_tensors/layout/mutation:
+    copying the index through detach() or a transpose loses the subclass, and forward raises
+    AttributeError ('Tensor' object has no attribute 'is_sorted'), every check an error."""
+
+    SPEC = factory_case("make_sorted_index")
+
+    @staticmethod
+    def forward(ctx, index, src, size):
+        if not index.is_sorted:
+            raise ValueError("index must be sorted")
+        ctx.save_for_backward(index)
+        return src.new_zeros(size, src.shape[1]).index_add(0, index.as_subclass(torch.Tensor),
+                                                           src)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return None, grad.index_select(0, index.as_subclass(torch.Tensor)), None
+
+
+# ============================================================================ pass-through
+
+
+class InplaceAddReturnsIncoming(Function):
+    """x += y in place with mark_dirty; backward returns the incoming gradient for both.
+    naive needs_input_grad: a gradient returned for an input that needs none is "wasted work",
+    but handing back the incoming gradient itself costs nothing."""
+
+    SPEC = one_case(x={"shape": [5]}, y={"shape": [5]})
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.mark_dirty(x)
+        return x.add_(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+# ============================================================================ precision and linearity
+
+
+class NearlyEqualDifference(Function):
+    """a - b of nearly equal float32 inputs (mean 1e4, std 0.01): exact in float32 (Sterbenz).
+    naive precision: a float64 reference on the unrounded inputs, or a tolerance scaled by
+    max(1, |x|), blames input rounding on the formula."""
+
+    SPEC = one_case(a={"shape": [20], "init": "normal", "mean": 1e4, "std": 0.01},
+                    b={"shape": [20], "init": "normal", "mean": 1e4, "std": 0.01})
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a - b
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, -grad if ctx.needs_input_grad[1] else None
+
+
+class Float32BackwardArithmetic(Function):
+    """Multiplies the incoming gradient in float32 inside a once-differentiable backward (a
+    float32 kernel). naive gradcheck linearity: backward(c g) against c backward(g) at float64
+    precision, with a scale c that is not a power of two, sees float32 round-off as
+    non-linearity."""
+
+    SPEC = one_case(x={"shape": [6]})
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        return (grad.float() * 3).to(grad.dtype)
+
+
+class SumOfMany(Function):
+    """forward(ctx, *xs): the inputs are named xs[0], xs[1], ... naive inference: a *args
+    forward has no required parameter, so nothing would be checked."""
+
+    SPEC = one_case(xs=[{"shape": [3]}, {"shape": [3]}, {"shape": [3]}])
+
+    @staticmethod
+    def forward(ctx, *xs):
+        ctx.count = len(xs)
+        return torch.stack(xs).sum(0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return tuple(grad for _ in range(ctx.count))
+
+
 HARD = [obj for obj in list(globals().values())
         if isinstance(obj, type) and issubclass(obj, Function) and obj is not Function]
 """Every correct Function above, in definition order."""

@@ -27,10 +27,12 @@ def test_broken_function_is_caught(cls):
     assert _status(report, check) == {Status.FAIL if severity == "error" else Status.WARN}
     found = [f for f in _findings(report, check) if f.code == code]
     assert found, _findings(report, check)
-    assert found[0].severity == Severity(severity)
     if input_name is not None:
-        assert {f.input for f in found} == {input_name}
+        # the input named, and no other (an output's finding names none)
+        assert {f.input for f in found} - {None} == {input_name}
+        found = [f for f in found if f.input == input_name]
         assert repr(input_name) in found[0].message
+    assert found[0].severity == Severity(severity)
     if hasattr(cls, "PATTERN"):
         assert cls.PATTERN in found[0].message
     assert found[0].hint
@@ -186,3 +188,57 @@ def test_device_check_compares_against_a_cpu_run():
 def test_device_check_skips_on_cpu():
     report = verify(zoo.Exp, spec=zoo.VEC, checks=["device"])
     assert report.results[0].checks[0].status == Status.SKIP
+
+
+# ----------------------------------------------------------------------------- findings say the right thing
+
+
+def test_undefined_gradients_are_said_to_arrive_as_none_when_they_do():
+    report = verify(zoo.NoneGradCrash, spec=zoo.NoneGradCrash.SPEC)
+    messages = [f.message for f in _findings(report, "undefined_grad")]
+    assert messages and all("arrive as None" in m or "arrives as None" in m for m in messages)
+    assert not any("arrive as zeros" in m for m in messages)
+    # gradcheck's own failure is backward raising, not "perturbing the inputs"
+    (first,) = [f for f in _findings(report, "gradcheck") if f.code == "GV121"]
+    assert first.message.startswith("backward raised TypeError")
+    assert "see undefined_grad" in first.hint
+
+
+def test_a_mismatch_from_a_tensor_changed_after_saving_points_at_it():
+    report = verify(zoo.SavedThenScaled, spec=zoo.SavedThenScaled.SPEC)
+    (mismatch,) = [f for f in _findings(report, "gradcheck") if f.code == "GV121"]
+    assert "save_for_backward" in mismatch.hint and "GV224" in mismatch.hint
+    assert "zoo.py:" in mismatch.hint  # the lines where it was saved and changed
+    (saved,) = _findings(report, "mutation")
+    assert saved.severity == Severity.ERROR and "when saved, the gradient is right" in saved.message
+
+
+def test_an_undiagnosed_failure_still_names_the_input(monkeypatch):
+    from gradverify.checks import _jacobian
+
+    monkeypatch.setattr(_jacobian, "diagnose", lambda *args, **kwargs: [])
+    report = verify(zoo.MatmulTransposedGrad, spec=zoo.MatmulTransposedGrad.SPEC,
+                    checks=["gradcheck"])
+    (finding,) = [f for f in _findings(report, "gradcheck") if f.code == "GV121"]
+    assert finding.input == "b" and "'b'" in finding.message
+
+
+def test_an_input_at_fault_is_found_without_torch_naming_it():
+    from gradverify.checks import _calls
+    from gradverify.checks.gradcheck import _failing_input
+
+    from gradverify.context import CheckContext
+    from gradverify.execute import prepare
+    from gradverify.discover import Job
+    from gradverify.inputs import InputMaker
+    from gradverify.spec import DEFAULT_TOLERANCE
+    from gradverify.specfile import from_dict
+
+    prepared = prepare(Job("zoo:MatmulTransposedGrad", from_dict(zoo.MatmulTransposedGrad.SPEC),
+                           zoo.MatmulTransposedGrad))
+    case = prepared.spec.cases[0]
+    ctx = CheckContext(info=prepared.info, spec=prepared.spec, case=case,
+                       maker=InputMaker(case, prepared.bound[case.name], prepared.info, 0, "cpu"),
+                       tolerance=DEFAULT_TOLERANCE)
+    view = _calls.differentiable_view(ctx)
+    assert view.names[_failing_input(ctx, view)] == "b"

@@ -72,6 +72,37 @@ def differentiable_call(ctx: Any) -> Applied | str:
     return applied
 
 
+@dataclass
+class DifferentiableView:
+    """A case as the gradient checks see it: a function of the differentiable inputs alone
+    (the rest held fixed), those inputs, their names, and one call's differentiable outputs."""
+
+    fn: Callable[..., tuple[torch.Tensor, ...]]
+    inputs: list[torch.Tensor]
+    names: list[str]
+    outputs: list[torch.Tensor]
+    applied: Applied
+    """The call that produced ``outputs`` (its graph leads back to ``applied.args``)."""
+
+    @property
+    def leaves(self) -> list[torch.Tensor]:
+        """The leaves ``outputs`` were computed from, in the order of ``inputs``."""
+        return [self.applied.args.values[i] for i in self.applied.args.diff_positions]
+
+
+def differentiable_view(ctx: Any) -> DifferentiableView | str:
+    """The differentiable view of a case shared by gradcheck, gradgradcheck and forward_ad; or,
+    when there is nothing to differentiate, the reason to skip."""
+    applied = differentiable_call(ctx)
+    if isinstance(applied, str):
+        return applied
+    args, diff, out_idx = applied.args, applied.args.diff_positions, applied.differentiable
+    fn = tensor_function(ctx.info, args, diff, out_idx)
+    inputs = [args.values[i].detach().requires_grad_(True) for i in diff]
+    outs = [applied.outputs[j] for j in out_idx]
+    return DifferentiableView(fn, inputs, [args.names[i] for i in diff], outs, applied)
+
+
 def random_grads(applied: Applied, generator: torch.Generator, *,
                  requires_grad: bool = False) -> list[torch.Tensor | None]:
     """What the engine passes backward: a gradient per output (random for differentiable

@@ -53,6 +53,60 @@ def tolerance_for(dtype: torch.dtype) -> tuple[float, float]:
     return DTYPE_TOLERANCE.get(dtype, DTYPE_TOLERANCE[torch.float32])
 
 
+PRECISION_LIMITS: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-4, 1e-2),
+    torch.complex64: (1e-4, 1e-2),
+    torch.float16: (1e-2, 1e-1),
+    torch.bfloat16: (4e-2, 2e-1),
+}
+"""(warn, fail) per working dtype: the relative error of a whole tensor against float64 on the
+same (rounded) inputs, ||working - float64|| / ||float64||. Correct formulas stay within a few
+hundred ulps of their dtype (float32 ~1e-7 each): beyond ``warn`` (about 800 ulps for float32,
+10 for float16, 5 for bfloat16) the formula loses precision; beyond ``fail`` (1% in float32,
+10% in float16, 20% in bfloat16) fewer than two correct digits remain, which no correct formula
+of a well-posed computation produces."""
+
+
+def precision_limits(dtype: torch.dtype) -> tuple[float, float]:
+    return PRECISION_LIMITS.get(dtype, PRECISION_LIMITS[torch.float32])
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> dict[str, Any] | None:
+    """How far ``got`` (a working-dtype result) is from ``want`` (float64), measured against the
+    tensor's own scale: ||got - want|| / ||want|| (Frobenius norms; against 1 when ``want`` is
+    all zeros), plus the worst element. None when both are equal or ``want`` is not floating.
+    Non-finite values where float64 is finite are reported as such (``reason: non-finite``)."""
+    wide = torch.complex128 if want.is_complex() or got.is_complex() else torch.float64
+    got64, want64 = dense(got).to(wide).cpu(), dense(want).to(wide).cpu()
+    if got64.shape != want64.shape:
+        return {"reason": f"shape {list(got64.shape)} instead of {list(want64.shape)}"}
+    finite = torch.isfinite(want64)
+    broken = finite & ~torch.isfinite(got64)
+    if broken.any():
+        flat = int(broken.reshape(-1).nonzero()[0])
+        return {"reason": "non-finite", "index": list(unravel(flat, tuple(got64.shape))),
+                "value": str(got64.reshape(-1)[flat].item()),
+                "reference": float(want64.abs().reshape(-1)[flat]), "count": int(broken.sum())}
+    diff = torch.where(finite, got64 - want64, torch.zeros_like(got64))
+    if not diff.numel() or not bool(diff.ne(0).any()):
+        return None
+    norm = float(torch.linalg.vector_norm(torch.where(finite, want64, torch.zeros_like(want64))))
+    relative = float(torch.linalg.vector_norm(diff)) / (norm if norm > 0 else 1.0)
+    flat = int(torch.argmax(diff.abs()))
+    worst_got, worst_want = got64.reshape(-1)[flat], want64.reshape(-1)[flat]
+    return {"reason": "error", "relative_error": relative, "scale": norm,
+            "index": list(unravel(flat, tuple(got64.shape))),
+            "max_abs_error": float(diff.abs().reshape(-1)[flat]),
+            "element_relative_error": float((worst_got - worst_want).abs()
+                                            / worst_want.abs()) if worst_want != 0 else None,
+            "value": _plain(worst_got), "reference_value": _plain(worst_want),
+            "entries": diff.numel()}
+
+
+def _plain(value: torch.Tensor) -> Any:
+    return float(value.real) if not value.is_complex() else str(value.item())
+
+
 def compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float
             ) -> dict[str, Any] | None:
     """None when ``got`` matches ``want`` (float64) within tolerance, else the numbers."""
@@ -81,6 +135,7 @@ def compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float
     return {"reason": "error", "index": list(unravel(flat, tuple(got64.shape))),
             "max_abs_error": float(err.reshape(-1)[flat]),
             "relative_to_scale": float(err.reshape(-1)[flat]) / max(scale, 1e-300),
+            "scale": scale,
             "value": complex(got64.reshape(-1)[flat]).real if not got64.is_complex()
             else str(got64.reshape(-1)[flat].item()),
             "reference_value": complex(want64.reshape(-1)[flat]).real
@@ -108,9 +163,21 @@ class Mismatch:
                     f"{d['reference']:.3g})")
         if d.get("reason") != "error":
             return f"{self.what}: {d['reason']}"
+        if "relative_error" in d:
+            element = (f", {d['element_relative_error']:.0%} off"
+                       if d.get("element_relative_error") is not None else "")
+            return (f"{self.what} is off by {_percent(d['relative_error'])} of its float64 "
+                    f"value (relative norm); worst at {d['index']}: {_num(d['value'])} vs "
+                    f"{_num(d['reference_value'])}{element}")
+        share = (f"{d['relative_to_scale']:.2g} of its largest value" if d["scale"] > 0
+                 else "the expected value is 0 there")
         return (f"{self.what} is off by {d['max_abs_error']:.3g} at {d['index']} "
-                f"({d['relative_to_scale']:.2g} of its largest value; {d['count']} of "
-                f"{d['entries']} elements): {_num(d['value'])} vs {_num(d['reference_value'])}")
+                f"({share}; {d['count']} of {d['entries']} elements): {_num(d['value'])} vs "
+                f"{_num(d['reference_value'])}")
+
+
+def _percent(value: float) -> str:
+    return f"{value:.2%}" if value >= 1e-3 else f"{value:.2g}"
 
 
 def _num(value: Any) -> str:
@@ -120,20 +187,32 @@ def _num(value: Any) -> str:
 def compare_runs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], list[Any]],
                  names: Sequence[str], rtol: float, atol: float) -> list[Mismatch]:
     """Outputs and gradients of a run against a float64 run, element by element."""
+    return _pairs(ours, reference, names, lambda a, b: compare(a, b, rtol, atol))
+
+
+def measure_runs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], list[Any]],
+                 names: Sequence[str]) -> list[Mismatch]:
+    """Every output and gradient of a working-dtype run whose values differ from the float64
+    run, with its relative error (``relative_error``); the caller judges the numbers."""
+    return _pairs(ours, reference, names, relative_error)
+
+
+def _pairs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], list[Any]],
+           names: Sequence[str], judge: Any) -> list[Mismatch]:
     found = []
     for j, (a, b) in enumerate(zip(ours[0], reference[0])):
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
                 (b.is_floating_point() or b.is_complex()):
-            data = compare(a, b, rtol, atol)
+            data = judge(a, b)
             if data:
                 found.append(Mismatch(f"output {j}", None, j, data))
     for name, a, b in zip(names, ours[1], reference[1]):
         if a is None or b is None:
-            if (a is None) != (b is None) and (a if a is not None else b).abs().max() > 0:
+            if (a is None) != (b is None) and dense(a if a is not None else b).abs().max() > 0:
                 found.append(Mismatch(f"gradient for {name!r}", name, None,
                                       {"reason": "missing on one side"}))
             continue
-        data = compare(a, b, rtol, atol)
+        data = judge(a, b)
         if data:
             found.append(Mismatch(f"gradient for {name!r}", name, None, data))
     return found

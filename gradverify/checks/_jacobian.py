@@ -44,6 +44,53 @@ class Block:
         return bool(self.bad.any()) and bool((self.bad <= self.kink).all())
 
 
+_HINTS = {
+    "zero gradient": "backward returns zeros or None for {name!r} although the output depends on "
+                     "it: check the order of the returned tuple and the needs_input_grad index",
+    "sign flipped": "a sign error in the formula for {name!r}",
+    "off by a constant factor": "a missing or extra constant in the formula for {name!r} (a 2 from "
+                                "d(x**2), a 1/N from a mean, a scale saved on ctx)",
+    "not multiplied by the incoming gradient": "multiply by the incoming gradient: return "
+                                               "grad_output * (local derivative) for {name!r}",
+    "not linear in the incoming gradient": "backward must return grad_output times the local "
+                                           "derivative for {name!r}, with no clamp, mask, sign or "
+                                           "power applied to grad_output itself",
+    "transposed": "a transpose is missing or extra in the gradient of {name!r} (square shapes "
+                  "made it fit; use distinct sizes)",
+    "only rows": "an indexing or boundary error: only some rows of {name!r} get a wrong gradient",
+}
+
+
+def pattern_hint(pattern: str | None, name: str) -> str:
+    """How to fix a mismatch of a recognised pattern (``recognise``) for input ``name``."""
+    for key, hint in _HINTS.items():
+        if pattern and pattern.startswith(key):
+            return hint.format(name=name)
+    return (f"compare backward's formula for {name!r} with the math; run with -v to see the "
+            "Jacobian blocks")
+
+
+def mismatch_message(block: Block, subject: str, wrt: str, out_label: str) -> str:
+    """One line for a mismatching block: the pattern, the worst entry, the errors, the share."""
+    d = block.data
+    if d["worst_output_index"] is None:
+        worst = (f"worst at {format_index(wrt, d['worst_input_index'])} for a random projection "
+                 f"of {out_label}")
+    else:
+        worst = (f"worst at {format_index(wrt, d['worst_input_index'])} for "
+                 f"{format_index(out_label, d['worst_output_index'])}")
+    share = f"{d['bad_entries']} of {d['entries']}{' sampled' if d['sampled'] else ''} entries off"
+    pattern = f": {block.pattern}" if block.pattern else ""
+    rel = (f", max rel error {d['max_rel_error']:.3g}" if d["max_rel_error"] is not None
+           else " (numerical values are 0)")
+    non_finite = d.get("non_finite_entries", 0)
+    if non_finite:
+        share += (f", {non_finite} of them non-finite (NaN or inf in backward's result: often "
+                  "0 * inf from the derivative of sqrt, log or pow at 0)")
+    return (f"{subject}{pattern}; {worst}: analytical {d['analytical']:.6g}, numerical "
+            f"{d['numerical']:.6g}; max abs error {d['max_abs_error']:.3g}{rel}, {share}")
+
+
 def numerical_columns(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[torch.Tensor],
                       i: int, cols: torch.Tensor, rows: list[torch.Tensor], eps: float
                       ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:

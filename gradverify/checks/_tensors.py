@@ -250,6 +250,8 @@ def noncontiguous(t: torch.Tensor, how: str) -> torch.Tensor | None:
             out.copy_(t.detach())
         else:  # pragma: no cover
             raise ValueError(how)
+    if type(out) is not type(t):
+        return None  # a subclass whose views come back as plain tensors: no such variant
     return None if out.is_contiguous() else out
 
 

@@ -1,6 +1,11 @@
 """compile (opt-in): under ``torch.compile(fullgraph=True, backend="aot_eager")`` outputs and
 gradients match eager, and Dynamo traces the Function without a graph break.
 
+A Function that writes into its input (``ctx.mark_dirty``) is called as users call it, on a
+non-leaf: one made inside the compiled region and one handed in from outside it. When only
+compiled code gets it wrong (torch 2.13 returns a silently wrong gradient for the second way),
+the finding says which way breaks and that torch.compile is at fault, not the formula.
+
 Opt-in because compiling takes seconds per Function: turn it on with ``checks: {compile: true}``
 in a spec, ``--only compile``, or ``checks = { compile = true }`` in pyproject.toml.
 """
@@ -42,36 +47,57 @@ class CompileCheck:
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
-        import torch
-
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _compare as cmp
 
         args = ctx.args("double")
         diff = args.diff_positions
         probe = calls.apply(ctx.info, args)
         grads = calls.random_grads(probe, ctx.generator("compile")) if probe.differentiable else None
         eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)
-        torch._dynamo.reset()
-        compiled = torch.compile(_Call(ctx.info.cls), fullgraph=True, backend="aot_eager")
-        run = ctx.args("double")
         outcome = Outcome()
+        # A mark_dirty Function writes into its input, so users call it on a non-leaf: one made
+        # inside the compiled region, or one handed in from outside it. Both must match eager.
+        ways = ["inside", "outside"] if ctx.info.uses_mark_dirty else ["leaf"]
+        for way in ways:
+            if not self._one_way(ctx, way, grads, eager, outcome):
+                break
+        if not outcome.findings:
+            outcome.summary = ("traced with fullgraph=True; matches eager"
+                               + (" (input made inside and outside the compiled region)"
+                                  if len(ways) > 1 else ""))
+        return outcome
+
+    @staticmethod
+    def _one_way(ctx: CheckContext, way: str, grads: list[Any] | None, eager: Any,
+                 outcome: Outcome) -> bool:
+        """Compile and run one way of calling; findings go to ``outcome``. False when compiling
+        failed (the other ways would fail alike)."""
+        import torch
+
+        from gradverify.checks import _compare as cmp
+
+        torch._dynamo.reset()
+        compiled = torch.compile(_Call(ctx.info.cls, clone=way == "inside"), fullgraph=True,
+                                 backend="aot_eager")
+        run = ctx.args("double")
+        diff = run.diff_positions
+        given = [v.clone() if way == "outside" and isinstance(v, torch.Tensor) and v.requires_grad
+                 else v for v in run.values]
         try:
-            out = compiled(*run.values)
+            out = compiled(*given)
         except Exception as exc:  # noqa: BLE001 -- Dynamo or user code
             # Dynamo's Unsupported is a graph break; its UserError is one too under fullgraph
             # (a guard on a data-dependent value such as `.item()` in control flow).
             unsupported = type(exc).__module__ == "torch._dynamo.exc" and \
                 type(exc).__name__ in ("Unsupported", "UserError")
-            reason = _reason(exc)
             outcome.add(Finding(
                 "GV351" if unsupported else "GV353", Severity.ERROR,
-                f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}: "
-                f"{reason}", location=ctx.info.forward_location,
+                f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"
+                f"{_WAYS[way]}: {_reason(exc)}", location=ctx.info.forward_location,
                 hint="Dynamo must trace forward and backward; see the reason, or run "
                      "TORCH_LOGS=graph_breaks for details"))
             outcome.summary = "graph break" if unsupported else "compile failed"
-            return outcome
+            return False
         outs = list(out) if isinstance(out, tuple) else [out]
         tensors = [(o, g) for o, g in zip(outs, grads or [])
                    if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
@@ -80,25 +106,46 @@ class CompileCheck:
                                              [g for _, g in tensors], allow_unused=True)) \
             if tensors else []
         ours = ([o.detach() if isinstance(o, torch.Tensor) else o for o in outs], got_grads)
-        names = [args.names[i] for i in diff]
+        names = [run.names[i] for i in diff]
+        eager_right = ctx.results.get("gradcheck") is not None and \
+            ctx.results["gradcheck"].status.value == "pass"
         for mismatch in cmp.compare_runs(ours, eager, names, 1e-7, 1e-9):
-            outcome.add(Finding(
-                "GV352", Severity.ERROR, f"compiled: {mismatch.describe()} (against eager)",
-                input=mismatch.input, output=mismatch.output, location=ctx.location,
-                hint="forward or backward depends on something Dynamo treats as a constant "
-                     "(Python state, data-dependent control flow, .item())",
-                data=mismatch.data))
-        outcome.summary = outcome.summary or "traced with fullgraph=True; matches eager"
-        return outcome
+            if way == "leaf":
+                message = f"compiled: {mismatch.describe()} (against eager)"
+                hint = ("forward or backward depends on something Dynamo treats as a constant "
+                        "(Python state, data-dependent control flow, .item())")
+            else:
+                message = (f"compiled{_WAYS[way]}: {mismatch.describe()} (against eager"
+                           f"{', which gradcheck verified' if eager_right else ''}): "
+                           "torch.compile mishandles this in-place (mark_dirty) Function, not "
+                           "its formula")
+                hint = ("a known class of torch.compile bugs with mark_dirty (pytorch issues "
+                        "133491, 184113): under compile, call it on a tensor made inside the "
+                        "compiled region (clone it there), or keep it out of the region with "
+                        "torch.compiler.disable")
+            outcome.add(Finding("GV352", Severity.ERROR, message, input=mismatch.input,
+                                output=mismatch.output, location=ctx.location, hint=hint,
+                                data={**mismatch.data, "way": way}))
+        if outcome.findings:
+            outcome.summary = f"compiled{_WAYS[way]}: differs from eager"
+        return True
+
+
+_WAYS = {"leaf": "", "inside": " (input made inside the compiled region)",
+         "outside": " (input made outside the compiled region)"}
 
 
 class _Call:
-    """A named callable, so Dynamo's messages point at the Function."""
+    """A named callable, so Dynamo's messages point at the Function; with ``clone``, tensors
+    that require grad are cloned first, inside the compiled region."""
 
-    def __init__(self, cls: Any) -> None:
+    def __init__(self, cls: Any, clone: bool = False) -> None:
         self.cls = cls
+        self.clone = clone
 
     def __call__(self, *args: Any) -> Any:
+        if self.clone:
+            args = tuple(a.clone() if getattr(a, "requires_grad", False) else a for a in args)
         return self.cls.apply(*args)
 
 

@@ -120,6 +120,8 @@ class ContractCheck:
                 location=loc,
                 hint=f"give backward {n_out} gradient parameters after ctx (unused ones may be "
                      "ignored)"))
+            outcome.summary = (f"backward takes {info.backward_arity} gradient(s) for {n_out} "
+                               "output(s)")
             return outcome
         self._output_dtypes(applied, outcome, loc)
         grads = calls.random_grads(applied, ctx.generator("contract"))
@@ -133,6 +135,7 @@ class ContractCheck:
                 hint="autograd calls backward with one gradient per output, shaped like that "
                      "output; fix the line shown",
                 data={"exception": type(exc).__name__}))
+            outcome.summary = f"backward raised {type(exc).__name__}"
             return outcome
         n_in = len(args.values)
         if len(raw) < n_in:
@@ -154,8 +157,15 @@ class ContractCheck:
             self._one_gradient(raw[pos], args.values[pos], args.names[pos], outcome, loc)
         self._non_differentiable_outputs(ctx, applied, outcome)
         checked = min(n_in, len(raw))
-        outcome.summary = (f"raw backward returned {len(raw)} value(s) for {n_in} input(s); "
-                           f"{checked} checked")
+        problems = [f for f in outcome.findings if f.severity != Severity.INFO]
+        if problems:
+            names = {c.code: c.name for c in CODES}
+            outcome.summary = "; ".join(dict.fromkeys(
+                names[f.code].replace("-", " ") + (f" ({f.input!r})" if f.input else "")
+                for f in problems))
+        else:
+            outcome.summary = (f"raw backward returned {len(raw)} value(s) for {n_in} "
+                               f"input(s); {checked} checked")
         return outcome
 
     @staticmethod

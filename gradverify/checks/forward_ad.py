@@ -50,15 +50,15 @@ class ForwardADCheck:
 
         from gradverify.checks import _calls as calls
         from gradverify.checks import _jacobian as jac
-        from gradverify.checks.gradcheck import prepare, resolve_mode
+        from gradverify.checks._modes import resolve_mode
 
         if not ctx.info.has_jvp:
             return Outcome.skip("forward-mode AD unsupported: torch.func.jvp/jacfwd will fail "
                                 "(the Function defines no jvp)")
-        prepared = prepare(ctx)
-        if isinstance(prepared, Outcome):
-            return prepared
-        fn, inputs, names, outs = prepared
+        view = calls.differentiable_view(ctx)
+        if isinstance(view, str):
+            return Outcome.skip(view)
+        fn, inputs, names, outs = view.fn, view.inputs, view.names, view.outputs
         mode = resolve_mode(ctx.mode, jac.jacobian_entries(inputs, outs))
         outcome = Outcome(mode=mode)
         tol = ctx.tolerance
@@ -107,7 +107,6 @@ class ForwardADCheck:
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
         from gradverify.checks import _jacobian as jac
-        from gradverify.checks.gradcheck import pattern_hint
 
         generator = ctx.generator("forward_ad")
         eps = ctx.tolerance.eps
@@ -139,7 +138,7 @@ class ForwardADCheck:
                     f"jvp for {name!r} is wrong (output {j}){': ' + pattern if pattern else ''}; "
                     f"along a random tangent the worst element {jac.format_index('output', where)} "
                     f"is off by {worst:.3g}", input=name, output=j, location=ctx.location,
-                    hint=pattern_hint(pattern, name).replace("backward", "jvp")))
+                    hint=jac.pattern_hint(pattern, name).replace("backward", "jvp")))
         if not outcome.findings:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             outcome.add(Finding("GV301", Severity.ERROR, f"forward-mode gradcheck failed: {first}",

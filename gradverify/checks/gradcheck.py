@@ -1,80 +1,28 @@
-"""gradcheck: first-order Jacobians from backward against finite differences, in float64.
+"""gradcheck: first-order Jacobians from backward against finite differences, in float64, and
+backward's linearity in its incoming gradient.
 
-The verdict is ``torch.autograd.gradcheck``'s; on failure gradverify computes the mismatching
-(output, input) blocks itself to name the input, the worst element and the pattern.
+The verdict on the Jacobian is ``torch.autograd.gradcheck``'s; on failure gradverify computes
+the mismatching (output, input) blocks itself to name the input, the worst element and the
+pattern. torch's gradcheck only ever feeds backward non-negative incoming gradients, so a
+backward that drops, clamps or squares negative ones passes it: gradverify also probes backward
+with a signed incoming gradient (GV127).
 """
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks._modes import (MODES, SLOW_MODE_MAX_ENTRIES, SMALLEST_SLOW_MAX_ENTRIES,
+                                      resolve_mode)
 from gradverify.checks.base import Option, Outcome
 from gradverify.codes import Code
 from gradverify.report.results import Finding, Severity
 
 if TYPE_CHECKING:
+    from gradverify.checks._calls import DifferentiableView
     from gradverify.checks._jacobian import Block
+    from gradverify.checks._probes import Nonlinear
     from gradverify.context import CheckContext
-
-SLOW_MODE_MAX_ENTRIES = 65_536
-"""Automatic mode: slow (full Jacobians) while numel(inputs) x numel(outputs) is at most this."""
-
-SMALLEST_SLOW_MAX_ENTRIES = 1_048_576
-"""When every case of a spec is above SLOW_MODE_MAX_ENTRIES, the smallest one is also checked
-in slow mode if its Jacobian has at most this many entries (fast mode can miss errors confined
-to a few elements)."""
-
-MODES = ("auto", "slow", "fast")
-
-_HINTS = {
-    "zero gradient": "backward returns zeros or None for {name!r} although the output depends on "
-                     "it: check the order of the returned tuple and the needs_input_grad index",
-    "sign flipped": "a sign error in the formula for {name!r}",
-    "off by a constant factor": "a missing or extra constant in the formula for {name!r} (a 2 from "
-                                "d(x**2), a 1/N from a mean, a scale saved on ctx)",
-    "not multiplied by the incoming gradient": "multiply by the incoming gradient: return "
-                                               "grad_output * (local derivative) for {name!r}",
-    "transposed": "a transpose is missing or extra in the gradient of {name!r} (square shapes "
-                  "made it fit; use distinct sizes)",
-    "only rows": "an indexing or boundary error: only some rows of {name!r} get a wrong gradient",
-}
-
-
-def resolve_mode(requested: str, entries: int) -> str:
-    if requested in ("slow", "fast"):
-        return requested
-    return "slow" if entries <= SLOW_MODE_MAX_ENTRIES else "fast"
-
-
-def pattern_hint(pattern: str | None, name: str) -> str:
-    for key, hint in _HINTS.items():
-        if pattern and pattern.startswith(key):
-            return hint.format(name=name)
-    return (f"compare backward's formula for {name!r} with the math; run with -v to see the "
-            "Jacobian blocks")
-
-
-def mismatch_message(block: Block, subject: str, wrt: str, out_label: str) -> str:
-    d = block.data
-    if d["worst_output_index"] is None:
-        worst = f"worst at {_index(wrt, d['worst_input_index'])} for a random projection of {out_label}"
-    else:
-        worst = (f"worst at {_index(wrt, d['worst_input_index'])} for "
-                 f"{_index(out_label, d['worst_output_index'])}")
-    share = f"{d['bad_entries']} of {d['entries']}{' sampled' if d['sampled'] else ''} entries off"
-    pattern = f": {block.pattern}" if block.pattern else ""
-    rel = (f", max rel error {d['max_rel_error']:.3g}" if d["max_rel_error"] is not None
-           else " (numerical values are 0)")
-    non_finite = d.get("non_finite_entries", 0)
-    if non_finite:
-        share += (f", {non_finite} of them non-finite (NaN or inf in backward's result: often "
-                  "0 * inf from the derivative of sqrt, log or pow at 0)")
-    return (f"{subject}{pattern}; {worst}: analytical {d['analytical']:.6g}, numerical "
-            f"{d['numerical']:.6g}; max abs error {d['max_abs_error']:.3g}{rel}, {share}")
-
-
-def _index(name: str, index: list[int]) -> str:
-    return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
 CODES = (
@@ -112,53 +60,111 @@ CODES = (
          "gradcheck then compares float64 finite differences with float32 results, so it fails "
          "or passes for the wrong reason.",
          "", "Support float64, or use `reference:`, which checks the working dtype directly."),
+    Code("GV127", "gradient-not-linear-in-incoming-gradient",
+         "backward's result for an input is not linear in the incoming gradient: "
+         "backward(-2 * g) differs from -2 * backward(g) for a signed random g. A backward "
+         "must return a vector-Jacobian product, grad_output times the local derivative.",
+         "torch's gradcheck only ever passes backward non-negative incoming gradients (one-hot "
+         "+1 in slow mode, torch.rand in fast mode), so a backward that drops, clamps, masks or "
+         "squares negative incoming gradients passes it, yet gives wrong gradients wherever a "
+         "later layer sends a negative one: almost always in training.",
+         "def backward(ctx, grad):\n    x, = ctx.saved_tensors\n"
+         "    return grad * (x > 0) * (grad > 0)   # guided backprop: drops negative grads",
+         "Return grad * (local derivative) and apply nothing to grad itself. Gradient-shaping "
+         "tricks (guided backprop, clipping) are not gradients: if one is intended, declare it "
+         "under `expect: {gradcheck: \"why\"}`."),
 )
 
 
 class GradcheckCheck:
     name = "gradcheck"
     default = True
-    summary = "first-order gradients match finite differences (float64)"
+    summary = "first-order gradients match finite differences (float64), linear in grad_output"
     codes = CODES
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
     requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
-        from torch.autograd.gradcheck import GradcheckError
 
         from gradverify.checks import _calls as calls
         from gradverify.checks import _jacobian as jac
+        from gradverify.checks import _probes as probes
 
-        prepared = prepare(ctx)
-        if isinstance(prepared, Outcome):
-            return prepared
-        fn, inputs, names, outs = prepared
-        entries = jac.jacobian_entries(inputs, outs)
+        view = calls.differentiable_view(ctx)
+        if isinstance(view, str):
+            return Outcome.skip(view)
+        entries = jac.jacobian_entries(view.inputs, view.outputs)
+        outcome = Outcome(data={"jacobian_entries": entries})
+        # On the graph of the view's own call, before gradcheck perturbs anything.
+        nonlinear = probes.linearity(view.outputs, view.leaves, ctx.generator("gradcheck-linear"),
+                                     nondet_tol=ctx.tolerance.nondet_tol or 0.0)
+        failure = self._torch_gradcheck(ctx, view, entries, outcome)
+        if outcome.findings:
+            return outcome  # the Function raised inside gradcheck
+        self._notes(ctx, entries, outcome)
+        if failure is None:
+            for item in nonlinear:
+                outcome.add(_nonlinear_finding(item, view.names, ctx))
+            outcome.summary = (
+                "gradients are not linear in the incoming gradient" if nonlinear else
+                f"{entries:,} Jacobian entries match (slow mode)" if outcome.mode == "slow" else
+                f"random projections of {entries:,} Jacobian entries match ({outcome.mode} mode)")
+            return outcome
+        blocks = jac.diagnose(view.fn, view.inputs, atol=ctx.tolerance.atol,
+                              rtol=ctx.tolerance.rtol, eps=ctx.tolerance.eps,
+                              generator=ctx.generator("gradcheck-diagnose"))
+        hint = _saved_then_changed_hint(ctx)
+        self._blocks(ctx, view, blocks, nonlinear, hint, outcome)
+        if not blocks:
+            self._undiagnosed(ctx, view, failure, nonlinear, hint, outcome)
+        low = [o for o in view.outputs if o.dtype not in (torch.float64, torch.complex128)]
+        if low:
+            outcome.add(Finding(
+                "GV126", Severity.ERROR,
+                f"the Function returned {str(low[0].dtype)[6:]} for float64 inputs, so the "
+                "comparison is against that precision's round-off",
+                location=ctx.info.forward_location,
+                hint="support float64, or verify the kernel through a plain-PyTorch "
+                     "`reference: mod:fn` in the spec"))
+        outcome.summary = (f"Jacobian mismatch ({outcome.mode} mode): "
+                           f"{_failed_inputs(outcome)}")
+        return outcome
+
+    @staticmethod
+    def _torch_gradcheck(ctx: CheckContext, view: DifferentiableView, entries: int,
+                         outcome: Outcome) -> str | None:
+        """torch's verdict, in the mode(s) chosen: its failure message, or None. When the
+        Function raised inside it, the finding is added to ``outcome`` (and None returned)."""
+        import torch
+        from torch.autograd.gradcheck import GradcheckError
+
+        from gradverify.checks import _jacobian as jac
+
         mode = resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
-        outcome = Outcome(mode=mode, data={"jacobian_entries": entries})
-        tol = ctx.tolerance
+        outcome.mode = mode
         modes = [mode]
         if mode == "fast" and ctx.smallest and not ctx.options.get("mode") \
                 and ctx.mode == "auto" and entries <= SMALLEST_SLOW_MAX_ENTRIES:
             modes.append("slow")
             outcome.mode = "fast+slow"
+        tol = ctx.tolerance
         try:
             for run_mode in modes:
                 with jac.no_slow_rerun():
-                    torch.autograd.gradcheck(fn, inputs, eps=tol.eps, atol=tol.atol,
+                    torch.autograd.gradcheck(view.fn, view.inputs, eps=tol.eps, atol=tol.atol,
                                              rtol=tol.rtol, nondet_tol=tol.nondet_tol,
                                              check_undefined_grad=False,
                                              fast_mode=run_mode == "fast", raise_exception=True)
-            failure = None
         except GradcheckError as exc:
-            failure = str(exc)
-        except Exception as exc:  # noqa: BLE001 -- backward or forward raised inside gradcheck
-            outcome.add(Finding("GV121", Severity.ERROR,
-                                f"gradcheck could not compare Jacobians: {calls.describe_exception(exc)}",
-                                location=calls.user_location(exc, ctx.info) or ctx.location,
-                                hint="the Function raised while gradcheck perturbed its inputs"))
-            return outcome
+            return str(exc)
+        except Exception as exc:  # noqa: BLE001 -- forward or backward raised inside gradcheck
+            outcome.add(_raised_finding(exc, ctx, len(view.outputs)))
+            outcome.summary = "the Function raised during gradcheck"
+        return None
+
+    @staticmethod
+    def _notes(ctx: CheckContext, entries: int, outcome: Outcome) -> None:
         if outcome.mode == "fast":
             outcome.add(Finding(
                 "GV123", Severity.INFO,
@@ -171,105 +177,166 @@ class GradcheckCheck:
                 "GV125", Severity.INFO,
                 f"every tensor dimension in this case is {square}: square shapes hide transpose "
                 "bugs", hint="use distinct sizes, e.g. [2, 3] and [3, 4]"))
-        if failure is None:
-            outcome.summary = (f"{entries:,} Jacobian entries match (slow mode)"
-                               if outcome.mode == "slow" else
-                               f"random projections of {entries:,} Jacobian entries match "
-                               f"({outcome.mode} mode)")
-            return outcome
-        low = [o for o in outs if o.dtype not in (torch.float64, torch.complex128)]
-        blocks = jac.diagnose(fn, inputs, atol=tol.atol, rtol=tol.rtol, eps=tol.eps,
-                             generator=ctx.generator("gradcheck-diagnose"))
-        scaled = _ignores_incoming_gradient(fn, inputs, ctx)
+
+    @staticmethod
+    def _blocks(ctx: CheckContext, view: DifferentiableView, blocks: list[Block],
+                nonlinear: list[Nonlinear], hint: str | None, outcome: Outcome) -> None:
+        """A finding per mismatching block; inputs whose gradient is also not linear in the
+        incoming gradient get that as their pattern (one root cause, said once)."""
+        from gradverify.checks import _jacobian as jac
+
+        by_input = {item.input: item for item in nonlinear}
+        reported = set()
         for block in blocks:
-            name = names[block.input]
+            name = view.names[block.input]
             if block.only_kinks:
                 outcome.add(Finding(
                     "GV122", Severity.WARNING,
-                    mismatch_message(block, f"the inputs sit on a non-differentiable point for "
-                                     f"{name!r} (left and right differences disagree)", name,
-                                     f"output {block.output}"),
+                    jac.mismatch_message(block, f"the inputs sit on a non-differentiable point "
+                                         f"for {name!r} (left and right differences disagree)",
+                                         name, f"output {block.output}"),
                     input=name, output=block.output, location=ctx.location,
                     hint="choose an `init` in the spec that keeps inputs away from kinks and ties "
                          "(e.g. uniform with low: 0.1, or distinct values)",
                     data=_data(block, ctx.verbose)))
                 continue
-            if block.input in scaled:
-                block.pattern = "not multiplied by the incoming gradient"
+            if block.input in by_input:
+                kind = by_input[block.input].kind
+                block.pattern = ("not multiplied by the incoming gradient"
+                                 if "does not depend" in kind or "does not scale" in kind
+                                 else f"not linear in the incoming gradient: {kind}")
+            reported.add(block.input)
             outcome.add(Finding(
                 "GV121", Severity.ERROR,
-                mismatch_message(block, f"gradient for {name!r} (output {block.output}) is wrong",
-                                 name, f"output {block.output}"),
+                jac.mismatch_message(block, f"gradient for {name!r} (output {block.output}) is "
+                                     "wrong", name, f"output {block.output}"),
                 input=name, output=block.output, location=ctx.location,
-                hint=pattern_hint(block.pattern, name),
+                hint=hint or jac.pattern_hint(block.pattern, name),
                 data={**_data(block, ctx.verbose), "pattern": block.pattern}))
-        if not blocks:
-            first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
-            # torch names inputs by index among the differentiable ones: give the name.
-            where = re.search(r"output (\d+) with respect to input (\d+)", failure)
-            name = names[int(where.group(2))] if where and int(where.group(2)) < len(names) \
-                else None
-            complex_case = any(t.is_complex() for t in [*inputs, *outs])
-            subject = (f"gradient for {name!r} (output {where.group(1)}) is wrong"
-                       if name and where else "gradcheck failed")
-            outcome.add(Finding(
-                "GV121", Severity.ERROR, f"{subject}: {first}", input=name,
-                output=int(where.group(1)) if where else None, location=ctx.location,
-                hint=("complex gradients follow PyTorch's convention: backward returns "
-                      "grad * conj(df/dz) for a holomorphic f (check for a missing .conj())"
-                      if complex_case else
-                      "the mismatch did not reproduce in the sampled Jacobian; run with --slow "
-                      "and -v for full blocks"), data={"torch_message": failure[:2000]}))
-        if low:
-            outcome.add(Finding(
-                "GV126", Severity.ERROR,
-                f"the Function returned {str(low[0].dtype)[6:]} for float64 inputs, so the "
-                "comparison is against that precision's round-off",
-                location=ctx.info.forward_location,
-                hint="support float64, or verify the kernel through a plain-PyTorch "
-                     "`reference: mod:fn` in the spec"))
-        outcome.summary = f"Jacobian mismatch ({outcome.mode} mode)"
-        return outcome
+        for item in nonlinear:
+            if item.input not in reported:
+                outcome.add(_nonlinear_finding(item, view.names, ctx))
+
+    @staticmethod
+    def _undiagnosed(ctx: CheckContext, view: DifferentiableView, failure: str,
+                     nonlinear: list[Nonlinear], hint: str | None, outcome: Outcome) -> None:
+        """torch failed but the sampled Jacobian did not show where: name the input from
+        torch's message, else by checking each input alone. (Inputs whose gradient is not
+        linear in the incoming gradient are reported already: that is the cause.)"""
+        if nonlinear:
+            return
+        first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
+        # torch names inputs by index among the differentiable ones: give the name.
+        where = re.search(r"output (\d+) with respect to input (\d+)", failure)
+        index = int(where.group(2)) if where else _failing_input(ctx, view)
+        name = view.names[index] if index is not None and index < len(view.names) else None
+        output = int(where.group(1)) if where else None
+        complex_case = any(t.is_complex() for t in [*view.inputs, *view.outputs])
+        subject = (f"gradient for {name!r}{f' (output {output})' if output is not None else ''} "
+                   "is wrong" if name else "gradcheck failed")
+        outcome.add(Finding(
+            "GV121", Severity.ERROR, f"{subject}: {first}", input=name, output=output,
+            location=ctx.location,
+            hint=hint or ("complex gradients follow PyTorch's convention: backward returns "
+                          "grad * conj(df/dz) for a holomorphic f (check for a missing .conj())"
+                          if complex_case else
+                          "the mismatch is spread thinly or confined to elements the sampled "
+                          "Jacobian did not reach; run with --slow and -v for full blocks"),
+            data={"torch_message": failure[:2000]}))
 
 
-def prepare(ctx: CheckContext) -> Outcome | tuple[Any, list[Any], list[str], list[Any]]:
-    """The differentiable view of a case shared by gradcheck and gradgradcheck:
-    (fn of the differentiable inputs, those inputs, their names, the differentiable outputs)."""
+def _raised_finding(exc: BaseException, ctx: CheckContext, n_outputs: int) -> Finding:
+    """The Function raised inside gradcheck: say which of its methods, and why it may have."""
     from gradverify.checks import _calls as calls
+    from gradverify.checks import _probes as probes
 
-    applied = calls.differentiable_call(ctx)
-    if isinstance(applied, str):
-        return Outcome.skip(applied)
-    args, diff, out_idx = applied.args, applied.args.diff_positions, applied.differentiable
-    fn = calls.tensor_function(ctx.info, args, diff, out_idx)
-    inputs = [args.values[i].detach().requires_grad_(True) for i in diff]
-    outs = [applied.outputs[j] for j in out_idx]
-    return fn, inputs, [args.names[i] for i in diff], outs
+    where = probes.raised_in(exc, ctx.info)
+    location = calls.user_location(exc, ctx.info)
+    if where == "backward":
+        hint = ("gradcheck calls backward once per output element with the other outputs' "
+                "gradients undefined (zeros, or None after set_materialize_grads(False)); "
+                "see undefined_grad" if n_outputs > 1 else
+                "gradcheck calls backward with one-hot incoming gradients; fix the line shown")
+        return Finding("GV121", Severity.ERROR,
+                       f"backward raised {calls.describe_exception(exc)} while gradcheck "
+                       "computed the Jacobian", location=location or ctx.location, hint=hint)
+    if where in ("forward", "setup_context"):
+        return Finding("GV121", Severity.ERROR,
+                       f"{where} raised {calls.describe_exception(exc)} on inputs that gradcheck "
+                       f"moved by eps={ctx.tolerance.eps:g} (finite differences)",
+                       location=location or ctx.info.forward_location,
+                       hint="forward must accept inputs near the spec's values; if it checks "
+                            "exact values (sortedness, ties), keep the spec's inputs away from "
+                            "those boundaries")
+    return Finding("GV121", Severity.ERROR,
+                   f"gradcheck could not compare Jacobians: {calls.describe_exception(exc)}",
+                   location=location or ctx.location,
+                   hint="the Function's outputs or gradients could not be compared; see the "
+                        "message")
 
 
-def _ignores_incoming_gradient(fn: Any, inputs: list[Any], ctx: CheckContext) -> set[int]:
-    """Inputs whose gradient does not scale with the incoming gradient (backward is not
-    linear in grad_output: it forgot to multiply by it)."""
+def _nonlinear_finding(item: Nonlinear, names: list[str], ctx: CheckContext) -> Finding:
+    from gradverify.checks import _jacobian as jac
+    from gradverify.checks._probes import SCALE
+
+    name = names[item.input]
+    return Finding(
+        "GV127", Severity.ERROR,
+        f"the gradient for {name!r} is not linear in the incoming gradient: {item.kind}; "
+        f"backward({SCALE:g}*g) differs from {SCALE:g}*backward(g) by {item.error:.3g} at "
+        f"{jac.format_index(name, item.index)} (largest value {item.scale:.3g})",
+        input=name, location=ctx.location,
+        hint=jac.pattern_hint("not linear in the incoming gradient", name),
+        data={"kind": item.kind, "max_error": item.error, "index": list(item.index)})
+
+
+def _saved_then_changed_hint(ctx: CheckContext) -> str | None:
+    """When forward changes a saved tensor after saving it, that is the likely cause of a
+    mismatch (the formula may well be right): say so in the hint (mutation reports GV224)."""
+    from gradverify.checks import _probes as probes
+
+    try:
+        found = probes.saved_then_changed(ctx.info, ctx.args("double"))
+    except Exception:  # noqa: BLE001 -- a hint only
+        return None
+    if not found:
+        return None
+    return (f"{found[0].describe()}; save it after the change, or save a clone "
+            "(see mutation, GV224)")
+
+
+def _failing_input(ctx: CheckContext, view: DifferentiableView) -> int | None:
+    """The first differentiable input whose own gradcheck (the others held fixed) fails."""
     import torch
 
     from gradverify.checks import _calls as calls
 
-    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
-    outs = fn(*leaves)
-    generator = ctx.generator("gradcheck-linearity")
-    g = [calls.randn_like(o, generator) for o in outs]
-    try:
-        one = torch.autograd.grad(outs, leaves, g, retain_graph=True, allow_unused=True)
-        two = torch.autograd.grad(outs, leaves, [3 * x for x in g], allow_unused=True)
-    except Exception:  # noqa: BLE001 -- gradcheck already reported the failure
-        return set()
-    found = set()
-    for i, (a, b) in enumerate(zip(one, two)):
-        if a is None or b is None:
+    if len(view.inputs) == 1:
+        return 0
+    tol = ctx.tolerance
+    for k in range(len(view.inputs)):
+        def alone(x: Any, k: int = k) -> Any:
+            return view.fn(*[x if n == k else t.detach() for n, t in enumerate(view.inputs)])
+
+        try:
+            ok = torch.autograd.gradcheck(alone, (view.inputs[k],), eps=tol.eps, atol=tol.atol,
+                                          rtol=tol.rtol, nondet_tol=tol.nondet_tol,
+                                          check_undefined_grad=False, raise_exception=False,
+                                          fast_mode=view.inputs[k].numel() > 256)
+        except Exception:  # noqa: BLE001 -- a diagnosis only
             continue
-        if not torch.allclose(3 * a, b, rtol=1e-6, atol=1e-9):
-            found.add(i)
-    return found
+        if not ok:
+            return k
+    del calls
+    return None
+
+
+def _failed_inputs(outcome: Outcome) -> str:
+    names = []
+    for finding in outcome.findings:
+        if finding.severity == Severity.ERROR and finding.input and finding.input not in names:
+            names.append(finding.input)
+    return f"gradient for {', '.join(repr(n) for n in names)}" if names else "see findings"
 
 
 def _square_shapes(args: Any) -> int | None:

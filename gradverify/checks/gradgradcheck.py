@@ -1,14 +1,19 @@
 """gradgradcheck: second-order gradients (double backward) against finite differences.
 
-A backward decorated ``@once_differentiable`` declares double backward unsupported: that is a
-skip with the reason, not the "Jacobian mismatch" torch's gradgradcheck would report.
+Both blocks are checked, as torch's own gradgradcheck does: the derivative of backward's result
+with respect to the inputs and with respect to the incoming gradient. It also runs after an
+expected (declared) gradcheck failure: a surrogate or straight-through gradient is not the
+derivative of forward, but backward's own derivative is well defined and bare gradgradcheck
+checks it. After an unexpected gradcheck failure it is skipped, so one wrong formula is reported
+once. A backward decorated ``@once_differentiable`` declares double backward unsupported: that
+is a skip with the reason, not the "Jacobian mismatch" torch's gradgradcheck would report.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Option, Outcome
-from gradverify.checks.gradcheck import MODES, mismatch_message, prepare, resolve_mode
+from gradverify.checks._modes import MODES, resolve_mode
 from gradverify.codes import Code
 from gradverify.report.results import Finding, Severity
 
@@ -62,6 +67,9 @@ class GradgradcheckCheck:
     codes = CODES
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
     requires = ("contract", "gradcheck")
+    runs_after_expected_failure_of = ("gradcheck",)
+    """A declared surrogate or straight-through gradient still has a backward whose own
+    derivative can be checked: bare gradgradcheck checks it too (never weaker)."""
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
@@ -81,10 +89,10 @@ class GradgradcheckCheck:
         if first is not None and any(f.code == "GV122" for f in first.findings):
             return Outcome.skip("skipped: the inputs sit on a non-differentiable point "
                                 "(see gradcheck)")
-        prepared = prepare(ctx)
-        if isinstance(prepared, Outcome):
-            return prepared
-        fn, inputs, names, outs = prepared
+        view = calls.differentiable_view(ctx)
+        if isinstance(view, str):
+            return Outcome.skip(view)
+        fn, inputs, names, outs = view.fn, view.inputs, view.names, view.outputs
         entries = jac.jacobian_entries(inputs, outs) * max(1, len(inputs))
         mode = resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
         outcome = Outcome(mode=mode)
@@ -126,16 +134,42 @@ class GradgradcheckCheck:
             of, wrt = names[block.output], names[block.input]
             outcome.add(Finding(
                 "GV141", Severity.ERROR,
-                mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
+                jac.mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
                                  wrt, f"grad {of!r}"),
                 input=wrt, location=ctx.location, hint=_HINT,
                 data={**block.data, "of": of, "pattern": block.pattern}))
         if not outcome.findings:
-            first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
-            outcome.add(Finding("GV141", Severity.ERROR, f"gradgradcheck failed: {first}",
-                                location=ctx.location, hint=_HINT,
-                                data={"torch_message": failure[:2000]}))
+            outcome.add(_undiagnosed(failure, names, outs, ctx))
         return outcome
+
+
+def _undiagnosed(failure: str, names: list[str], outs: list[Any], ctx: CheckContext) -> Finding:
+    """torch's gradgradcheck failed where the sampled blocks did not show it: name the block
+    from its message. torch differentiates a function of (inputs..., incoming gradients...),
+    whose outputs are the gradients of the inputs."""
+    import re
+
+    import torch
+
+    where = re.search(r"output (\d+) with respect to input (\d+)", failure)
+    subject = "gradgradcheck failed"
+    data: dict[str, Any] = {"torch_message": failure[:2000]}
+    if where:
+        of, wrt = int(where.group(1)), int(where.group(2))
+        grad = f"grad {names[of]!r}" if of < len(names) else f"gradient {of}"
+        respect = (repr(names[wrt]) if wrt < len(names) else
+                   f"the incoming gradient of output {wrt - len(names)}")
+        subject = f"second derivative d({grad})/d({respect}) is wrong"
+        data.update(of=names[of] if of < len(names) else None, wrt=respect)
+    hint = _HINT
+    low = [o for o in outs if o.dtype not in (torch.float64, torch.complex128)]
+    if low:
+        hint = (f"the Function returns {str(low[0].dtype).removeprefix('torch.')} for float64 "
+                "inputs, so finite differences of backward see that precision's round-off "
+                "(as for gradcheck): support float64, or verify it through `reference:` and "
+                "declare gradgradcheck under `expect:`")
+    return Finding("GV141", Severity.ERROR, f"{subject} (torch's gradgradcheck; the sampled "
+                   "Jacobian did not show where)", location=ctx.location, hint=hint, data=data)
 
 
 def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any],

@@ -1,10 +1,12 @@
 """mutation: in-place writes that autograd does not know about.
 
-forward may write into an input only if it declares it with ``ctx.mark_dirty``; backward may
-write neither into a saved tensor (a second backward, or another use of that tensor, would see
-the new values) nor into its incoming gradient (autograd may hand the same tensor to other
-branches of the graph, whose gradients would then be wrong). Detected with version counters
-and value snapshots.
+forward may write into an input only if it declares it with ``ctx.mark_dirty``; it must not
+change a tensor after passing it to ``save_for_backward`` (autograd records versions only when
+forward returns, so backward silently reads the changed value: reported when the gradient is
+wrong because of it and right with the value saved); backward may write neither into a saved
+tensor (a second backward, or another use of that tensor, would see the new values) nor into its
+incoming gradient (autograd may hand the same tensor to other branches of the graph, whose
+gradients would then be wrong). Detected with version counters and value snapshots.
 """
 from __future__ import annotations
 
@@ -32,6 +34,16 @@ CODES = (
          "tensor sees the changed values.",
          "x, = ctx.saved_tensors\nreturn grad * x.mul_(2)",
          "Use out-of-place ops: grad * (x * 2)."),
+    Code("GV224", "saved-tensor-changed-in-forward",
+         "forward changed a tensor in place after passing it to save_for_backward, and the "
+         "gradient is wrong because of it: with the value it had when saved, it is right.",
+         "autograd records saved tensors' versions only when forward returns, so it cannot "
+         "see the change: backward silently reads the changed value, not the one saved. The "
+         "formula looks right and gradcheck only says it does not match.",
+         "t = torch.tanh(x)\nctx.save_for_backward(t)\nt.mul_(a)   # backward reads tanh(x) * a"
+         "\nreturn t.clone()",
+         "Save the tensor after the last in-place change, save a clone, or change a copy "
+         "(t = t * a) instead of the saved tensor."),
     Code("GV223", "incoming-gradient-mutated",
          "backward wrote into its incoming gradient in place.",
          "Autograd may hand the same gradient tensor to other branches (an add passes one "
@@ -88,6 +100,7 @@ class MutationCheck:
         if applied.ctx is None:
             outcome.summary = "forward checked; no differentiable output for backward"
             return outcome
+        changed_after_save = _saved_then_changed(ctx, outcome)
         stored = [t for t in saved.tensors if isinstance(t, torch.Tensor)]
         stored += [t for _, t in tk.ctx_tensors(applied.ctx)]
         saved_snapshot = tk.Snapshot.of(stored)
@@ -114,8 +127,65 @@ class MutationCheck:
                 hint="use out-of-place ops on the incoming gradient (grad * 2, not grad.mul_(2))"))
         outcome.summary = (f"{len(tensors)} input tensor(s), {len(stored)} saved, "
                            f"{len(grad_tensors)} incoming gradient(s) unchanged"
-                           if not outcome.findings else "in-place writes found")
+                           + (f"; {changed_after_save} saved tensor(s) changed after saving, "
+                              "without effect on the gradient" if changed_after_save else "")
+                           if not outcome.findings else _what_failed(outcome))
         return outcome
+
+
+def _what_failed(outcome: Outcome) -> str:
+    what = {"GV221": "forward writes into an input", "GV224": "forward changes a saved tensor",
+            "GV222": "backward writes into a saved tensor",
+            "GV223": "backward writes into its incoming gradient"}
+    return "; ".join(dict.fromkeys(what[f.code] for f in outcome.findings if f.code in what))
+
+
+def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
+    """GV224: tensors forward changes after save_for_backward, when that makes the gradient
+    wrong. Proven by saving them frozen (cloned at the call) and checking both gradients
+    against a finite difference along a random direction: an error only when the frozen
+    gradient is right and the real one is not. Returns how many changed without effect."""
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _probes as probes
+
+    found = probes.saved_then_changed(ctx.info, ctx.args("double"))
+    if not found:
+        return 0
+    args = ctx.args("double")
+    diff = args.diff_positions
+    applied = calls.apply(ctx.info, args)
+    grads = calls.random_grads(applied, ctx.generator("mutation-saved"))
+    actual = calls.engine_grads(applied, grads, diff)
+    with probes.frozen_saves(ctx.info, found):
+        frozen_run = calls.apply(ctx.info, ctx.args("double"))
+    frozen = calls.engine_grads(frozen_run, grads, diff)
+    from gradverify.checks import _compare as cmp
+
+    affected = [args.names[diff[k]] for k, (a, b) in enumerate(zip(actual, frozen))
+                if not cmp.grads_close(a, b)]
+    if not affected:
+        return len(found)
+    numeric, directions = probes.directional_difference(ctx.info, ctx.args("double"), grads,
+                                                        ctx.generator("mutation-direction"),
+                                                        ctx.tolerance.eps or 1e-6)
+    right_frozen = probes.agrees(frozen, directions, numeric)
+    right_actual = probes.agrees(actual, directions, numeric)
+    if right_actual:
+        return len(found)  # backward's formula is written for the changed value
+    first = found[0]
+    inputs = ", ".join(repr(n) for n in affected)
+    proof = ("with the value it had when saved, the gradient is right" if right_frozen else
+             "the gradient is wrong either way (see gradcheck)")
+    outcome.add(Finding(
+        "GV224", Severity.ERROR if right_frozen else Severity.WARNING,
+        f"{first.describe()}; the gradient for {inputs} is wrong because of it: {proof}",
+        input=affected[0] if len(affected) == 1 else None,
+        location=first.changed_at or first.saved_at or ctx.info.forward_location,
+        hint="save it after the last in-place change, save a clone, or change a copy "
+             "(t = t * a) instead of the saved tensor",
+        data={"saved_at": first.saved_at, "changed_at": first.changed_at,
+              "tensor": first.label, "frozen_gradient_right": right_frozen}))
+    return 0
 
 
 def _names(stored: list, values: list, arg_names: list[str], applied: Applied) -> list[str]:

@@ -149,7 +149,8 @@ class NeedsInputGradCheck:
                             hint="the gradient must not depend on which other inputs require "
                                  "grad; check the needs_input_grad branches"))
                 elif value is not None and isinstance(args.values[pos], torch.Tensor) and \
-                        (args.values[pos].is_floating_point() or args.values[pos].is_complex()):
+                        (args.values[pos].is_floating_point() or args.values[pos].is_complex()) \
+                        and not _passes_through(value, grads):
                     if not any(f.code == "GV204" and f.input == name for f in outcome.findings):
                         outcome.add(Finding(
                             "GV204", Severity.WARNING,
@@ -208,6 +209,14 @@ class NeedsInputGradCheck:
                     f"output {j} differs when no input requires grad", output=j,
                     location=ctx.info.forward_location,
                     hint="forward must compute the same values whatever requires grad"))
+
+
+def _passes_through(value: Any, grads: list[Any]) -> bool:
+    """backward returned an incoming gradient as it is, or a view of it: that costs nothing,
+    so it is no wasted work (``return g, g`` of an in-place add)."""
+    from gradverify.checks import _tensors as tk
+
+    return any(tk.is_tensor(g) and (value is g or tk.same_storage(value, g)) for g in grads)
 
 
 def _label(names: list[str], subset: tuple[int, ...], diff: list[int]) -> str:

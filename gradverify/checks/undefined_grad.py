@@ -53,8 +53,7 @@ class UndefinedGradCheck:
         args, diff = applied.args, applied.args.diff_positions
         used = applied.differentiable
         outcome = Outcome()
-        materialize = getattr(applied.ctx, "materialize_grads", True)
-        self._all_undefined(ctx, used, materialize, outcome)
+        materialize = self._all_undefined(ctx, used, outcome)
         if len(used) < 2:
             outcome.summary = ("backward handles undefined gradients for every output"
                                if not outcome.findings else "backward mishandles undefined "
@@ -71,13 +70,16 @@ class UndefinedGradCheck:
                 got = torch.autograd.grad([fresh.outputs[j]], [fresh.args.values[i] for i in diff],
                                           [grads[j]], allow_unused=True)
             except Exception as exc:  # noqa: BLE001 -- user code
-                unused = ", ".join(str(k) for k in used if k != j)
-                none_note = (" (forward called set_materialize_grads(False), so their gradients "
-                             "arrive as None)" if not materialize else "")
+                others = [str(k) for k in used if k != j]
+                unused = (f"output {others[0]} unused" if len(others) == 1 else
+                          f"outputs {', '.join(others)} unused")
+                none_note = ("; forward called set_materialize_grads(False), so "
+                             f"{'its gradient arrives' if len(others) == 1 else 'their gradients arrive'}"
+                             " as None" if not materialize else "")
                 plain = _plain(exc)
                 outcome.add(Finding(
                     "GV231", Severity.ERROR,
-                    f"using only output {j} (outputs {unused} unused{none_note}), backward "
+                    f"using only output {j} ({unused}{none_note}), backward "
                     f"raised {calls.describe_exception(exc)}{plain}", output=j,
                     location=calls.user_location(exc, ctx.info) or ctx.location,
                     hint="check `if grad is not None` before using the gradient of an output "
@@ -100,37 +102,46 @@ class UndefinedGradCheck:
 
 
     @staticmethod
-    def _all_undefined(ctx: CheckContext, used: list[int], materialize: bool,
-                       outcome: Outcome) -> None:
-        """Every output's gradient undefined: backward must not raise, and must give zeros."""
+    def _all_undefined(ctx: CheckContext, used: list[int], outcome: Outcome) -> bool:
+        """Every output's gradient undefined: backward must not raise, and must give zeros.
+        Returns whether undefined gradients reach backward materialized (as zeros), as seen
+        by backward itself (forward may have called set_materialize_grads(False))."""
         import torch
 
         from gradverify.checks import _calls as calls
+        from gradverify.checks import _probes as probes
         from gradverify.checks import _tensors as tk
 
         undefined = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
         if undefined is None:  # pragma: no cover -- every torch >= 2.1 has it
-            return
+            return True
         fresh = calls.apply(ctx.info, ctx.args("double"))
         diff = fresh.args.diff_positions
         outs = [undefined()(fresh.outputs[j]) for j in used]
+        error: Exception | None = None
+        with probes.observed_backward(ctx.info) as received:
+            try:
+                got = torch.autograd.grad(outs, [fresh.args.values[i] for i in diff],
+                                          [torch.zeros_like(o) for o in outs], allow_unused=True)
+            except Exception as exc:  # noqa: BLE001 -- user code
+                error = exc
+        materialize = not any(g is None for grads in received for g in grads)
         note = (" (forward called set_materialize_grads(False), so they arrive as None)"
                 if not materialize else " (they arrive as zeros)")
-        try:
-            got = torch.autograd.grad(outs, [fresh.args.values[i] for i in diff],
-                                      [torch.zeros_like(o) for o in outs], allow_unused=True)
-        except Exception as exc:  # noqa: BLE001 -- user code
+        if error is not None:
+            exc = error
             outcome.add(Finding(
                 "GV231", Severity.ERROR,
                 f"with every output's gradient undefined{note}, backward raised "
                 f"{calls.describe_exception(exc)}{_plain(exc)}",
                 location=calls.user_location(exc, ctx.info) or ctx.location,
                 hint="return None (or zeros) for every input when every incoming gradient is "
-                     "None: `if grad is None: return None`"))
-            return
+                     "None: `if grad is None: return None`" if not materialize else
+                     "backward must accept zero incoming gradients"))
+            return materialize
         if materialize:
-            return  # zeros in, non-zeros out: gradcheck's "not multiplied by the incoming
-            # gradient" already reports it
+            return materialize  # zeros in, non-zeros out: gradcheck's linearity probe
+            # reports that (a term that does not depend on the incoming gradient)
         for pos, g in zip(diff, got):
             if g is not None and bool(tk.dense(g).ne(0).any()):
                 name = fresh.args.names[pos]
@@ -140,6 +151,7 @@ class UndefinedGradCheck:
                     "is not zero", input=name, location=ctx.location,
                     hint="an unused output's gradient counts as zero: the input's gradient must "
                          "then be zero (or None)"))
+        return materialize
 
 
 def _plain(exc: BaseException) -> str:
