@@ -76,6 +76,16 @@ def main() -> None:
     rows.append(("  same, one torch thread per worker", two, one, ">= 1.6x faster",
                  "ok" if one / two >= 1.6 else "MISSED"))
 
+    folder_s, targets_s, folder_mem, targets_mem = (float(v) for v in subprocess.run(
+        [PY, "load.py", str(repeat)], cwd=HERE, capture_output=True, text=True, check=True
+    ).stdout.split())
+    rows.append(("200 mod:Class targets vs spec folder", targets_s, folder_s,
+                 "<= 1.3x the spec-folder run (-j 2)",
+                 "ok" if targets_s / folder_s <= 1.3 else "MISSED"))
+    rows.append(("  peak memory of the process tree (MiB)", targets_mem / 2**20,
+                 folder_mem / 2**20, "as the spec-folder run",
+                 "ok" if targets_mem / folder_mem <= 1.3 else "MISSED"))
+
     small, large, small_share, large_share = (float(v) for v in subprocess.run(
         [PY, "linearity.py"], cwd=HERE, capture_output=True, text=True, check=True
     ).stdout.split())
@@ -101,6 +111,9 @@ def main() -> None:
         ratio = ours / base
         if label.startswith(("8-spec", "  same")):
             ratio = base / ours
+        if label.startswith("  peak memory"):
+            print(f"{label:<40}{ours:>8.0f}M{base:>9.0f}M{ours / base:>7.2f}x  {bar}: {verdict}")
+            continue
         if label.startswith(("linearity", "gradcheck with")):
             print(f"{label:<40}{'':>9}{'':>10}{ours:>7.2f}x  {bar}")
             continue

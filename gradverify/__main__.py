@@ -1,4 +1,4 @@
-from gradverify.cli import main
+from gradverify.cli import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())

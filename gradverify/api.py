@@ -27,8 +27,10 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
     if not options.isolate:
         from gradverify import torchstate
 
-        torchstate.baseline()  # before any user module is imported
-        return run(discover(False), options, progress)
+        # On torch's defaults, with the verification functions bound before any user module
+        # is imported; this process's own state is given back afterwards.
+        with torchstate.isolated():
+            return run(discover(False), options, progress)
     from gradverify.pool import Pool
 
     with Pool(options) as pool:
@@ -46,7 +48,19 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     with the keys of the YAML format (``{"cases": [{"args": [{"shape": [3, 4]}]}]}``), a
     ``gradverify.spec.Spec``, or None (a spec under the spec folders naming the target, else
     inputs inferred from forward's signature). ``checks``: run only these.
+
+    The checks run with torch's defaults (grad mode on, ...) whatever state the caller is in
+    (inside ``torch.no_grad()``, say); the caller's state is given back afterwards.
     """
+    from gradverify import torchstate
+
+    with torchstate.isolated():
+        return _verify(function, spec, checks=checks, skip=skip, seed=seed, device=device,
+                       mode=mode, cases=cases, strict=strict)
+
+
+def _verify(function: Any, spec: Any, *, checks: Iterable[str] | None, skip: Iterable[str],
+            seed: int, device: str, mode: str, cases: Iterable[str], strict: bool) -> Report:
     from gradverify import config as config_mod
     from gradverify import specfile as spec_mod
     from gradverify.discover import Discoverer, Job, Plan
@@ -57,9 +71,6 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     from gradverify.tasks import RunOptions
 
     ensure_cwd_on_path()
-    from gradverify import torchstate
-
-    torchstate.baseline()
     for name in [*(checks or ()), *skip]:
         if unknown_check(name):
             raise UsageError(unknown_check(name))

@@ -4,16 +4,16 @@
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
+from gradverify import terminal
 from gradverify._version import __version__
 from gradverify.errors import GradverifyError, InputError, UsageError
 from gradverify.report.results import ExitCode
@@ -67,7 +67,7 @@ def cli() -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
               help="Report format (default: rich on a terminal, plain otherwise).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the --format report to this file (the console still gets a summary).")
+              help="Write the --format report to this file (the console still gets the report).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
               help="Also write a JSON report to this file.")
 @click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
@@ -99,12 +99,20 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     a spec file, or a directory of specs (default: the spec folders, specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
-    from gradverify.report import FORMATS, write_atomic
+    from gradverify.files import OutputError, absolute, refuse_overwriting, write_text
+    from gradverify.report import FORMATS
     from gradverify.report.console import write_console
     from gradverify.spec import Tolerance
     from gradverify.tasks import RunOptions
 
     config = config_mod.load()
+    # Absolute now: a forward that changes the working directory cannot move the reports.
+    outputs = [(option, absolute(path)) for option, path in
+               (("--output", output), ("--json", json_file), ("--junit-xml", junit_file)) if path]
+    if outputs:
+        from gradverify.discover import files_read
+
+        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
     only_checks = _split_checks(only, "--only") if only else config.only
     skip_checks = _split_checks(skip, "--skip") if skip else tuple(config.skip)
     device = device or config.device or "cpu"
@@ -116,7 +124,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
                              f"{torch.__version__}, torch.cuda.is_available() is False)")
     mode = {True: "fast", False: "slow", None: config.mode or "auto"}[fast]
     fmt = fmt or config.format
-    color = _color(no_color)
+    color = terminal.color(no_color)
     options = RunOptions(
         isolate=not no_isolate, jobs=_jobs(jobs or config.jobs), shard=_shard(shard),
         changed=changed,
@@ -127,51 +135,41 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         config_checks=config.checks, verbose=verbose,
         strict=bool(strict if strict is not None else config.strict))
     interrupted: KeyboardInterrupt | None = None
-    with _terminations_interrupt():
+    with terminal.terminations_interrupt():
         try:
-            with _progress(enabled=color and fmt in (None, "rich")) as progress:
+            with terminal.progress(enabled=color and fmt in (None, "rich")) as progress, \
+                    terminal.user_output_to_stderr(enabled=not options.isolate):
                 report = check_targets(list(targets), options, config=config,
                                        spec_file=spec_file, progress=progress)
         except KeyboardInterrupt as exc:
             if getattr(exc, "report", None) is None:
                 raise
             report, interrupted = exc.report, exc  # type: ignore[attr-defined]
-    if fmt in (None, "rich", "plain") and output is None:
+    # The console report first: an output that cannot be written never loses it. (Not when an
+    # output is stdout itself: `--output /dev/stdout` asks for that format there.)
+    if any(terminal.is_stdout(path) for _, path in outputs):
+        pass
+    elif fmt in (None, "rich", "plain") or output is not None:
         write_console(report, sys.stdout, color=color and fmt != "plain", verbose=verbose)
-    elif output is None:
-        sys.stdout.write(FORMATS[fmt](report, verbose))
     else:
-        write_atomic(output, FORMATS["plain" if fmt in (None, "rich") else fmt](report, verbose))
-        write_console(report, sys.stdout, color=color, verbose=verbose)
-    if json_file:
-        write_atomic(json_file, FORMATS["json"](report, verbose))
-    if junit_file:
-        write_atomic(junit_file, FORMATS["junit"](report, verbose))
+        sys.stdout.write(FORMATS[fmt](report, verbose))
+    files = {"--output": FORMATS["plain" if fmt in (None, "rich") else fmt],
+             "--json": FORMATS["json"], "--junit-xml": FORMATS["junit"]}
+    failed = []
+    for option, path in outputs:
+        try:
+            write_text(path, files[option](report, verbose))
+        except OutputError as exc:
+            failed.append(f"{option}: {exc}")
+    for message in failed:
+        click.echo(f"error: {message}", err=True)
     if interrupted is not None:
         signum = getattr(interrupted, "signum", signal.SIGINT)
         click.echo(f"interrupted by {signal.Signals(signum).name}: the report holds the cases "
                    "that finished; the others are errors (GV014)", err=True)
         return 128 + int(signum)
-    return int(report.exit_code)
-
-
-@contextlib.contextmanager
-def _terminations_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (CI cancelling a job, `timeout`, a closed terminal) stop a run as
-    Ctrl-C does: the workers are stopped and the report files are written."""
-    from gradverify.errors import Interrupted
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise Interrupted(signum)
-
-    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    previous = {signum: signal.signal(signum, interrupt) for signum in wanted}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
+    code = int(report.exit_code)
+    return code if not failed or code in (ExitCode.INPUT, ExitCode.INTERNAL) else int(ExitCode.USAGE)
 
 def _jobs(value: str | None) -> int:
     if value is None:
@@ -193,32 +191,6 @@ def _shard(value: str | None) -> tuple[int, int] | None:
                                  param_hint="--shard")
     return int(k), int(n)
 
-
-@contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
-    """A transient progress bar on a terminal; nothing in CI or when output is piped."""
-    if not enabled or os.environ.get("CI"):
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.description}"), transient=True) as bar:
-        task = bar.add_task("", total=None)
-
-        def update(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total,
-                       description=label or bar.tasks[0].description)
-
-        yield update
-
-
-def _color(no_color: bool) -> bool:
-    if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    return sys.stdout.isatty()
-
-
 @cli.command()
 @click.argument("target")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -226,8 +198,8 @@ def _color(no_color: bool) -> bool:
 @click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
 def init(target: str, output: str | None, force: bool) -> int:
     """Write a spec skeleton for TARGET (mod:Class) from forward's signature."""
+    from gradverify.files import write_text
     from gradverify.init import skeleton
-    from gradverify.report import write_atomic
     from gradverify.target import resolve
 
     info = resolve(target)
@@ -237,7 +209,7 @@ def init(target: str, output: str | None, force: bool) -> int:
         return 0
     if os.path.exists(output) and not force:
         raise UsageError(f"{output} exists; pass --force to overwrite it")
-    write_atomic(output, text)
+    write_text(output, text, what="spec")
     click.echo(f"wrote {output}; edit the shapes, then run: gradverify check {output}")
     return 0
 
@@ -358,5 +330,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.INTERNAL)
 
 
+def run() -> int:
+    """The console script: ``main``, then an exit that no thread a Function left running can
+    delay (``--no-isolate`` runs Functions in this process; GV015 reported them)."""
+    import threading
+
+    code = main()
+    stray = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if stray:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    raise SystemExit(run())

@@ -115,5 +115,21 @@ GENERAL = (
          "cases that finished, marks the rest with this code, and exits 128 + the signal "
          "number (130, 143, 129).",
          "", "Rerun the case; nothing is wrong with it."),
+    Code("GV015", "left-running",
+         "A case left threads or processes running after it finished: the Function (or a module "
+         "it imports) starts helpers it never stops.",
+         "In training they pile up with every call (108 processes in one probe); here "
+         "gradverify stops the processes when the case ends (isolated runs: the whole worker "
+         "with them) so that nothing outlives `gradverify check`.",
+         "def forward(ctx, x):\n    threading.Thread(target=poll_gpu).start()   # never joined",
+         "Join threads and wait for processes before forward returns, start them once at "
+         "import as daemons, or use a pool owned by the caller."),
+    Code("GV016", "out-of-memory",
+         "The machine ran out of memory while the case ran (while making its inputs, or in "
+         "the Function).",
+         "It is a limit of the machine or of the case's size, not a wrong gradient; the other "
+         "cases still run and are reported.",
+         "args: {x: {shape: [12000, 12000]}}",
+         "Use smaller shapes: gradient bugs show on a few elements per dim."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

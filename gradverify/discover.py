@@ -63,6 +63,8 @@ class Discoverer:
         self.defer_imports = defer_imports
         self.plan = Plan(config=config, spec_file=spec_file)
         self._folder_specs: list[Spec] | None = None
+        self._resolved: dict[str, Any] = {}
+        """What each spec target resolved to (specs are matched against many targets)."""
 
     def run(self, targets: list[str]) -> Plan:
         if not targets:
@@ -153,16 +155,22 @@ class Discoverer:
 
     def folder_specs(self) -> list[Spec]:
         """Every valid spec in the configured spec folders (invalid ones are skipped here;
-        they are reported when run directly)."""
+        they are reported when run directly). Read once per process while the files are
+        unchanged: a worker discovers targets one at a time."""
         if self._folder_specs is None:
-            self._folder_specs = []
-            for directory in self.config.spec_dirs():
-                if directory.is_dir():
-                    for file in spec_files(directory, self.config):
-                        try:
-                            self._folder_specs.extend(load_file(file))
-                        except InputError:
-                            continue
+            files = [f for d in self.config.spec_dirs() if d.is_dir()
+                     for f in spec_files(d, self.config)]
+            key = tuple((str(f), *_stamp(f)) for f in files)
+            if key not in _FOLDER_SPECS:
+                specs: list[Spec] = []
+                for file in files:
+                    try:
+                        specs.extend(load_file(file))
+                    except InputError:
+                        continue
+                _FOLDER_SPECS.clear()
+                _FOLDER_SPECS[key] = specs
+            self._folder_specs = _FOLDER_SPECS[key]
         return self._folder_specs
 
     def _class(self, target: str) -> None:
@@ -196,13 +204,13 @@ class Discoverer:
         for spec in matching or [None]:
             self.plan.jobs.append(Job(target, spec))
 
-    @staticmethod
-    def _matching(target: str, specs: list[Spec]) -> list[Spec]:
+    def _matching(self, target: str, specs: list[Spec]) -> list[Spec]:
         """The specs naming ``target``, by its spelling or by the class it resolves to."""
         from gradverify.target import resolve_object
 
         wanted = resolve_object(target)
-        return [s for s in specs if s.target == target or resolves_to(s, wanted)]
+        return [s for s in specs
+                if s.target == target or resolves_to(s, wanted, self._resolved)]
 
     def _match(self, target: str, specs: list[Spec]) -> Spec | None:
         """The spec of a ``--spec`` file for ``target``: one naming it, else the file's one
@@ -234,7 +242,7 @@ class Discoverer:
         found = 0
         for cls in classes:
             for spec in self.folder_specs():
-                if spec.target and resolves_to(spec, cls):
+                if spec.target and resolves_to(spec, cls, self._resolved):
                     self.plan.jobs.append(Job(spec.target, spec))
                     found += 1
         if not found:
@@ -245,33 +253,100 @@ class Discoverer:
                 f"{classes[0].__qualname__}` to write one, or check one class directly")
 
 
-def resolves_to(spec: Spec, obj: Any) -> bool:
-    """Whether a spec's target resolves to ``obj`` (a spec that cannot be resolved does not)."""
+_FOLDER_SPECS: dict[tuple[Any, ...], list[Spec]] = {}
+"""The spec folders' specs, keyed by their files' paths, sizes and modification times."""
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return 0, 0
+
+
+def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bool:
+    """Whether a spec's target resolves to ``obj`` (a spec that cannot be resolved does not).
+    ``cache`` keeps what each spec target resolved to, for one discovery matching many targets
+    against many specs."""
     from gradverify.target import resolve_object
 
     if spec.target is None:
         return False
-    try:
-        return resolve_object(spec.target) is obj
-    except InputError:
-        return False
+    cache = {} if cache is None else cache
+    if spec.target not in cache:
+        try:
+            cache[spec.target] = resolve_object(spec.target)
+        except InputError:
+            cache[spec.target] = None
+    return cache[spec.target] is obj
 
 
-def _target_files(target: str, root: Path) -> set[Path]:
-    """Files that may define a target's module, found from its name alone (no import)."""
+def _target_files(target: str, root: Path, *, search_path: bool = False) -> set[Path]:
+    """Files that may define a target's module, found from its name alone (no import): under
+    the project root, its ``src/`` and the current directory (and ``sys.path``, if asked)."""
+    import sys
+
     module = target.rpartition(":")[0]
     if module.endswith(".py") or "/" in module:
         return {(root / module).resolve(), Path(module).resolve()}
     parts = module.split(".")
     bases = [root, root / "src", Path.cwd()]
+    if search_path:
+        bases += [Path(p) for p in sys.path if p and Path(p).is_dir()]
     return {(base.joinpath(*parts[:-1], parts[-1] + ".py")).resolve() for base in bases} | \
         {(base.joinpath(*parts, "__init__.py")).resolve() for base in bases}
 
 
-def resolve_deferred(plan: Plan) -> Plan:
-    """Discover targets that need importing (mod:Class, modules, .py files), in-process."""
+def files_read(targets: list[str], config: Config, spec_file: str | None = None) -> list[Path]:
+    """The files a run of ``targets`` may read, found without importing anything: the spec
+    files, and the modules of the targets, factories and references they name. Reports must
+    never be written over them."""
+    specs: list[Path] = [Path(spec_file)] if spec_file else []
+    names: list[str] = []
+    folders: list[Path] = [] if targets else config.spec_dirs()
+    for target in targets:
+        path = Path(target)
+        if target.endswith(SPEC_SUFFIXES):
+            specs.append(path)
+        elif path.is_dir():
+            folders.append(path)
+        elif ":" in target and not path.exists():
+            names.append(target)
+            folders += config.spec_dirs()  # a mod:Class target runs the specs naming it
+        elif target.endswith(".py"):
+            specs.append(path)  # not a spec, but read all the same
+        else:
+            names.append(f"{target}:_")
+            folders += config.spec_dirs()
+    for folder in dict.fromkeys(folders):
+        if folder.is_dir():
+            specs += spec_files(folder, config)
+    for file in specs:
+        try:
+            loaded = load_file(file) if file.suffix in SPEC_SUFFIXES and file.is_file() else []
+        except InputError:
+            continue
+        for spec in loaded:
+            names += [n for n in (spec.target, spec.reference) if n]
+            names += [c.factory for c in spec.cases if c.factory]
+    found = [f for name in dict.fromkeys(names)
+             for f in _target_files(name, config.root, search_path=True) if f.is_file()]
+    return [*specs, *found]
+
+
+def resolve_deferred(plan: Plan, on_target: Any = None) -> Plan:
+    """Discover targets that need importing (mod:Class, modules, .py files), in-process, one
+    at a time: ``on_target(target, found_so_far)`` is called before each (a worker tells the
+    parent, so that a target whose import ends the process is known and nothing found before it
+    is lost)."""
     if not plan.deferred:
         return plan
-    found = Discoverer(plan.config, plan.spec_file).run(plan.deferred)
+    discoverer = Discoverer(plan.config, plan.spec_file)
+    for target in plan.deferred:
+        if on_target is not None:
+            on_target(target, discoverer.plan)
+        discoverer.run([target])
+    found = discoverer.plan
     return Plan(jobs=plan.jobs + found.jobs, errors=plan.errors + found.errors,
                 notes=plan.notes + found.notes)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (SIGINT arrives as a plain KeyboardInterrupt): stop the workers,
-    report what finished, exit 128 + the signal number. The runner attaches the partial report
-    as ``report`` on its way out (on any KeyboardInterrupt)."""
+    """SIGINT, SIGTERM or SIGHUP while the command line's handler is installed (elsewhere,
+    SIGINT arrives as a plain KeyboardInterrupt): stop the workers, report what finished, exit
+    128 + the signal number. The runner attaches the partial report as ``report`` on its way
+    out (on any KeyboardInterrupt)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradverify import torchstate
+from gradverify import casenotes, leftovers, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job
@@ -75,6 +75,8 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
             ) -> tuple[CaseResult | None, list[ErrorEntry]]:
     """Run one task; ``cache`` keeps each job's preparation across its cases."""
     if task.job_index not in cache:
+        if on_check:
+            on_check("import")  # a process that dies now dies importing the target
         cache[task.job_index] = prepare(task.job)
     prepared = cache[task.job_index]
     if isinstance(prepared, ErrorEntry):
@@ -135,81 +137,104 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
     started = time.perf_counter()
     seed = case_seed(options.seed, info.target, case.name)
-    maker = InputMaker(case, bound, info, seed, options.device)
-    checks = [c for c in selected_checks(spec, case, options)
-              if first or not getattr(c, "static", False)]
-    ctx = CheckContext(info=info, spec=spec, case=case, maker=maker,
+    ctx = CheckContext(info=info, spec=spec, case=case,
+                       maker=InputMaker(case, bound, info, seed, options.device),
                        tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
                        smallest=smallest, reference=reference)
-
-    def result(check_results: list[CheckResult], inputs: tuple[Any, ...] = ()) -> CaseResult:
-        return CaseResult(target=info.target, spec=spec.path, case=case.name,
-                          status=worst([c.status for c in check_results], Status.SKIP),
-                          duration_s=time.perf_counter() - started, inputs=inputs,
-                          checks=tuple(check_results), inferred=spec.inferred)
-
+    checks = [c for c in selected_checks(spec, case, options)
+              if first or not getattr(c, "static", False)]
+    running = leftovers.snapshot()
+    state = casenotes.state_changes(info, torchstate.restore(), before=True)
+    check_results: list[CheckResult] = []
+    internal: ErrorEntry | None = None
+    inputs: tuple[Any, ...] = ()
+    during: list[str] = []
     try:
-        working = maker.args("working")
-        inputs = working.info()
+        if on_check:
+            on_check("inputs")
+        inputs = ctx.args("working").info()
+        ctx.args("double")  # both roles made up front: running out of memory is said once
+        check_results, internal = _run_checks(ctx, checks, on_check, during)
+        check_results += casenotes.nothing_verified_row(ctx)
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
-    state_findings = _state_changes(info, torchstate.restore(), before=True)
+    except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
+        row = casenotes.inputs_failed(exc, ctx)
+        check_results.append(row)
+        if row.findings[0].code == "GV011":
+            internal = ErrorEntry(info.target, spec.path, "GV011",
+                                  str(row.findings[0].data.get("traceback", "")), internal=True)
+    during += [c for c in torchstate.restore() if c not in during]
+    state += casenotes.state_changes(info, during, before=False)
+    if state:
+        check_results.append(CheckResult(
+            name="global_state", status=Status.WARN, duration_s=0.0,
+            summary="global state was changed; gradverify restored it", findings=tuple(state)))
+    check_results += casenotes.left_running_row(ctx, running)
+    return CaseResult(target=info.target, spec=spec.path, case=case.name,
+                      status=worst([c.status for c in check_results], Status.SKIP),
+                      duration_s=time.perf_counter() - started, inputs=inputs,
+                      checks=tuple(check_results), inferred=spec.inferred), internal
+
+
+def _run_checks(ctx: CheckContext, checks: list[Check],
+                on_check: Callable[[str], None] | None, during: list[str]
+                ) -> tuple[list[CheckResult], ErrorEntry | None]:
+    """Each selected check in order, after forward was probed once; ``during`` collects what
+    the Function changed in the global state (restored before each check)."""
+    if on_check:
+        on_check("forward")  # a process that dies now dies in the Function's forward
     forward_error = _probe_forward(ctx)
     internal: ErrorEntry | None = None
-    check_results: list[CheckResult] = []
+    results: list[CheckResult] = []
     for check in checks:
         if on_check:
             on_check(check.name)
+        # Each check runs on the baseline, whatever the previous one's calls of the Function did.
+        during += [c for c in torchstate.restore() if c not in during]
         if forward_error is not None and not getattr(check, "static", False):
-            check_results.append(CheckResult(check.name, Status.ERROR, 0.0, "forward raised",
-                                             (forward_error,)))
+            results.append(CheckResult(check.name, Status.ERROR, 0.0, "forward raised",
+                                       (forward_error,)))
             continue
-        t0 = time.perf_counter()
-        blocked = _blocked_by(check, ctx.results)
-        error = None
-        if blocked:
-            outcome = Outcome.skip(f"skipped: {blocked[0]} failed")
-        else:
-            ctx.options = _options(check.name, spec, case)
-            try:
-                outcome = check.run(ctx)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
-                outcome, error = _classify(exc, check.name, info)
-                if error is not None and internal is None:
-                    internal = ErrorEntry(info.target, spec.path, "GV011", error, internal=True)
-        status = outcome.status if error is None else Status.ERROR
-        reason = case.expect.get(check.name) or spec.expect.get(check.name)
-        if reason and status == Status.FAIL:
-            status = Status.XFAIL
-        elif reason and status in (Status.PASS, Status.WARN):
-            status = Status.XPASS
-        check_result = CheckResult(
-            name=check.name, status=status, duration_s=time.perf_counter() - t0,
-            summary=outcome.summary or ("ok" if status == Status.PASS else status.value),
-            findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
-            data=outcome.data)
-        ctx.results[check.name] = check_result
-        check_results.append(check_result)
-    nothing = _nothing_verified(ctx.results)
-    if nothing:
-        check_results.append(CheckResult(
-            name="verification", status=Status.WARN, duration_s=0.0,
-            summary=f"nothing was verified: {nothing}", findings=(Finding(
-                "GV013", Severity.WARNING,
-                f"nothing was verified: {nothing}; every gradient check skipped",
-                location=info.forward_location,
-                hint="make a floating input require grad in the spec (requires_grad: true), "
-                     "and return at least one differentiable output"),)))
-    state_findings += _state_changes(info, torchstate.restore(), before=False)
-    if state_findings:
-        check_results.append(CheckResult(
-            name="global_state", status=Status.WARN, duration_s=0.0,
-            summary="torch global state was changed; gradverify restored it",
-            findings=tuple(state_findings)))
-    return result(check_results, inputs), internal
+        result, error = _run_one(ctx, check)
+        if error is not None and internal is None:
+            internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011", error, internal=True)
+        ctx.results[check.name] = result
+        results.append(result)
+    return results, internal
+
+
+def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, str | None]:
+    """One check: skipped when a prerequisite failed, its exceptions classified, its status
+    turned into xfail/xpass by the spec's ``expect:``. Returns the result and, for a bug of
+    gradverify's, its traceback."""
+    t0 = time.perf_counter()
+    blocked = _blocked_by(check, ctx.results)
+    error = None
+    if blocked:
+        outcome = Outcome.skip(f"skipped: {blocked[0]} failed")
+    else:
+        ctx.options = _options(check.name, ctx.spec, ctx.case)
+        try:
+            outcome = check.run(ctx)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
+            outcome, error = _classify(exc, check.name, ctx.info)
+    status = outcome.status if error is None else Status.ERROR
+    if error is None and any(f.code == "GV016" for f in outcome.findings):
+        status = Status.ERROR  # out of memory: the check could not run
+    reason = ctx.case.expect.get(check.name) or ctx.spec.expect.get(check.name)
+    if reason and status == Status.FAIL:
+        status = Status.XFAIL
+    elif reason and status in (Status.PASS, Status.WARN):
+        status = Status.XPASS
+    return CheckResult(
+        name=check.name, status=status, duration_s=time.perf_counter() - t0,
+        summary=outcome.summary or ("ok" if status == Status.PASS else status.value),
+        findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
+        data=outcome.data), error
 
 
 def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> list[str]:
@@ -224,44 +249,6 @@ def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> list[str]:
                 (status == Status.XFAIL and name not in after_expected):
             blocked.append(name)
     return blocked
-
-
-def _nothing_verified(results: Mapping[str, CheckResult]) -> str | None:
-    """Why no gradient was checked, when the reason says the case verified nothing (not an
-    integer-valued Function, which has no gradient to check)."""
-    first = results.get("gradcheck")
-    if first is None or first.status != Status.SKIP:
-        return None
-    reason = first.summary
-    if reason.startswith("no input requires grad") or "although output" in reason:
-        return reason
-    return None
-
-
-def _state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> list[Finding]:
-    """GV012 findings: what the target's import (before the case) or the case itself changed in
-    torch's global state. Changes made by another module's import are reported on that
-    module's targets, never here: they were undone right after that import."""
-    findings = []
-    module = getattr(info.cls, "__module__", "")
-    if before and torchstate.IMPORT_CHANGES.get(module):
-        findings.append(Finding(
-            "GV012", Severity.WARNING,
-            f"importing {module!r} changed torch's global state ("
-            f"{'; '.join(torchstate.IMPORT_CHANGES[module])}): every Function checked after it "
-            "in the same process would have seen it; gradverify restored it",
-            hint="do not change torch's global settings at import time; use context managers "
-                 "(torch.no_grad(), torch.autocast(...)) around the code that needs them"))
-    if changes:
-        when = ("before this case (by code outside any Function)" if before else
-                "while this case ran: forward or backward changed it and did not restore it")
-        findings.append(Finding(
-            "GV012", Severity.WARNING,
-            f"torch's global state changed {when}: {'; '.join(changes)}; gradverify restored it",
-            location=info.forward_location,
-            hint="use context managers (with torch.no_grad(): ...) instead of global setters "
-                 "inside forward/backward, so the caller's settings survive the call"))
-    return findings
 
 
 def _options(name: str, spec: Spec, case: Case) -> dict[str, Any]:
@@ -318,9 +305,17 @@ def _runs_in_working_dtype(ctx: CheckContext) -> bool:
 
 
 def _classify(exc: BaseException, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:
-    """An exception that escaped a check: the Function's (status error, exit 1) when it was
-    raised outside gradverify's own code, else a gradverify bug (exit 4)."""
+    """An exception that escaped a check: out of memory (GV016), the Function's (status
+    error, exit 1) when it was raised outside gradverify's own code, else a gradverify bug
+    (exit 4)."""
     from gradverify.checks import _calls as calls
+
+    if casenotes.out_of_memory(exc):
+        return Outcome(findings=[Finding(
+            "GV016", Severity.ERROR, f"out of memory during {check}: "
+            f"{calls.describe_exception(exc)}",
+            hint="use smaller shapes: gradient bugs show on a few elements per dim")],
+            summary="out of memory"), None
 
     frames = traceback.extract_tb(exc.__traceback__)
     innermost = frames[-1].filename if frames else ""

@@ -1,7 +1,7 @@
 """Worker processes: a case that segfaults, aborts or hangs becomes that case's error.
 
 The parent never imports torch. Each worker is a fresh interpreter (``python -m
-gradverify.pool``, talking over a socket pair) that imports the targets, runs one case at a
+gradverify.worker``, talking over a socket pair) that imports the targets, runs one case at a
 time and sends back its frozen ``CaseResult``. Workers are started before the parent reads any
 spec, so their torch import overlaps with the parent's own work. A worker that dies is
 replaced; one that exceeds ``--timeout`` on a case is killed and replaced. Worker output (user
@@ -25,53 +25,18 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from gradverify import worker as worker_process
 from gradverify.discover import Plan
 from gradverify.report.results import CaseResult, ErrorEntry
 from gradverify.tasks import RunOptions, Task, failed_case, mark_interrupted
+
+_CLOSED_GRACE = 2.0
+"""Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a case may run in a worker before it is killed (``--timeout`` changes it)."""
 
 Outcomes = dict[int, tuple[CaseResult | None, list[ErrorEntry]]]
-
-
-# ----------------------------------------------------------------------------- worker side
-
-
-def worker_main(conn: Connection, log_path: str, threads: int) -> None:
-    """The worker loop: receive tasks, send results, until told to stop."""
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    from gradverify.target import ensure_cwd_on_path
-
-    ensure_cwd_on_path()
-    import torch
-
-    if threads:
-        torch.set_num_threads(threads)
-    from gradverify import torchstate
-
-    torchstate.baseline()  # before any user module is imported
-    from gradverify.discover import resolve_deferred
-    from gradverify.execute import execute
-
-    cache: dict[int, Any] = {}
-    conn.send(("ready", str(torch.__version__)))  # plain str: unpickling must not import torch
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        kind = message[0]
-        if kind == "stop":
-            return
-        if kind == "discover":
-            conn.send(("plan", resolve_deferred(message[1])))
-        elif kind == "task":
-            task, options = message[1], message[2]
-            outcome = execute(task, options, cache, on_check=lambda name: conn.send(("check", name)))
-            conn.send(("result", outcome))
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -88,6 +53,9 @@ class _Worker:
     ready: bool = False
     log_offset: int = 0
     """Size of the log when the current task started: its output is what follows."""
+    closed: float | None = None
+    """When its connection closed while it ran a task (it died, or user code closed the
+    socket): it gets a short grace to exit before it is stopped."""
 
 
 class Pool:
@@ -109,9 +77,9 @@ class Pool:
     def __exit__(self, *exc: object) -> None:
         for worker in list(self.workers):
             # Idle workers hold nothing worth a graceful shutdown; tearing down an
-            # interpreter with torch loaded takes most of a second.
-            worker.process.kill()
-            worker.process.wait()
+            # interpreter with torch loaded takes most of a second. Whatever a worker started
+            # (helper processes of a Function) is in its session and goes with it.
+            _kill(worker)
             worker.conn.close()
         self._logs.cleanup()
 
@@ -123,11 +91,13 @@ class Pool:
     def _start(self) -> _Worker:
         mine, theirs = socket.socketpair()
         log = Path(self._logs.name) / f"worker-{len(self.workers)}-{time.monotonic_ns()}.log"
+        # Its own session: the terminal's Ctrl-C reaches the parent alone (which stops the
+        # workers), and everything a worker starts can be killed with its process group.
         process = subprocess.Popen(
-            [sys.executable, "-m", "gradverify.pool", str(theirs.fileno()), str(log),
+            [sys.executable, "-m", "gradverify.worker", str(theirs.fileno()), str(log),
              str(self._threads)],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent())
+            preexec_fn=worker_process.die_with_parent(), start_new_session=True)
         theirs.close()
         worker = _Worker(process, Connection(mine.detach()), log)
         self.workers.append(worker)
@@ -139,33 +109,74 @@ class Pool:
     def _await_ready(self, worker: _Worker) -> bool:
         if worker.ready:
             return True
-        try:
-            message = worker.conn.recv()
-        except (EOFError, OSError, pickle.UnpicklingError):
+        message = self._receive(worker, self.timeout)
+        if message is None or message[0] != "ready":
             return False
-        worker.ready = message[0] == "ready"
+        worker.ready = True
         self.versions["torch"] = message[1]
-        return worker.ready
+        return True
+
+    def _receive(self, worker: _Worker, timeout: float) -> Any:
+        """The worker's next message within ``timeout`` seconds, or None (it closed its end,
+        died, or stayed silent): no wait on a worker is unbounded."""
+        try:
+            if worker.conn.poll(timeout):
+                return worker.conn.recv()
+        except (EOFError, OSError, pickle.UnpicklingError):
+            pass
+        return None
 
     def discover(self, plan: Plan) -> Plan:
-        """Targets that need importing are discovered in a worker, not here."""
+        """Targets that need importing are discovered in a worker, not here. The worker says
+        which target it is importing: one whose import ends or hangs the worker is that
+        target's error (exit 3), and the targets after it are discovered in a fresh worker."""
         if not plan.deferred:
             return plan
-        worker = self._start()
-        if self._await_ready(worker):
-            worker.conn.send(("discover", plan))
-            try:
-                message = worker.conn.recv()
-                if message[0] == "plan":
-                    return message[1]
-            except (EOFError, OSError, pickle.UnpicklingError):
-                pass
-        _reap(worker)
+        found = Plan(jobs=list(plan.jobs), errors=list(plan.errors), notes=list(plan.notes))
+        remaining = list(plan.deferred)
+        while remaining:
+            # a prestarted worker (already importing torch) if there is one; it then runs cases
+            idle = [w for w in self.workers if w.task is None and self._alive(w)]
+            worker = idle[0] if idle else self._start()
+            if not self._await_ready(worker):
+                found.errors.append(self._import_crash(worker, remaining.pop(0)))
+                continue
+            worker.conn.send(("discover", Plan(deferred=remaining, config=plan.config,
+                                               spec_file=plan.spec_file)))
+            current = None
+            while True:
+                message = self._receive(worker, self.timeout)
+                if message is not None and message[0] == "discovering":
+                    # what the targets before it found, then the next target's name
+                    _, target, jobs, errors, notes = message
+                    found.jobs += jobs
+                    found.errors += errors
+                    found.notes += notes
+                    current = target or current
+                    continue
+                if message is not None and message[0] == "plan":
+                    remaining = []
+                else:  # died, or hung: the target being imported is the cause
+                    culprit = current or remaining[0]
+                    found.errors.append(self._import_crash(worker, culprit))
+                    remaining = remaining[remaining.index(culprit) + 1:]
+                break
+        return found
+
+    def _import_crash(self, worker: _Worker, target: str) -> ErrorEntry:
+        """A worker died (or hung) while importing ``target``: an import failure of that
+        target (exit 3), with how it ended."""
+        try:
+            worker.process.wait(timeout=2)
+            how = _ended(worker)
+        except subprocess.TimeoutExpired:
+            how = f"did not finish within {self.timeout:g} s"
+        _kill(worker)
         self._retire(worker)
-        return Plan(jobs=plan.jobs, errors=plan.errors + [ErrorEntry(
-            ", ".join(plan.deferred), None, "GV010",
-            f"the process importing {', '.join(plan.deferred)} crashed "
-            f"({_death(worker)}){_tail(worker.log)}")], notes=plan.notes)
+        module = target.rpartition(":")[0] or target
+        return ErrorEntry(target, None, "GV003",
+                          f"importing {module} {how}: the module ends or hangs the process "
+                          f"when imported (os._exit, a native abort, a wait){worker_process.log_tail(worker.log)}")
 
     def run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None) -> Outcomes:
         """Every task's outcome. On an interrupt (SIGINT, SIGTERM, SIGHUP) the workers are
@@ -180,7 +191,8 @@ class Pool:
             raise
 
     def stop(self, grace: float = 2.0) -> None:
-        """Terminate every worker, then kill those still alive after ``grace`` seconds."""
+        """Terminate every worker, then kill those still alive after ``grace`` seconds (and
+        whatever they started)."""
         for worker in self.workers:
             if self._alive(worker):
                 worker.process.terminate()
@@ -189,8 +201,8 @@ class Pool:
             try:
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                worker.process.kill()
-                worker.process.wait()
+                pass
+            _kill(worker)
             self._retire(worker)
 
     def _run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None,
@@ -215,7 +227,7 @@ class Pool:
                     done += 1
                     continue
                 worker.task, worker.started, worker.check = task, time.monotonic(), None
-                worker.log_offset = _size(worker.log)
+                worker.log_offset = worker_process.log_size(worker.log)
                 worker.conn.send(("task", task, self.options))
                 if progress:
                     progress(done, len(tasks), f"{task.job.target} {task.case}")
@@ -226,23 +238,28 @@ class Pool:
             if not busy:
                 continue
             deadline = min(w.started + self.timeout for w in busy)
+            if any(w.closed is not None for w in busy):
+                deadline = min(deadline, time.monotonic() + 0.1)
             # A dead worker's socket reads as end-of-file, so waiting on the sockets alone
             # also notices crashes.
-            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - time.monotonic()))
+            open_conns = [w.conn for w in busy if w.closed is None]
+            wait(open_conns, timeout=max(0.0, deadline - time.monotonic())) if open_conns \
+                else time.sleep(max(0.0, deadline - time.monotonic()))
             for worker in busy:
-                finished = self._poll(worker, ready, outcomes)
+                finished = self._poll(worker, outcomes)
                 if finished:
                     done += 1
             if progress:
                 progress(done, len(tasks), "")
         return outcomes
 
-    def _poll(self, worker: _Worker, ready: list[Any], outcomes: Outcomes) -> bool:
-        """Handle what one busy worker did; True when its task is finished."""
+    def _poll(self, worker: _Worker, outcomes: Outcomes) -> bool:
+        """Handle what one busy worker did; True when its task is finished. Never blocks:
+        messages already sent are read before any time limit is applied."""
         task = worker.task
         if task is None:
             return False
-        if worker.conn in ready:
+        if worker.closed is None:
             try:
                 while worker.conn.poll():
                     message = worker.conn.recv()
@@ -253,14 +270,21 @@ class Pool:
                         worker.task = None
                         return True
             except (EOFError, OSError, pickle.UnpicklingError):
-                worker.process.wait()
+                worker.closed = time.monotonic()
         if not self._alive(worker):
             outcomes[task.index] = self._crashed(worker, task)
             self._retire(worker)
             return True
-        if time.monotonic() - worker.started >= self.timeout:
-            worker.process.kill()
-            worker.process.wait()
+        now = time.monotonic()
+        if worker.closed is not None and now - worker.closed >= _CLOSED_GRACE:
+            # Alive with its connection closed: user code closed the socket. No wait on it
+            # may be longer than this.
+            _kill(worker)
+            outcomes[task.index] = self._lost(worker, task)
+            self._retire(worker)
+            return True
+        if now - worker.started >= self.timeout:
+            _kill(worker)
             outcomes[task.index] = self._timed_out(worker, task)
             self._retire(worker)
             return True
@@ -268,15 +292,34 @@ class Pool:
 
     def _retire(self, worker: _Worker) -> None:
         worker.task = None
+        try:  # what the worker started goes with it
+            os.killpg(worker.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
         worker.conn.close()
         if worker in self.workers:
             self.workers.remove(worker)
 
+    def _lost(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
+        message = (f"the process running this case closed its connection to gradverify and "
+                   f"was stopped{' during ' + worker.check if worker.check else ''}"
+                   f"{worker_process.log_tail(worker.log, worker.log_offset)}")
+        return failed_case(task, worker.check, "GV010", message,
+                           "the Function (or a module it imports) closed file descriptors it "
+                           "does not own (os.closerange, closing sockets); rerun this case "
+                           "alone with --no-isolate"), []
+
     def _crashed(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
         _reap(worker)
+        if worker.check == "import":
+            job = task.job
+            return None, [ErrorEntry(job.target, job.spec.path if job.spec else None, "GV003",
+                                     f"importing {job.target.rpartition(':')[0]} "
+                                     f"{_ended(worker)}: the module ends the process when "
+                                     f"imported{worker_process.log_tail(worker.log, worker.log_offset)}")]
         message = (f"the process running this case died ({_death(worker)})"
                    f"{' during ' + worker.check if worker.check else ''}"
-                   f"{_tail(worker.log, worker.log_offset)}")
+                   f"{worker_process.log_tail(worker.log, worker.log_offset)}")
         return failed_case(task, worker.check, "GV010", message,
                             "a crash in native code (an extension or kernel); rerun this case "
                             "alone with --no-isolate under a debugger"), []
@@ -288,19 +331,13 @@ class Pool:
                             "use smaller shapes, --fast, or a larger --timeout"), []
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """What the forked worker runs before exec so that the kernel kills it when the parent dies
-    for any reason, SIGKILL included (Linux ``prctl(PR_SET_PDEATHSIG)``): no path leaves an
-    orphan. libc is loaded here, in the parent, because the child between fork and exec must
-    not import or take locks (a progress-bar thread may hold them). Elsewhere, None: a worker
-    then notices its parent's death at its next read (end of file)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    pr_set_pdeathsig, sigkill = 1, int(signal.SIGKILL)
-    return lambda: prctl(pr_set_pdeathsig, sigkill)
+def _kill(worker: _Worker) -> None:
+    """Kill a worker and every process in its session (what its Functions started)."""
+    try:
+        os.killpg(worker.process.pid, signal.SIGKILL)
+    except OSError:
+        worker.process.kill()
+    worker.process.wait()
 
 
 def _reap(worker: _Worker) -> None:
@@ -310,6 +347,14 @@ def _reap(worker: _Worker) -> None:
     except subprocess.TimeoutExpired:
         worker.process.kill()
         worker.process.wait()
+
+
+def _ended(worker: _Worker) -> str:
+    """How a finished worker ended, for an import: ``exited with status 7``, ``was killed by
+    SIGSEGV``."""
+    code = worker.process.returncode
+    return f"exited with status {code}" if code is not None and code >= 0 else \
+        f"was {_death(worker)}"
 
 
 def _death(worker: _Worker) -> str:
@@ -323,26 +368,3 @@ def _death(worker: _Worker) -> str:
             name = f"signal {-code}"
         return f"killed by {name}"
     return f"exit code {code}"
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _tail(log: Path, offset: int = 0, lines: int = 5) -> str:
-    """The last lines a worker printed since ``offset`` (its current task's output)."""
-    try:
-        with log.open("rb") as handle:
-            handle.seek(offset)
-            text = handle.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    tail = [line for line in text if line.strip()][-lines:]
-    return ("; its last output: " + " | ".join(tail)) if tail else ""
-
-
-if __name__ == "__main__":
-    worker_main(Connection(int(sys.argv[1])), sys.argv[2], int(sys.argv[3]))

@@ -31,12 +31,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "the spec folders of [tool.gradverify] (default specs/)")
 
 
+_CONFIG = pytest.StashKey[Any]()
+
+
 def _config(config: pytest.Config) -> Any:
     from gradverify import config as config_mod
 
-    if not hasattr(config, "_gradverify_config"):
-        config._gradverify_config = config_mod.load(Path(str(config.rootpath)))  # type: ignore[attr-defined]
-    return config._gradverify_config  # type: ignore[attr-defined]
+    if _CONFIG not in config.stash:
+        config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
+    return config.stash[_CONFIG]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,11 +85,37 @@ class SpecFile(pytest.File):
         try:
             specs = load_file(self.path)
         except InputError as exc:
-            raise self.CollectError(f"{exc}  [{exc.code}]") from None
+            # One failing item, not a collection error: the rest of the session runs.
+            yield BrokenSpec.from_parent(self, name="spec", message=f"{exc}  [{exc.code}]",
+                                         line=getattr(exc, "line", None))
+            return
         for spec in specs:
             if spec.target is None:
-                raise self.CollectError(f"{spec.where}: target: missing  [GV002]")
+                yield BrokenSpec.from_parent(
+                    self, name=f"spec[{spec.line}]" if spec.line else "spec",
+                    message=f"{spec.where}: target: missing  [GV002]", line=spec.line)
+                continue
             yield TargetNode.from_parent(self, name=spec.target, spec=spec)
+
+
+class BrokenSpec(pytest.Item):
+    """A spec (or a spec's target) that cannot run: one failing item naming the file and
+    line, so that the healthy specs and the user's own tests still run."""
+
+    def __init__(self, *, message: str, line: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.message = message
+        self.line = line
+
+    def runtest(self) -> None:
+        raise CheckFailed(self.message)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        return str(excinfo.value) if isinstance(excinfo.value, CheckFailed) else \
+            super().repr_failure(excinfo, style)  # type: ignore[arg-type]
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, (self.line - 1) if self.line else None, self.name
 
 
 class TargetNode(pytest.Collector):
@@ -98,22 +127,27 @@ class TargetNode(pytest.Collector):
     def prepared(self) -> Any:
         from gradverify.discover import Job
         from gradverify.execute import prepare
-        from gradverify.report.results import ErrorEntry
 
         if self._prepared is None:
             from gradverify import torchstate
 
-            torchstate.baseline()  # before this target's module is imported
-            self._prepared = prepare(Job(self.spec.target, self.spec))
-            if isinstance(self._prepared, ErrorEntry):
-                raise self.CollectError(f"{self._prepared.message}  [{self._prepared.code}]")
+            # On torch's defaults, with the verification functions bound before this target's
+            # module is imported; the session's own state is given back.
+            with torchstate.isolated():
+                self._prepared = prepare(Job(self.spec.target, self.spec))
         return self._prepared
 
     def collect(self) -> Any:
         from gradverify.execute import selected_checks
+        from gradverify.report.results import ErrorEntry
 
         options = _options(self.config)
         prepared = self.prepared()
+        if isinstance(prepared, ErrorEntry):
+            yield BrokenSpec.from_parent(self, name="target",
+                                         message=f"{prepared.message}  [{prepared.code}]",
+                                         line=self.spec.line)
+            return
         for index, case in enumerate(prepared.spec.cases):
             checks = [c.name for c in selected_checks(prepared.spec, case, options)
                       if index == 0 or not getattr(c, "static", False)]
@@ -138,11 +172,14 @@ class CaseNode(pytest.Collector):
         from gradverify.execute import run_case
 
         if self._result is None:
+            from gradverify import torchstate
+
             target: TargetNode = self.parent  # type: ignore[assignment]
             prepared = target.prepared()
-            result, error = run_case(prepared.info, prepared.spec, self.case,
-                                     prepared.bound[self.case.name], _options(self.config),
-                                     first=self.first, reference=prepared.reference)
+            with torchstate.isolated():
+                result, error = run_case(prepared.info, prepared.spec, self.case,
+                                         prepared.bound[self.case.name], _options(self.config),
+                                         first=self.first, reference=prepared.reference)
             self._result = (result, error)
         return self._result
 

@@ -3,12 +3,14 @@ recording on (``python -m gradverify.recordrun``), its output and exit code pass
 then the parent writes the specs from the spool."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,28 +46,66 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
                  shrink: bool = True) -> tuple[int, Any]:
     """Run the command with recording on, in a child process whose output and exit code pass
     through; then write the specs. Returns (the command's exit code, ``recordspec.Written``)."""
-    import signal
     import subprocess
 
     from gradverify.recordwrite import write_specs
 
+    from gradverify.files import check_folder
+
     target = command_target(command)
+    check_folder(out, option="-o/--output")  # before the script runs, not after
     with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool:
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
-        # An interrupt reaches the script (same process group); it decides how to stop, and
-        # what was recorded until then is still written.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            code = subprocess.call([sys.executable, "-m", "gradverify.recordrun", str(config),
-                                    *target])
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        child = subprocess.Popen([sys.executable, "-m", "gradverify.recordrun", str(config),
+                                  *target])
+        received: list[int] = []
+        with _passing_signals(child, received):
+            code = child.wait()
         observations, compiled = read_spool(Path(spool))
         written = write_specs(observations, out, limit=limit, force=force, shrink=shrink,
                               origin=f"`{' '.join(command)}`", compiled=compiled)
+    if received:  # stopped as the script would be without gradverify: 128 + the signal
+        return 128 + received[0], written
     return code, written
+
+
+@contextlib.contextmanager
+def _passing_signals(child: subprocess.Popen[bytes], received: list[int]) -> Iterator[None]:
+    """While the script runs: Ctrl-C, SIGTERM and SIGHUP stop it as they would without
+    gradverify, and this process then writes what was recorded (the spool is removed on the
+    way out). A Ctrl-C typed in the terminal reaches the script directly (one process group):
+    it is passed on only when it was sent to this process alone."""
+    import signal
+
+    def forward(signum: int, frame: Any) -> None:
+        if not received:
+            received.append(signum)
+        if signum == signal.SIGINT and _terminal_reached_child():
+            return
+        with contextlib.suppress(OSError):
+            child.send_signal(signum)
+
+    wanted = [signal.SIGINT, signal.SIGTERM] + \
+        ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    # A Python handler (not SIG_IGN) in this process: the script, once started, gets each
+    # signal's default disposition back, so Ctrl-C stops it.
+    previous = {signum: signal.signal(signum, forward) for signum in wanted}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _terminal_reached_child() -> bool:
+    """Whether a SIGINT came from this terminal's Ctrl-C, which the terminal sends to the whole
+    foreground process group, the script included."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def boot(argv: list[str]) -> None:

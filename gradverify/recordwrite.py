@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.errors import shown_path
+from gradverify.files import write_text
 from gradverify.recordspec import MIN_TIED_INT, Draft, _indexed_dim, _is_dim, back_off, draft
 
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
@@ -61,12 +62,18 @@ def write_specs(observations: list[dict[str, Any]], out: Path, *, limit: int, fo
         else:
             for d in drafts:
                 d.sizes = dict(d.recorded)
+        first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
+        broken = _invalid(first) if first.exists() and not force else None
         path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
+        if broken and path != first:
+            written.notes.append(f"{shown_path(first)} is not a valid spec ({broken}), so the "
+                                 f"new cases went to {shown_path(path)} instead of being added "
+                                 "to it; fix it, then move them over")
         if text is None:
             written.lines.append(f"{shown_path(path)}: nothing new (every recorded call is already "
                                  "a case)")
             continue
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text, what="spec")
         written.paths.append(path)
         todo = sum(1 for d in drafts if d.todo)
         made = sum(1 for d in drafts if d.factory and not d.todo)
@@ -84,7 +91,8 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
     stem = target.rsplit(":", 1)[1].replace(".", "_")
     path = out / f"{stem}.yaml"
     n = 2
-    while path.exists() and not force and _target_of(path) not in (target, None):
+    while path.exists() and not force and (_target_of(path) not in (target, None)
+                                           or _invalid(path)):
         path, n = out / f"{stem}_{n}.yaml", n + 1
     factories = path.with_name(f"{path.stem}_factories.py")
     if path.exists() and not force:
@@ -194,6 +202,19 @@ def _expr(arg: Mapping[str, Any], d: Draft, siblings: list[Mapping[str, Any]]) -
     if floating and arg.get("requires_grad"):
         expr += ".requires_grad_()"
     return expr
+
+
+def _invalid(path: Path) -> str | None:
+    """Why an existing spec file is not valid (it is never appended to: the new cases go to
+    a file of their own), or None."""
+    from gradverify.errors import InputError
+    from gradverify.specfile import load_file
+
+    try:
+        load_file(path)
+    except InputError as exc:
+        return str(exc)
+    return None
 
 
 def _target_of(path: Path) -> str | None:

@@ -44,10 +44,17 @@ TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "d
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "reference", "dims", "tolerance", "checks", "expect", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
-_TARGET_RE = re.compile(r"^[\w./\\-]+(\.py)?:[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
+_MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
 DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 DIM_RE = re.compile(r"^[A-Za-z_]\w*$")
 MAX_SWEEP = 256
+MAX_RANK = 16
+"""A tensor may have at most this many dims (deeper nesting of ``values`` is refused)."""
+MAX_SIZE = 2**31 - 1
+"""Largest size of one dim."""
+MAX_ELEMENTS = 2**34
+"""Largest product of a shape's non-zero sizes (past this, strides overflow and no machine has
+the memory): refused before anything is allocated."""
 
 
 # ----------------------------------------------------------------------------- model
@@ -170,4 +177,8 @@ class Spec:
 
 
 def is_target_string(text: str) -> bool:
-    return bool(_TARGET_RE.match(text))
+    """``module:Name`` or ``path/file.py:Outer.Inner``: any Python identifiers, Unicode
+    included (``uniops:ΔScale``)."""
+    module, sep, attr = text.rpartition(":")
+    return bool(sep and _MODULE_RE.match(module)
+                and all(part.isidentifier() for part in attr.split(".")))

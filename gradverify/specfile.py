@@ -10,25 +10,38 @@ its file, line and key path; the generic reading of YAML values is ``yamlio.Read
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean, one_of, shown_path
 from gradverify.spec import (CASE_KEYS, COMPLEX, DEVICE_RE, DIM_RE, DTYPES, FLOAT_ONLY_INITS,
-                             FLOATING, INIT_PARAMS, INITS, MAX_SWEEP, SPEC_KEYS, TENSOR_KEYS,
+                             FLOATING, INIT_PARAMS, INITS, MAX_ELEMENTS, MAX_RANK, MAX_SIZE,
+                             MAX_SWEEP, SPEC_KEYS, TENSOR_KEYS,
                              TOLERANCE_KEYS, Arg, Case, CheckSetting, SeqArg, Spec, TensorArg,
                              Tolerance, ValueArg, is_target_string)
-from gradverify.yamlio import Reader, join_key, kind_of, load_documents
+from gradverify.yamlio import Reader, join_key, kind_of, load_documents, looks_like_spec
 
 # ----------------------------------------------------------------------------- loading
 
 
+MAX_SPEC_BYTES = 16 * 1024**2
+"""A spec file is small: a larger YAML file is refused before it is parsed."""
+
+
 def load_file(path: str | Path) -> list[Spec]:
-    """All specs of one YAML file (a ``---`` stream may hold several)."""
+    """All specs of one YAML file (a ``---`` stream may hold several). A file that is not a spec
+    (a data file in the spec folder, say) is told apart from its start, cheaply."""
     path = Path(path)
     shown = shown_path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(f"not a spec: {size / 1024**2:.1f} MiB is far larger than a spec "
+                            f"(at most {MAX_SPEC_BYTES // 1024**2} MiB); move the file out of the "
+                            "spec folder or add it to `exclude` in [tool.gradverify]",
+                            file=shown, line=None, code="GV001")
         raw = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read spec file: {exc.strerror or exc}", file=shown, line=None,
@@ -42,7 +55,17 @@ def load_file(path: str | Path) -> list[Spec]:
     return load_text(text, shown)
 
 
+PRESCAN_BYTES = 64 * 1024
+"""Above this size a file is first checked to start as a spec (cheap, from its first event);
+smaller ones get the full validator's messages (did-you-mean, lines) at once."""
+
+
 def load_text(text: str, file: str | None = None) -> list[Spec]:
+    why_not = looks_like_spec(text, SPEC_KEYS) if len(text) > PRESCAN_BYTES else None
+    if why_not:
+        raise SpecError(f"not a gradverify spec: {why_not}; move the file out of the spec folder "
+                        "or add it to `exclude` in [tool.gradverify]", file=file, line=1,
+                        code="GV001")
     documents = [(doc, line) for doc, line in load_documents(text, file) if doc is not None]
     if not documents:
         raise SpecError("empty spec file: expected a mapping with 'target' and 'cases' "
@@ -119,8 +142,7 @@ class _Validator(Reader):
             sizes = raw if isinstance(raw, list) else [raw]
             if not sizes:
                 raise self.fail("a sweep needs at least one size", at, join_key(key, name))
-            dims[name] = tuple(self.number(s, at, join_key(key, name), minimum=0, integer=True)
-                               for s in sizes)
+            dims[name] = tuple(self.size(s, at, join_key(key, name)) for s in sizes)
         return dims
 
     def tolerance(self, value: Any, line: int | None, key: str) -> Tolerance:
@@ -393,13 +415,28 @@ class _Validator(Reader):
                                     f"{key}[{i}]")
                 shape.append(size)
             else:
-                shape.append(self.number(size, at, f"{key}[{i}]", minimum=0, integer=True))
+                shape.append(self.size(size, at, f"{key}[{i}]"))
+        if len(shape) > MAX_RANK:
+            raise self.fail(f"{len(shape)} dims; a tensor here has at most {MAX_RANK}", line, key)
+        fixed = [n for n in shape if isinstance(n, int) and n]
+        if math.prod(fixed) > MAX_ELEMENTS:
+            raise self.fail(f"{math.prod(fixed):,} elements; gradient bugs show on small shapes "
+                            f"(a case has at most {MAX_ELEMENTS:,})", line, key)
         return tuple(shape)
 
+    def size(self, value: Any, line: int | None, key: str) -> int:
+        size = self.number(value, line, key, minimum=0, integer=True)
+        if size > MAX_SIZE:
+            raise self.fail(f"size {size} is too large (at most {MAX_SIZE})", line, key)
+        return int(size)
+
     def values(self, value: Any, line: int | None, key: str) -> Any:
-        def walk(v: Any, path: str) -> tuple[Any, tuple[int, ...]]:
+        def walk(v: Any, path: str, depth: int = 0) -> tuple[Any, tuple[int, ...]]:
+            if isinstance(v, list) and depth >= MAX_RANK:
+                raise self.fail(f"values nested more than {MAX_RANK} deep; a tensor here has at "
+                                f"most {MAX_RANK} dims", line, key)
             if isinstance(v, list):
-                items = [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]
+                items = [walk(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v)]
                 shapes = {s for _, s in items}
                 if len(shapes) > 1:
                     raise self.fail("ragged nested list: every row must have the same length",

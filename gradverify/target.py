@@ -16,6 +16,17 @@ from gradverify.errors import TargetError, did_you_mean, shown_path
 
 _MISSING = inspect.Parameter.empty
 
+USER_INTERRUPTS = False
+"""True where real interrupts arrive as ``errors.Interrupted`` (the command line's handler; a
+worker, in its own session, gets none): a plain KeyboardInterrupt raised while importing user
+code is then the code's own, an import failure."""
+
+
+def _real_interrupt(exc: KeyboardInterrupt) -> bool:
+    from gradverify.errors import Interrupted
+
+    return not USER_INTERRUPTS or isinstance(exc, Interrupted)
+
 
 @dataclass(frozen=True)
 class Param:
@@ -78,11 +89,15 @@ def split_target(text: str) -> tuple[str, str]:
 def import_module(name: str) -> ModuleType:
     """Import a dotted module or a ``.py`` path; raise TargetError with the reason. What the
     import changed in torch's global state is undone and remembered for the report."""
-    before = set(sys.modules)
-    module = _import_module(name)
-    if module.__name__ not in before:  # imported now, not found in the cache
-        from gradverify import torchstate
+    from gradverify import torchstate
 
+    before = set(sys.modules)
+    try:
+        module = _import_module(name)
+    except TargetError:
+        torchstate.restore()  # a failed import leaves nothing behind either (a chdir, say)
+        raise
+    if module.__name__ not in before:  # imported now, not found in the cache
         torchstate.after_import(module.__name__)
     return module
 
@@ -100,7 +115,12 @@ def _import_module(name: str) -> ModuleType:
                               "the package installed, or are you in the right directory?)",
                               code="GV003", where=name) from None
         raise TargetError(_import_failed(name, exc), code="GV003", where=name) from None
-    except Exception as exc:  # noqa: BLE001 -- any error in user code at import time
+    except KeyboardInterrupt as exc:
+        if _real_interrupt(exc):
+            raise
+        raise TargetError(f"importing {name!r} raised KeyboardInterrupt", code="GV003",
+                          where=name) from None
+    except BaseException as exc:  # noqa: BLE001 -- user code at import, sys.exit() included
         raise TargetError(_import_failed(name, exc), code="GV003", where=name) from None
 
 
@@ -108,6 +128,11 @@ def _import_failed(name: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     user = [f for f in frames if "importlib" not in f.filename]
     where = f" at {shown_path(user[-1].filename)}:{user[-1].lineno}" if user else ""
+    if isinstance(exc, SystemExit):
+        status = exc.code if isinstance(exc.code, int) or exc.code is None else repr(exc.code)
+        return (f"importing {name!r} exited (sys.exit({'' if status is None else status})){where}"
+                "; a module must not exit when imported: put script code under "
+                "`if __name__ == \"__main__\":`")
     return f"importing {name!r} raised {type(exc).__name__}: {exc}{where}"
 
 
@@ -137,7 +162,13 @@ def _import_file(path: Path) -> ModuleType:
     sys.path.insert(0, str(resolved.parent))
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 -- user code
+    except KeyboardInterrupt as exc:
+        del sys.modules[name]
+        if _real_interrupt(exc):
+            raise
+        raise TargetError(f"importing {path} raised KeyboardInterrupt", code="GV003",
+                          where=str(path)) from None
+    except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
         del sys.modules[name]
         raise TargetError(_import_failed(str(path), exc), code="GV003", where=str(path)) from None
     return module

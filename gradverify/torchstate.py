@@ -1,26 +1,49 @@
-"""Torch's process-wide state that a check depends on: captured once, restored around each case.
+"""Process-wide state that a verdict depends on: torch's settings, the functions gradverify
+verifies with, and the working directory. Captured before any user code runs, restored around
+each import and each case.
 
-A module that runs ``torch.set_grad_enabled(False)`` at import, or a forward that sets the
-default dtype, would otherwise change the verdict of every target checked after it in the same
-process. ``execute.run_case`` restores the state captured before any user code ran, before and after each
-case, and reports what a target's import or a case changed (GV012), naming the setting.
+A module that runs ``torch.set_grad_enabled(False)`` or replaces ``torch.autograd.gradcheck``
+at import, or a forward that sets the default dtype or changes directory, would otherwise change
+the verdict of every target checked after it in the same process. ``execute.run_case`` restores
+the baseline before and after each case and reports what a target's import or a case changed
+(GV012), naming the setting.
 
-Nothing here imports torch until ``baseline()`` is called, which happens only where user code is
-about to be imported (a worker, or ``--no-isolate``); the parent process never calls it.
+The baseline is torch's defaults (grad mode on, inference and anomaly mode off, float32, no
+deterministic algorithms, no autocast, no saved-tensor hooks) with the verification functions
+as torch defines them, whatever state the caller is in: ``isolated()`` runs a block on it and
+gives the caller its own state back afterwards (``gradverify.verify()`` inside
+``torch.no_grad()``). Nothing here imports torch until the baseline is first needed, which
+happens only where user code is about to run (a worker, ``--no-isolate``, the API); the parent
+process never calls it.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 _BASELINE: dict[str, Any] | None = None
+_ORIGINALS: dict[str, Any] = {}
+"""The verification functions as torch defined them, bound the first time this module looks
+(before any user module is imported)."""
 _GUARDS: list[Any] = []
 """Context guards entered to undo a guard the user entered and never left (inference mode)."""
 
 IMPORT_CHANGES: dict[str, list[str]] = {}
 """What importing a module changed, by module name (reported on that module's targets)."""
+
+VERIFIERS = (
+    "torch.autograd.gradcheck", "torch.autograd.gradgradcheck", "torch.autograd.grad",
+    "torch.autograd.backward", "torch.autograd.gradcheck.gradcheck",
+    "torch.autograd.gradcheck.gradgradcheck", "torch.allclose", "torch.isclose", "torch.equal",
+    "torch.Tensor.backward", "torch.func.vmap", "torch.func.jvp", "torch.compile",
+)
+"""What gradverify's checks call: a user module that replaces one (to silence a library, in a
+test helper) would otherwise make another target's check pass without running."""
 
 
 @dataclass(frozen=True)
@@ -28,12 +51,37 @@ class Setting:
     name: str
     get: Callable[[], Any]
     set: Callable[[Any], None]
+    default: Any = None
+    """torch's default, or ``_CAPTURED``: the value found when the baseline is taken."""
+
+
+_CAPTURED = object()
+
+
+def _owner(path: str) -> tuple[Any, str]:
+    """The object holding a dotted name's last attribute (a module or a class), and that
+    attribute's name; (None, name) when there is none."""
+    import importlib
+
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for part in parts[cut:-1]:
+            obj = getattr(obj, part, None)
+        return obj, parts[-1]
+    return None, parts[-1]
 
 
 @functools.cache
 def _settings() -> tuple[Setting, ...]:
     """The table of settings, built once (at the first capture, when torch is imported)."""
     import torch
+    import torch.autograd.gradcheck  # noqa: F401 -- the module, for its functions
+    import torch.func  # noqa: F401
 
     def set_inference(value: bool) -> None:
         guard = torch.inference_mode(value)
@@ -54,26 +102,55 @@ def _settings() -> tuple[Setting, ...]:
         torch.autograd.set_detect_anomaly(value[0], check_nan=value[1])
 
     settings = [
-        Setting("grad mode", torch.is_grad_enabled, torch.set_grad_enabled),
-        Setting("inference mode", torch.is_inference_mode_enabled, set_inference),
-        Setting("default dtype", torch.get_default_dtype, torch.set_default_dtype),
+        Setting("grad mode", torch.is_grad_enabled, torch.set_grad_enabled, True),
+        Setting("inference mode", torch.is_inference_mode_enabled, set_inference, False),
+        Setting("default dtype", torch.get_default_dtype, torch.set_default_dtype,
+                torch.float32),
         Setting("deterministic algorithms (enabled, warn_only)",
                 lambda: (torch.are_deterministic_algorithms_enabled(),
                          torch.is_deterministic_algorithms_warn_only_enabled()),
-                set_deterministic),
+                set_deterministic, (False, False)),
         Setting("anomaly mode (enabled, check_nan)",
                 lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
-                set_anomaly),
-        Setting("number of threads", torch.get_num_threads, torch.set_num_threads),
-        Setting("CPU autocast", *_autocast(torch)),
-        Setting("saved-tensor hooks installed", saved_hooks, pop_hooks),
+                set_anomaly, (False, True)),
+        Setting("number of threads", torch.get_num_threads, torch.set_num_threads, _CAPTURED),
+        Setting("CPU autocast", *_autocast(torch), False),
+        Setting("saved-tensor hooks installed", saved_hooks, pop_hooks, False),
+        Setting("working directory", os.getcwd, os.chdir, _CAPTURED),
     ]
     if hasattr(torch, "get_default_device"):  # torch >= 2.3
         # None, not "cpu": setting a device installs a torch-function mode on every op
         settings.append(Setting("default device", lambda: str(torch.get_default_device()),
                                 lambda value: torch.set_default_device(
-                                    None if value == "cpu" else value)))
+                                    None if value == "cpu" else value), "cpu"))
+    for path in VERIFIERS:
+        owner, attr = _owner(path)
+        if owner is None or not hasattr(owner, attr):
+            continue
+        _ORIGINALS.setdefault(path, _original(torch, path, getattr(owner, attr)))
+        settings.append(Setting(path, functools.partial(getattr, owner, attr),
+                                functools.partial(setattr, owner, attr), _ORIGINALS[path]))
     return tuple(settings)
+
+
+def _original(torch: Any, path: str, found: Any) -> Any:
+    """torch's own function for ``path``: ``found`` unless code outside torch replaced it
+    before gradverify first looked (the API called after importing such a module)."""
+    if str(getattr(found, "__module__", "torch")).startswith("torch"):
+        return found
+    name = path.rpartition(".")[2]
+    if hasattr(torch._C._VariableFunctions, name):  # allclose, isclose, equal
+        return getattr(torch._C._VariableFunctions, name)
+    if name in ("gradcheck", "gradgradcheck"):  # a fresh copy of torch's module
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "_gradverify_torch_gradcheck", sys.modules["torch.autograd.gradcheck"].__file__)
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return getattr(module, name)
+    return found
 
 
 def _autocast(torch: Any) -> tuple[Callable[[], bool], Callable[[bool], None]]:
@@ -89,11 +166,19 @@ def capture() -> dict[str, Any]:
     return {s.name: s.get() for s in _settings()}
 
 
+def defaults() -> dict[str, Any]:
+    """torch's defaults, the original verification functions, and the current values of
+    what has no default (threads, the working directory)."""
+    return {s.name: s.get() if s.default is _CAPTURED else s.default for s in _settings()}
+
+
 def baseline() -> dict[str, Any]:
-    """The state before any user code ran (captured at the first call)."""
+    """The state every case runs in: torch's defaults (taken at the first call, before any user
+    module is imported, which also binds the verification functions)."""
     global _BASELINE
     if _BASELINE is None:
-        _BASELINE = capture()
+        _BASELINE = defaults()
+        restore()
     return _BASELINE
 
 
@@ -105,10 +190,42 @@ def restore() -> list[str]:
     changed = []
     for setting in _settings():
         now, want = setting.get(), _BASELINE[setting.name]
-        if now != want:
+        if now is not want and now != want:
             changed.append(f"{setting.name}: {_show(want)} -> {_show(now)}")
             setting.set(want)
     return changed
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Run the block on torch's defaults, whatever state the caller is in, and give the caller
+    its state back afterwards (grad mode, inference mode, hooks and all)."""
+    global _BASELINE
+    import torch
+
+    previous_baseline = _BASELINE
+    caller = capture()
+    hooks = _take_saved_tensor_hooks(torch)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            _BASELINE = defaults()
+            restore()
+            yield
+    finally:
+        _BASELINE = caller
+        restore()
+        _BASELINE = previous_baseline
+        for pack, unpack in hooks:
+            torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+
+
+def _take_saved_tensor_hooks(torch: Any) -> list[tuple[Any, Any]]:
+    """Pop the caller's saved-tensor hooks (bottom first), to be pushed back afterwards."""
+    hooks = []
+    while (top := torch._C._autograd._top_saved_tensors_default_hooks(False)) is not None:
+        hooks.append(top)
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    return hooks[::-1]
 
 
 def after_import(module: str) -> None:
@@ -121,4 +238,6 @@ def after_import(module: str) -> None:
 
 
 def _show(value: Any) -> str:
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
     return str(value).removeprefix("torch.")

@@ -31,11 +31,20 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
+MAX_NODES = 200_000
+"""A document may expand to at most this many values, aliases counted at each use: a spec is
+small, and a "billion laughs" of nested aliases must fail at once, not hang."""
+
+
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
+    # Keys written in this mapping must be unique; keys merged in with `<<: *anchor` may be
+    # overridden by them (YAML's merge semantics).
+    explicit = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
     loader.flatten_mapping(node)
     result = LDict()
     result.line = node.start_mark.line + 1
     result.key_lines = {}
+    written: dict[Any, int] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
@@ -44,12 +53,68 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
         except TypeError:
             raise SpecError("a mapping key must be a plain value, not a list or mapping",
                             file=loader.name, line=line, code="GV001") from None
-        if key in result:
-            raise SpecError(f"duplicate key {key!r} (first on line {result.key_lines[key]})",
-                            file=loader.name, line=line, code="GV001")
+        if any(key_node is k for k in explicit):
+            if key in written:
+                raise SpecError(f"duplicate key {key!r} (first on line {written[key]})",
+                                file=loader.name, line=line, code="GV001")
+            written[key] = line
         result[key] = loader.construct_object(value_node, deep=True)
         result.key_lines[key] = line
     return result
+
+
+def _expanded_size(node: yaml.Node, file: str | None) -> int:
+    """How many values ``node`` stands for once every alias is expanded, counted without
+    expanding (each node once); SpecError past ``MAX_NODES`` or for a recursive alias."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise SpecError("YAML error: an alias refers to a node that contains it (a "
+                            "recursive structure); specs are plain trees",
+                            file=file, line=n.start_mark.line + 1, code="GV001")
+        active.add(key)
+        if isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in n.value)
+        elif isinstance(n, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        else:
+            total = 1
+        active.discard(key)
+        if total > MAX_NODES:
+            raise SpecError(f"YAML error: this document expands to more than {MAX_NODES:,} "
+                            "values (aliases such as *a are counted at each use): too large to "
+                            "be a spec", file=file, line=n.start_mark.line + 1, code="GV001")
+        sizes[key] = total
+        return total
+
+    return size(node)
+
+
+def looks_like_spec(text: str, keys: Sequence[str]) -> str | None:
+    """None when the first document of ``text`` starts as a spec (a mapping whose first key is
+    one of ``keys``), else why not. Only the start of the stream is read, so a large data file
+    that is not a spec is told apart at once, whatever its size."""
+    parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        events = yaml.parse(text, Loader=parser)
+        first = next((e for e in events if not isinstance(
+            e, (yaml.StreamStartEvent, yaml.DocumentStartEvent))), None)
+        if isinstance(first, yaml.SequenceStartEvent):
+            return "its top level is a list, not a mapping with 'target' and 'cases'"
+        if isinstance(first, yaml.ScalarEvent) and first.value:
+            return "its top level is a single value, not a mapping with 'target' and 'cases'"
+        if isinstance(first, yaml.MappingStartEvent):
+            key = next(events, None)
+            if isinstance(key, yaml.ScalarEvent) and key.value not in (*keys, "<<"):
+                return f"its first key is {key.value!r}, not one of {', '.join(keys)}"
+    except yaml.YAMLError:
+        return None  # the full reader reports it, with its line
+    return None
 
 
 def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LList:
@@ -74,6 +139,7 @@ def load_documents(text: str, file: str | None) -> list[tuple[Any, int]]:
             node = loader.get_node()
             if node is None:
                 continue
+            _expanded_size(node, file)
             documents.append((loader.construct_document(node), node.start_mark.line + 1))
     except SpecError:
         raise

@@ -32,3 +32,23 @@ def test_verify_infers_a_spec_when_none_is_given():
 def test_verify_rejects_unknown_checks():
     with pytest.raises(UsageError, match="did you mean 'gradcheck'"):
         verify(zoo.Exp, checks=["gradchek"])
+
+
+def test_verify_runs_on_torch_defaults_whatever_the_callers_state():
+    import torch
+
+    for _ in range(2):  # the state is not captured once per process
+        with torch.no_grad():
+            report = verify(zoo.SinWrongSign, spec=zoo.SinWrongSign.SPEC, checks=["gradcheck"])
+            assert not torch.is_grad_enabled()  # the caller's state, given back
+        assert report.results[0].checks[0].status.value == "fail"
+        assert verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"]).ok
+    with torch.inference_mode():
+        report = verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"])
+        assert torch.is_inference_mode_enabled()
+    assert report.results[0].checks[0].status.value == "pass"
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    with hooks:
+        assert verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"]).ok
+        assert torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()

@@ -55,3 +55,16 @@ def test_xdist(suite):
     result = suite.runpytest("--gradverify", "-n", "2", "--dist", "loadscope",
                              "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1, passed=20, skipped=5)
+
+
+def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
+    suite.path.joinpath("specs/half.yaml").write_text(
+        "target: ops:Good\ncases:\n  - name: vec\n    args: {x: {shape: [3]\n")
+    suite.path.joinpath("specs/missing.yaml").write_text(
+        "target: nowhere:Thing\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
+    suite.makepyfile(test_unit="def test_mine():\n    assert True\n")
+    result = suite.runpytest("--gradverify", "specs", "test_unit.py", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=3, passed=21, skipped=5)  # half, missing, ops:Bad gradcheck
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*specs/half.yaml:5*[GV001]*", "*nowhere*[GV003]*",
+                                 "*FAILED specs/half.yaml::spec*"])

@@ -1,7 +1,8 @@
 """Shutdown: SIGTERM and SIGHUP stop a run as Ctrl-C does, and no path leaves a worker behind.
 
-Real signals to a real process tree: the installed `gradverify` runs in its own session, so
-that every process it starts shares one process group that the test can inspect.
+Real signals to a real process tree. Workers run in sessions of their own (so that a terminal's
+Ctrl-C reaches only gradverify, and everything a worker starts goes with it): the test finds
+them as the descendants of the gradverify process while it lives, and checks that each is gone.
 """
 from __future__ import annotations
 
@@ -43,9 +44,9 @@ class T(S):
 """ + functions.scale("F", 3)
 
 
-def _group(pgid: int) -> list[int]:
-    """Live (not zombie) processes of a process group, from /proc."""
-    members = []
+def _processes() -> dict[int, tuple[str, int]]:
+    """Every process: pid -> (state, parent pid), from /proc."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -54,9 +55,31 @@ def _group(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
+        found[int(entry.name)] = (fields[0], int(fields[1]))
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    """Live (not zombie) processes below ``pid``, workers in their own sessions included."""
+    processes = _processes()
+    below, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (state, ppid) in processes.items():
+            if ppid == parent and state != "Z":
+                below.append(child)
+                todo.append(child)
+    return below
+
+
+def _alive(pids: list[int]) -> list[int]:
+    processes = _processes()
+    return [p for p in pids if p in processes and processes[p][0] != "Z"]
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in _alive(pids):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _start(tmp_path: Path, *options: str, slow: int = 2) -> subprocess.Popen[bytes]:
@@ -74,10 +97,10 @@ def _start(tmp_path: Path, *options: str, slow: int = 2) -> subprocess.Popen[byt
     return process
 
 
-def _gone(pgid: int, within: float = 10.0) -> bool:
+def _gone(pids: list[int], within: float = 10.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not _group(pgid):
+        if not _alive(pids):
             return True
         time.sleep(0.2)
     return False
@@ -86,11 +109,13 @@ def _gone(pgid: int, within: float = 10.0) -> bool:
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_termination_stops_workers_and_writes_the_report(tmp_path, signum, code):
     process = _start(tmp_path, "-j", "2")
+    workers = _tree(process.pid)
+    assert len(workers) >= 2
     try:
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=30)
         assert process.returncode == code, stderr.decode()
-        assert _gone(process.pid), _group(process.pid)
+        assert _gone(workers), _alive(workers)
         report = json.loads((tmp_path / "r.json").read_text())
         interrupted = {r["target"] for r in report["results"] if r["status"] == "error"
                        and r["checks"][0]["findings"][0]["code"] == "GV014"}
@@ -99,8 +124,7 @@ def test_termination_stops_workers_and_writes_the_report(tmp_path, signum, code)
         assert signal.Signals(signum).name in stderr.decode()
         assert not list(tmp_path.glob("*.tmp*")), "a half-written report was left behind"
     finally:
-        for pid in _group(process.pid):
-            os.kill(pid, signal.SIGKILL)
+        _kill_all(workers)
 
 
 def test_what_finished_before_the_signal_is_kept(tmp_path):
@@ -122,23 +146,25 @@ def test_an_early_termination_still_exits_143(tmp_path):
         # a worker exists (so the handlers are installed) but is still importing torch: the
         # parent is discovering targets and no report exists yet
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(_group(process.pid)) < 2:
+        while time.monotonic() < deadline and not _tree(process.pid):
             time.sleep(0.05)
+        workers = _tree(process.pid)
+        assert workers
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
         assert process.returncode == 143
-        assert _gone(process.pid), _group(process.pid)
+        assert _gone(workers), _alive(workers)
     finally:
-        for pid in _group(process.pid):
-            os.kill(pid, signal.SIGKILL)
+        _kill_all(_tree(process.pid))
 
 
 def test_workers_die_with_a_killed_parent(tmp_path):
-    process = _start(tmp_path)
+    process = _start(tmp_path, slow=1)
+    workers = _tree(process.pid)
+    assert workers
     try:
         process.kill()
         process.wait()
-        assert _gone(process.pid), _group(process.pid)
+        assert _gone(workers), _alive(workers)
     finally:
-        for pid in _group(process.pid):
-            os.kill(pid, signal.SIGKILL)
+        _kill_all(workers)

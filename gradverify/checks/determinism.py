@@ -88,10 +88,13 @@ def _poison(values: list[Any]) -> None:
     import torch
 
     sizes = {v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)}
+    # The sizes backward's own buffers will have (those of its inputs, and multiples): the
+    # allocator hands back freed blocks of the same size class.
     for size in sorted(sizes)[-4:]:
-        for _ in range(4):
-            buffer = torch.full((max(1, size // 8) * 4,), float("nan"), dtype=torch.float64)
-            del buffer
+        for multiple in (1, 2, 4):
+            buffers = [torch.full((max(1, size * multiple // 8),), float("nan"),
+                                  dtype=torch.float64) for _ in range(4)]
+            del buffers
 
 
 CHECK = DeterminismCheck()

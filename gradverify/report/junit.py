@@ -7,6 +7,7 @@ last testsuite named ``gradverify``.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import xml.etree.ElementTree as ET
@@ -67,8 +68,26 @@ def render(report: Report, verbose: bool = False) -> str:
     for key, value in totals.items():
         root.set(key, str(value))
     root.set("time", f"{report.duration_s:.3f}")
+    _clean(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 forbids anywhere, even escaped (ESC, NUL, ...): a user exception may hold
+them (colour codes, binary garbage)."""
+
+
+def _clean(root: ET.Element) -> None:
+    """Forbidden characters shown as ``\\x1b`` in every text and attribute, so that the file
+    is well-formed whatever the findings quote."""
+    def fix(text: str | None) -> str | None:
+        return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if text else text
+
+    for element in root.iter():
+        element.text, element.tail = fix(element.text), fix(element.tail)
+        for key, value in element.attrib.items():
+            element.set(key, fix(value) or "")
 
 
 def _count(suite: ET.Element, totals: dict[str, int], duration: float) -> None:

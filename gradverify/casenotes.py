@@ -1,0 +1,124 @@
+"""Findings about a case as a whole rather than one check: global state the target changed
+(GV012), a case that verified nothing (GV013), threads and processes left running (GV015),
+running out of memory (GV016), and an internal error while setting the case up (GV011)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gradverify import leftovers, torchstate
+from gradverify.binding import case_tensors
+from gradverify.context import CheckContext
+from gradverify.report.results import CheckResult, Finding, Severity, Status
+from gradverify.target import FunctionInfo
+
+
+def nothing_verified_row(ctx: CheckContext) -> list[CheckResult]:
+    nothing = _nothing_verified(ctx.results)
+    if not nothing:
+        return []
+    return [CheckResult(
+        name="verification", status=Status.WARN, duration_s=0.0,
+        summary=f"nothing was verified: {nothing}", findings=(Finding(
+            "GV013", Severity.WARNING,
+            f"nothing was verified: {nothing}; every gradient check skipped",
+            location=ctx.info.forward_location,
+            hint="make a floating input require grad in the spec (requires_grad: true), "
+                 "and return at least one differentiable output"),))]
+
+
+def left_running_row(ctx: CheckContext, before: leftovers.Running) -> list[CheckResult]:
+    """GV015: threads or processes the case started and left running. The processes are
+    stopped here; threads end with the worker process (or stay, with --no-isolate)."""
+    threads, processes = leftovers.since(before)
+    if not threads and not processes:
+        return []
+    leftovers.kill(processes)
+    what = leftovers.describe(threads, processes)
+    return [CheckResult(
+        name="left_running", status=Status.WARN, duration_s=0.0,
+        summary=f"left {what} running", findings=(Finding(
+            "GV015", Severity.WARNING,
+            f"the case left {what} running after it finished"
+            + ("; gradverify stopped the processes" if processes else ""),
+            location=ctx.info.forward_location,
+            hint="join threads and wait for processes before forward returns, or start them "
+                 "once, as daemons, outside the Function"),))]
+
+
+def inputs_failed(exc: BaseException, ctx: CheckContext) -> CheckResult:
+    """The case could not be set up: out of memory (GV016, while making its inputs), or a
+    bug of ours (GV011)."""
+    if out_of_memory(exc):
+        finding = oom_finding(exc, ctx, "making the inputs")
+    else:
+        import traceback
+
+        finding = Finding("GV011", Severity.ERROR,
+                          f"internal error setting up case {ctx.case.name!r}: "
+                          f"{type(exc).__name__}: {exc}",
+                          hint="this is a bug in gradverify; please report it with the traceback",
+                          data={"traceback": "".join(traceback.format_exception(exc))})
+    return CheckResult("inputs", Status.ERROR, 0.0, finding.message[:80], (finding,))
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and (
+        "can't allocate memory" in text or "out of memory" in text.lower()
+        or "failed to allocate" in text.lower()))
+
+
+def oom_finding(exc: BaseException, ctx: CheckContext, during: str) -> Finding:
+    sizes = ", ".join(f"{name}: {list(shape)}" for name, shape, _ in
+                      case_tensors(ctx.maker.bound, ctx.case.dims)) or "from its factory"
+    total = sum(n for _, _, n in case_tensors(ctx.maker.bound, ctx.case.dims))
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return Finding("GV016", Severity.ERROR,
+                   f"out of memory {during} of case {ctx.case.name!r} ({sizes}; "
+                   f"{total / 1024**3:.2f} GiB in float64): {first}",
+                   hint="use smaller shapes: gradient bugs show on a few elements per dim")
+
+
+def _nothing_verified(results: Mapping[str, CheckResult]) -> str | None:
+    """Why no gradient was checked, when the reason says the case verified nothing (not an
+    integer-valued Function, which has no gradient to check)."""
+    first = results.get("gradcheck")
+    if first is None or first.status != Status.SKIP:
+        return None
+    reason = first.summary
+    if reason.startswith("no input requires grad") or "although output" in reason:
+        return reason
+    return None
+
+
+def state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> list[Finding]:
+    """GV012 findings: what the target's import (before the case) or the case itself changed in
+    torch's global state. Changes made by another module's import are reported on that
+    module's targets, never here: they were undone right after that import."""
+    findings = []
+    # the module named by the target (a re-export imports it too), or the class's own
+    named = info.target.rpartition(":")[0]
+    module = next((m for m in (named, getattr(info.cls, "__module__", ""))
+                   if torchstate.IMPORT_CHANGES.get(m)), "")
+    if before and module:
+        changed = torchstate.IMPORT_CHANGES[module]
+        replaced = [c for c in changed if c.startswith("torch.") and ":" in c]
+        findings.append(Finding(
+            "GV012", Severity.WARNING,
+            f"importing {module!r} changed global state ({'; '.join(changed)}): every Function "
+            "checked after it in the same process would have seen it"
+            + ("; among them functions gradverify verifies with, which would have let checks "
+               "pass without running" if replaced else "") + "; gradverify restored it",
+            hint="do not change torch's global settings, torch's functions or the working "
+                 "directory at import time; use context managers (torch.no_grad(), "
+                 "torch.autocast(...), unittest.mock.patch) around the code that needs them"))
+    if changes:
+        when = ("before this case (by code outside any Function)" if before else
+                "while this case ran: forward or backward changed it and did not restore it")
+        findings.append(Finding(
+            "GV012", Severity.WARNING,
+            f"global state changed {when}: {'; '.join(changes)}; gradverify restored it",
+            location=info.forward_location,
+            hint="use context managers (with torch.no_grad(): ...) instead of global setters "
+                 "inside forward/backward, so the caller's settings survive the call"))
+    return findings
