@@ -85,7 +85,10 @@ def cli() -> None:
               help="TARGETs are changed files (pre-commit): check changed specs and the specs of "
               "Functions in changed .py files; ignore other files; nothing to check is success.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
-@click.option("-v", "--verbose", is_flag=True, help="Details such as full Jacobian blocks.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Every case's check table, notes and details such as full Jacobian blocks.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Only the findings of cases that did not pass, and the summary.")
 @click.option("--no-color", is_flag=True, help="Plain console output.")
 def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...],
           only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
@@ -94,7 +97,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
           jobs: str | None,
           timeout: float | None, shard: str | None, no_isolate: bool, changed: bool,
           strict: bool | None,
-          verbose: bool, no_color: bool) -> int:
+          verbose: bool, quiet: bool, no_color: bool) -> int:
     """Verify Functions. TARGET: pkg.mod:Class, path/file.py:Class, a module or .py file,
     a spec file, or a directory of specs (default: the spec folders, specs/)."""
     from gradverify import config as config_mod
@@ -150,7 +153,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     if any(terminal.is_stdout(path) for _, path in outputs):
         pass
     elif fmt in (None, "rich", "plain") or output is not None:
-        write_console(report, sys.stdout, color=color and fmt != "plain", verbose=verbose)
+        write_console(report, sys.stdout, color=color and fmt != "plain",
+                      verbosity=1 if verbose else -1 if quiet else 0)
     else:
         sys.stdout.write(FORMATS[fmt](report, verbose))
     files = {"--output": FORMATS["plain" if fmt in (None, "rich") else fmt],
@@ -193,24 +197,26 @@ def _shard(value: str | None) -> tuple[int, int] | None:
 
 @cli.command()
 @click.argument("target")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the spec here instead of stdout.")
-@click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Write the spec to this file, or one spec per Function into this folder "
+                   "(an existing folder, or a path ending in /); default: stdout.")
+@click.option("--force", is_flag=True, help="Overwrite existing spec files.")
 def init(target: str, output: str | None, force: bool) -> int:
-    """Write a spec skeleton for TARGET (mod:Class) from forward's signature."""
-    from gradverify.files import write_text
-    from gradverify.init import skeleton
-    from gradverify.target import resolve
+    """Write specs that run for TARGET: a Function (mod:Class) or every Function of a module
+    (mod, path/file.py). Each argument is guessed from forward's signature and source, then
+    tried on forward and backward until they run."""
+    from gradverify import init as init_mod
+    from gradverify.torchstate import import_torch
 
-    info = resolve(target)
-    text = skeleton(info, spec_path=output)
+    import_torch()
+    written = init_mod.write(target, output, force=force)
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write("---\n".join(spec.text for _, spec in written))
         return 0
-    if os.path.exists(output) and not force:
-        raise UsageError(f"{output} exists; pass --force to overwrite it")
-    write_text(output, text, what="spec")
-    click.echo(f"wrote {output}; edit the shapes, then run: gradverify check {output}")
+    for path, spec in written:
+        state = "inputs run" if spec.ran else f"TODO: {spec.error}"
+        click.echo(f"wrote {path or output}: {spec.target} ({state})")
+    click.echo(f"next: gradverify check {output}")
     return 0
 
 

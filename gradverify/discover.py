@@ -84,8 +84,9 @@ class Discoverer:
 
     def changed(self, files: list[str]) -> Plan:
         """Pre-commit mode: the specs concerned by changed files. A changed spec file under
-        the spec folders runs; a changed .py file runs the specs whose target is defined in it
-        (matched by path, without importing it); every other file is ignored quietly."""
+        the spec folders runs; a changed .py file runs the specs whose target, reference or
+        factory is defined in it (matched by path, without importing it); every other file is
+        ignored quietly."""
         seen: set[tuple[str | None, int | None]] = set()
 
         def add(spec: Spec) -> None:
@@ -103,7 +104,9 @@ class Discoverer:
                         add(spec)
             elif path.suffix == ".py":
                 for spec in self.folder_specs():
-                    if spec.target and path in _target_files(spec.target, self.config.root):
+                    # its target's module, or the module of its reference or a factory
+                    named = [spec.target, spec.reference, *(c.factory for c in spec.cases)]
+                    if any(n and path in _target_files(n, self.config.root) for n in named):
                         add(spec)
         return self.plan
 
@@ -135,7 +138,8 @@ class Discoverer:
         try:
             return load_file(path)
         except InputError as exc:
-            self.plan.errors.append(_error(exc, spec=str(path)))
+            for each in [exc, *getattr(exc, "others", [])]:  # every error in the file
+                self.plan.errors.append(_error(each, spec=str(path)))
             return None
 
     def _spec_file(self, path: Path, explicit: bool) -> None:

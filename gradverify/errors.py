@@ -51,6 +51,8 @@ class SpecError(InputError):
         self.file = file
         self.line = line
         self.key = key
+        self.others: list[SpecError] = []
+        """More errors found in the same file (validation reports them all at once)."""
 
 
 class TargetError(InputError):

@@ -186,6 +186,9 @@ def _run_checks(ctx: CheckContext, checks: list[Check],
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
     forward_error = _probe_forward(ctx)
+    carrier: str | None = None
+    """The check whose row carries forward's error: the root cause is said once, and every
+    other check that needs forward is skipped, pointing at it."""
     internal: ErrorEntry | None = None
     results: list[CheckResult] = []
     for check in checks:
@@ -194,8 +197,14 @@ def _run_checks(ctx: CheckContext, checks: list[Check],
         # Each check runs on the baseline, whatever the previous one's calls of the Function did.
         during += [c for c in torchstate.restore() if c not in during]
         if forward_error is not None and not getattr(check, "static", False):
-            results.append(CheckResult(check.name, Status.ERROR, 0.0, "forward raised",
-                                       (forward_error,)))
+            if carrier is None:
+                carrier = check.name
+                results.append(CheckResult(check.name, Status.ERROR, 0.0,
+                                           _first_clause(forward_error.message),
+                                           (forward_error,)))
+            else:
+                results.append(CheckResult(check.name, Status.SKIP, 0.0,
+                                           f"skipped: forward raised (see {carrier})"))
             continue
         result, error = _run_one(ctx, check)
         if error is not None and internal is None:
@@ -213,7 +222,7 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, str | None]:
     blocked = _blocked_by(check, ctx.results)
     error = None
     if blocked:
-        outcome = Outcome.skip(f"skipped: {blocked[0]} failed")
+        outcome = Outcome.skip(blocked)
     else:
         ctx.options = _options(check.name, ctx.spec, ctx.case)
         try:
@@ -232,23 +241,47 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, str | None]:
         status = Status.XPASS
     return CheckResult(
         name=check.name, status=status, duration_s=time.perf_counter() - t0,
-        summary=outcome.summary or ("ok" if status == Status.PASS else status.value),
+        summary=_failure_summary(status, outcome) or outcome.summary
+        or ("ok" if status == Status.PASS else status.value),
         findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
         data=outcome.data), error
 
 
-def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> list[str]:
-    """The prerequisites whose failure makes ``check`` meaningless. An *expected* failure
-    blocks too, unless the check declares it runs after one (gradgradcheck checks the
-    derivative of a declared surrogate gradient, which is well defined)."""
+def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> str | None:
+    """Why ``check`` would be meaningless here, or None. A prerequisite failed (an *expected*
+    failure blocks too, unless the check declares it runs after one: gradgradcheck checks the
+    derivative of a declared surrogate gradient, which is well defined); or an earlier check
+    found a defect that makes this one's results consequences of it (forward writing into its
+    input: every later comparison of runs would blame something else)."""
     after_expected = getattr(check, "runs_after_expected_failure_of", ())
-    blocked = []
     for name in check.requires:
         status = results[name].status if name in results else None
         if status in (Status.FAIL, Status.ERROR) or \
                 (status == Status.XFAIL and name not in after_expected):
-            blocked.append(name)
-    return blocked
+            return f"skipped: {name} failed"
+    for name, result in results.items():
+        invalidates = getattr(REGISTRY.get(name), "invalidates", {})
+        for finding in result.findings:
+            if check.name in invalidates.get(finding.code, ()):
+                return f"skipped: a consequence of {finding.code} (see {name})"
+    return None
+
+
+def _first_clause(message: str, limit: int = 120) -> str:
+    """A finding's message up to its first ``;``: what a check row's summary says."""
+    clause = message.split("; ")[0]
+    return clause if len(clause) <= limit else clause[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _failure_summary(status: Status, outcome: Outcome) -> str | None:
+    """What a row that did not pass says: its first error (or warning) finding, so that a FAIL
+    row never says things went fine."""
+    wanted = Severity.WARNING if status == Status.WARN else Severity.ERROR
+    found = [f for f in outcome.findings if f.severity == wanted]
+    if not found or status in (Status.PASS, Status.SKIP, Status.XPASS):
+        return None
+    more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+    return _first_clause(found[0].message) + more
 
 
 def _options(name: str, spec: Spec, case: Case) -> dict[str, Any]:

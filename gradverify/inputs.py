@@ -144,7 +144,7 @@ class InputMaker:
         if isinstance(arg, Default):
             return arg.value
         if isinstance(arg, ValueArg):
-            return arg.value
+            return self.case.dims[arg.dim] if arg.dim else arg.value
         if isinstance(arg, SeqArg):
             items = [self._value(item, role, generator) for item in arg.items]
             return tuple(items) if arg.kind == "tuple" else items

@@ -15,7 +15,8 @@ def _spec_lines(files: list[Path]) -> Iterator[str]:
         try:
             specs = load_file(file)
         except InputError as exc:
-            yield f"{file}: invalid spec: {exc.message}"
+            for each in [exc, *getattr(exc, "others", [])]:
+                yield f"{each.where}: invalid spec: {each.message}  [{each.code}]"
             continue
         for spec in specs:
             cases = len(spec.cases)
@@ -42,7 +43,9 @@ def list_items(where: list[str], config: Config) -> Iterator[str]:
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
     from gradverify.target import ensure_cwd_on_path, functions_in, import_module, introspect
+    from gradverify.torchstate import import_torch
 
+    import_torch()
     ensure_cwd_on_path()
     module = import_module(name)
     classes = functions_in(module)
@@ -53,12 +56,12 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
     for cls in classes:
         info = introspect(cls)
         owner = next((spec.where for spec in specs if resolves_to(spec, cls)), None)
-        traits = [info.style]
+        traits = ["forward(ctx, ...)" if info.style == "ctx" else "setup_context"]
         if info.once_differentiable:
-            traits.append("once_differentiable")
+            traits.append("backward @once_differentiable")
         if info.has_jvp:
             traits.append("jvp")
         if info.vmap:
-            traits.append(f"vmap:{info.vmap}")
-        yield (f"{info.target}  [{', '.join(traits)}]  "
+            traits.append("vmap rule" if info.vmap == "staticmethod" else "generate_vmap_rule")
+        yield (f"{info.target}  ({', '.join(traits)})  "
                f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + info.target + ')'}")

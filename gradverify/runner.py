@@ -80,7 +80,8 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
         settings=Settings(device=options.device, seed=options.seed, mode=options.mode,
                           strict=options.strict, empty_ok=options.changed),
         results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
-        duration_s=time.perf_counter() - started, versions=version_info, notes=tuple(plan.notes))
+        duration_s=time.perf_counter() - started, versions=version_info,
+        notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options)))
 
 
 def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
@@ -98,6 +99,20 @@ def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
             tasks.append(Task(len(tasks), job_index, job, name, first=position == 0,
                               smallest=name == smallest))
     return tasks
+
+
+def _unmatched_cases(jobs: list[Job], options: RunOptions) -> list[str]:
+    """When --case selects no case of any job: the cases there are, to choose from."""
+    if not options.cases or not jobs:
+        return []
+    names = {job.target: [c.name for c in job.spec.cases] if job.spec else ["inferred"]
+             for job in jobs}
+    if any(_selected_case(n, options.cases) for cases in names.values() for n in cases):
+        return []
+    shown = "; ".join(f"{target}: {', '.join(cases[:12])}{', ...' if len(cases) > 12 else ''}"
+                      for target, cases in names.items())
+    return [f"--case {' '.join(options.cases)} matches no case (a case's name, or its name "
+            f"before [dims]; globs allowed). The cases are: {shown}"]
 
 
 def _selected_case(name: str, patterns: tuple[str, ...]) -> bool:

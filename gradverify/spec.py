@@ -117,9 +117,11 @@ class TensorArg:
 
 @dataclass(frozen=True)
 class ValueArg:
-    """A plain Python value: None, a number, a string or a boolean."""
+    """A plain Python value: None, a number, a string or a boolean; or, when a string names a
+    dim of the case (``num_segments: S``), that dim's size."""
 
     value: Any
+    dim: str | None = None
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,15 @@ def load_text(text: str, file: str | None = None) -> list[Spec]:
         raise SpecError("empty spec file: expected a mapping with 'target' and 'cases' "
                         "(run `gradverify init mod:Class` for a skeleton)",
                         file=file, line=None, code="GV001")
-    return [_Validator(file).spec(doc, line) for doc, line in documents]
+    specs, errors = [], []
+    for doc, line in documents:  # every document of a stream is validated
+        try:
+            specs.append(_Validator(file).spec(doc, line))
+        except SpecError as exc:
+            errors += [exc, *exc.others]
+    if errors:
+        raise _together(errors)
+    return specs
 
 
 def from_dict(data: Mapping[str, Any], *, file: str | None = None) -> Spec:
@@ -97,37 +105,60 @@ class _Validator(Reader):
     # -- the spec
 
     def spec(self, doc: Any, doc_line: int | None) -> Spec:
+        """A spec document. Every error in it is found, not only the first: each part (the
+        top-level keys, each case) is validated on its own, and all errors are raised together
+        (the first, with the others attached)."""
+        errors: list[SpecError] = []
+
+        def attempt(read: Any, *args: Any, default: Any = None) -> Any:
+            try:
+                return read(*args)
+            except SpecError as exc:
+                errors.append(exc)
+                return default
+
         data = self.mapping(doc, doc_line, "", "a spec")
         line = getattr(data, "line", None) or doc_line
-        self.known_keys(data, SPEC_KEYS, line, "")
+        attempt(self.known_keys, data, SPEC_KEYS, line, "")
         at = lambda k: self.line_of(data, k, line)  # noqa: E731
         if "version" in data and data["version"] != 1:
-            raise self.fail(f"unsupported spec version {data['version']!r}; this gradverify reads "
-                            "version 1", at("version"), "version")
-        target = self.reference(data["target"], at("target"), "target") if "target" in data else None
-        reference = (self.reference(data["reference"], at("reference"), "reference")
-                     if "reference" in data else None)
-        dims = self.dims(data.get("dims", {}), at("dims"), "dims")
-        tolerance = self.tolerance(data.get("tolerance", {}), at("tolerance"), "tolerance")
-        checks = self.checks(data.get("checks", {}), at("checks"), "checks")
-        expect = self.expect(data.get("expect", {}), at("expect"), "expect")
-        if "cases" not in data:
-            raise self.fail("missing key 'cases': a list of cases, each with 'args' or 'factory'",
-                            line, "cases")
-        raw_cases = data["cases"]
-        if not isinstance(raw_cases, list) or not raw_cases:
-            raise self.fail(f"expected a non-empty list of cases, got {kind_of(raw_cases)}",
-                            at("cases"), "cases")
+            errors.append(self.fail(f"unsupported spec version {data['version']!r}; this "
+                                    "gradverify reads version 1", at("version"), "version"))
+        target = attempt(self.reference, data["target"], at("target"), "target") \
+            if "target" in data else None
+        reference = attempt(self.reference, data["reference"], at("reference"), "reference") \
+            if "reference" in data else None
+        raw_dims = data.get("dims", {})
+        # when a dim is invalid, its uses are not errors of their own (one root cause)
+        dims = attempt(self.dims, raw_dims, at("dims"), "dims", default={
+            name: (1,) for name in raw_dims if isinstance(name, str)}
+            if isinstance(raw_dims, dict) else {})
+        tolerance = attempt(self.tolerance, data.get("tolerance", {}), at("tolerance"),
+                            "tolerance", default=Tolerance())
+        checks = attempt(self.checks, data.get("checks", {}), at("checks"), "checks", default={})
+        expect = attempt(self.expect, data.get("expect", {}), at("expect"), "expect", default={})
         cases: list[Case] = []
-        seen: dict[str, str] = {}
-        for index, raw in enumerate(raw_cases):
-            key = f"cases[{index}]"
-            for case in self.case(raw, self.line_of(raw_cases, index, line), key, index, dims):
-                if case.name in seen:
-                    raise self.fail(f"duplicate case name {case.name!r} (also {seen[case.name]})",
-                                    case.line, f"{key}.name")
-                seen[case.name] = key
-                cases.append(case)
+        raw_cases = data.get("cases")
+        if "cases" not in data:
+            errors.append(self.fail("missing key 'cases': a list of cases, each with 'args' or "
+                                    "'factory'", line, "cases"))
+        elif not isinstance(raw_cases, list) or not raw_cases:
+            errors.append(self.fail(f"expected a non-empty list of cases, got "
+                                    f"{kind_of(raw_cases)}", at("cases"), "cases"))
+        else:
+            seen: dict[str, str] = {}
+            for index, raw in enumerate(raw_cases):
+                key = f"cases[{index}]"
+                made = attempt(self.case, raw, self.line_of(raw_cases, index, line), key, index,
+                               dims, default=[])
+                for case in made:
+                    if case.name in seen:
+                        errors.append(self.fail(f"duplicate case name {case.name!r} (also "
+                                                f"{seen[case.name]})", case.line, f"{key}.name"))
+                    seen[case.name] = key
+                    cases.append(case)
+        if errors:
+            raise _together(errors)
         return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
                     reference=reference, tolerance=tolerance, checks=checks, expect=expect)
 
@@ -296,6 +327,8 @@ class _Validator(Reader):
         return self.arg(value, line, key, dims)
 
     def arg(self, value: Any, line: int | None, key: str, dims: Mapping[str, tuple[int, ...]]) -> Arg:
+        if isinstance(value, str) and value in dims:
+            return ValueArg(value, dim=value)  # an int that follows the dim (and its sweep)
         if value is None or isinstance(value, (bool, int, float, str)):
             return ValueArg(value)
         if isinstance(value, list):
@@ -451,12 +484,36 @@ class _Validator(Reader):
         return walk(value, key)[0]
 
 
+def _together(errors: list[SpecError]) -> SpecError:
+    """The first error, carrying the others (``others``), in file order."""
+    flat: list[SpecError] = []
+    for error in errors:
+        flat += [e for e in (error, *error.others) if all(e is not f for f in flat)]
+    flat.sort(key=lambda e: e.line or 0)
+    first = flat[0]
+    first.others = flat[1:]
+    for rest in flat[1:]:
+        rest.others = []
+    return first
+
+
 def _dims_used(args: Sequence[tuple[str | None, Arg]]) -> list[str]:
+    """Every dim the arguments use: in shapes, as an index range (``high: S``) or as a value
+    (``num_segments: S``): a sweep applies wherever a dim is used."""
     used: list[str] = []
 
+    def use(name: Any) -> None:
+        if isinstance(name, str) and name not in used:
+            used.append(name)
+
     def visit(arg: Arg) -> None:
-        if isinstance(arg, TensorArg) and arg.shape:
-            used.extend(s for s in arg.shape if isinstance(s, str) and s not in used)
+        if isinstance(arg, TensorArg):
+            for size in arg.shape or ():
+                use(size)
+            for bound in arg.params.values():
+                use(bound)
+        elif isinstance(arg, ValueArg):
+            use(arg.dim)
         elif isinstance(arg, SeqArg):
             for item in arg.items:
                 visit(item)

@@ -58,6 +58,20 @@ class Setting:
 _CAPTURED = object()
 
 
+def import_torch() -> Any:
+    """torch, imported quietly: without NumPy installed, torch warns at import ("Failed to
+    initialize NumPy"), which is about torch's environment, not about any Function, and must
+    not reach gradverify's output."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch
+    return torch
+
+
 def _owner(path: str) -> tuple[Any, str]:
     """The object holding a dotted name's last attribute (a module or a class), and that
     attribute's name; (None, name) when there is none."""
@@ -79,9 +93,11 @@ def _owner(path: str) -> tuple[Any, str]:
 @functools.cache
 def _settings() -> tuple[Setting, ...]:
     """The table of settings, built once (at the first capture, when torch is imported)."""
-    import torch
-    import torch.autograd.gradcheck  # noqa: F401 -- the module, for its functions
-    import torch.func  # noqa: F401
+    import importlib
+
+    torch = import_torch()
+    for module in ("torch.autograd.gradcheck", "torch.func"):  # the modules, for their functions
+        importlib.import_module(module)
 
     def set_inference(value: bool) -> None:
         guard = torch.inference_mode(value)
@@ -201,7 +217,7 @@ def isolated() -> Iterator[None]:
     """Run the block on torch's defaults, whatever state the caller is in, and give the caller
     its state back afterwards (grad mode, inference mode, hooks and all)."""
     global _BASELINE
-    import torch
+    torch = import_torch()
 
     previous_baseline = _BASELINE
     caller = capture()

@@ -23,7 +23,9 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     from gradverify.target import ensure_cwd_on_path
 
     ensure_cwd_on_path()
-    import torch
+    from gradverify.torchstate import import_torch
+
+    torch = import_torch()
 
     if threads:
         torch.set_num_threads(threads)

@@ -62,7 +62,8 @@ def test_version_and_help():
 def test_check_passes_on_default_spec_folder(ops):
     result = run_cli("check")
     assert result.code == 0, result.output
-    assert "ops:Square :: vec" in result.stdout
+    assert "specs/square.yaml  ops:Square  ." in result.stdout  # one line, a dot per case
+    assert "ops:Square :: vec" in run_cli("check", "-v").stdout  # every case's table
     assert re.match(r"11 passed, 2 skipped in \d", result.stdout.rstrip().splitlines()[-1])
 
 
@@ -70,7 +71,7 @@ def test_check_fails_with_named_input(ops):
     ops.write("specs/cube.yaml", "target: ops:Cube\ncases:\n  - args: {x: {shape: [3]}}\n")
     result = run_cli("check", "specs/cube.yaml")
     assert result.code == 1
-    assert "gradient for 'x' (output 0) is wrong: off by a constant factor 0.6667" in result.stdout
+    assert "gradient for 'x' (output 0) is wrong: off by a constant factor 0.6667" in result.flat
     assert "ops.py:" in result.stdout and "[GV121 gradcheck]" in result.stdout
     assert "explain: gradverify explain GV121" in result.stdout
 
@@ -80,8 +81,8 @@ def test_bad_spec_exits_3_and_other_targets_still_run(ops):
     result = run_cli("check")
     assert result.code == 3
     assert "specs/bad.yaml:3: cases[0].args.x.dtyp: unknown key 'dtyp' (did you mean 'dtype'?)" \
-        in result.stdout
-    assert "ops:Square :: vec" in result.stdout and "PASS" in result.stdout
+        in result.flat
+    assert "specs/square.yaml  ops:Square  ." in result.stdout
 
 
 def test_failure_and_input_error_exit_3_wins(ops):
@@ -97,12 +98,12 @@ def test_failure_and_input_error_exit_3_wins(ops):
     ("ops:NotAFunction", 3, "not a torch.autograd.Function subclass"),
     ("nomodule:Thing", 3, "cannot import module 'nomodule'"),
     ("specs/none.yaml", 3, "no such spec file"),
-    ("ops.py:Square", 0, "ops:Square :: vec"),
-    ("ops:Square", 0, "(specs/square.yaml)"),
-    ("ops", 0, "ops:Square :: vec"),
-    ("ops.py", 0, "ops:Square :: vec"),
-    ("specs", 0, "ops:Square :: vec"),
-    ("specs/square.yaml", 0, "ops:Square :: vec"),
+    ("ops.py:Square", 0, "specs/square.yaml  ops:Square  ."),
+    ("ops:Square", 0, "specs/square.yaml  ops:Square  ."),
+    ("ops", 0, "specs/square.yaml  ops:Square  ."),
+    ("ops.py", 0, "specs/square.yaml  ops:Square  ."),
+    ("specs", 0, "specs/square.yaml  ops:Square  ."),
+    ("specs/square.yaml", 0, "specs/square.yaml  ops:Square  ."),
 ])
 def test_target_forms(ops, target, code, message):
     result = run_cli("check", target)
@@ -111,7 +112,7 @@ def test_target_forms(ops, target, code, message):
 
 
 def test_inferred_spec_is_reported(ops):
-    result = run_cli("check", "ops:Cube", "--only", "contract")
+    result = run_cli("check", "ops:Cube", "--only", "contract", "-v")
     assert result.code == 0
     assert "ops:Cube :: inferred  (inferred spec)" in result.stdout
     assert "inputs: x [3x4] float32" in result.stdout
@@ -127,7 +128,7 @@ def test_inferred_spec_forward_failure_suggests_init(project):
 
 def test_spec_option_for_a_bare_target(ops):
     ops.write("other/cube.yaml", "cases:\n  - name: small\n    args: {x: {shape: [2]}}\n")
-    result = run_cli("check", "ops:Square", "--spec", "other/cube.yaml")
+    result = run_cli("check", "ops:Square", "--spec", "other/cube.yaml", "-v")
     assert result.code == 0 and "ops:Square :: small" in result.stdout
 
 
@@ -141,7 +142,7 @@ def test_nothing_selected_exits_5(ops):
 def test_empty_project_exits_5_with_advice(project):
     result = run_cli("check")
     assert result.code == 5
-    assert "no spec folder found" in result.stdout and "gradverify init" in result.stdout
+    assert "no spec folder found" in result.flat and "gradverify init" in result.flat
 
 
 def test_usage_errors_exit_2(ops):
@@ -221,9 +222,11 @@ def test_internal_error_exits_4(ops, monkeypatch):
 
 def test_init_writes_a_spec_that_runs(ops):
     result = run_cli("init", "ops:Square", "-o", "specs/generated.yaml")
-    assert result.code == 0 and "wrote specs/generated.yaml" in result.stdout
+    assert result.code == 0
+    assert "wrote specs/generated.yaml: ops:Square (inputs run)" in result.stdout
     text = (ops.root / "specs/generated.yaml").read_text()
-    assert "target: ops:Square" in text and "x: {shape: [N, 4]}" in text
+    assert "target: ops:Square" in text and "x: {shape: [N, D]}" in text
+    assert "these inputs ran forward and backward" in text
     assert run_cli("check", "specs/generated.yaml").code == 0
     again = run_cli("init", "ops:Square", "-o", "specs/generated.yaml")
     assert again.code == 2 and "--force" in again.output
@@ -239,24 +242,25 @@ def test_init_reads_annotations_and_defaults(project):
             @staticmethod
             def forward(ctx, input: torch.Tensor, weight: torch.Tensor,
                         bias: Optional[torch.Tensor] = None, scale: float = 2.0, dim: int = 1):
-                return input
+                out = input.mm(weight.t())
+                return (out + bias if bias is not None else out) * scale
 
             @staticmethod
             def backward(ctx, grad):
-                return grad, None, None, None, None
+                return grad, grad, grad.sum(0), None, None
     ''')
     text = run_cli("init", "lin:Lin").stdout
-    assert "input: {shape: [N, 4]}" in text
-    assert "bias: null" in text and "Optional" in text
-    assert "scale: 2.0" in text and "dim: 1" in text
+    assert "input: {shape: [N, D]}" in text and "weight: {shape: [K, D]}" in text
+    assert "bias: {shape: [K]}" in text
+    assert "# scale: 2.0   (forward's default" in text and "# dim: 1   (forward's default" in text
 
 
 def test_list_without_import_and_with_module(ops):
     result = run_cli("list")
     assert result.code == 0 and "specs/square.yaml:1  ops:Square  1 case" in result.stdout
     result = run_cli("list", "ops")
-    assert "ops:Square  [ctx]  spec: specs/square.yaml:1" in result.stdout
-    assert "ops:Cube  [ctx]  no spec (gradverify init ops:Cube)" in result.stdout
+    assert "ops:Square  (forward(ctx, ...))  spec: specs/square.yaml:1" in result.stdout
+    assert "ops:Cube  (forward(ctx, ...))  no spec (gradverify init ops:Cube)" in result.stdout
 
 
 def test_explain_codes_and_checks():
@@ -352,5 +356,108 @@ def test_star_args_forward_is_checked_with_a_list_of_inputs(project):
     assert "gradient for 'xs[0]'" in result.flat
     written = run_cli("init", "star:Total", "-o", "specs/total.yaml")
     assert written.code == 0
-    assert "xs: [{shape: [N, 4]}, {shape: [N, 4]}]" in (project.root / "specs/total.yaml").read_text()
+    assert "xs: [{shape: [N, D]}, {shape: [N, D]}]" in (project.root / "specs/total.yaml").read_text()
     assert "gradient for 'xs[1]'" in run_cli("check", "specs/total.yaml").flat
+
+
+# ----------------------------------------------------------------------------- what is said, and once
+
+INPLACE = functions.module('''
+class ClampNoDirty(Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.clamp_(min=0)          # writes into the caller's tensor, without mark_dirty
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (y > 0).to(grad.dtype)
+
+
+class Raises(Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise ValueError("unsupported input")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+''')
+
+
+def test_a_root_cause_is_said_once(project):
+    project.write("inplace.py", INPLACE)
+    project.write("specs/r.yaml", "target: inplace:Raises\ndims: {N: [2, 3]}\ncases:\n"
+                                  "  - name: v\n    args: {x: {shape: [N]}}\n")
+    result = run_cli("check", "specs/r.yaml")
+    assert result.flat.count("forward raised ValueError: unsupported input") == 4  # row + finding
+    assert result.flat.count("[GV008") == 2  # once per case
+    assert "skipped: forward raised (see contract)" in result.flat
+    result = run_cli("check", "inplace:ClampNoDirty")
+    assert "[GV221 mutation]" in result.flat
+    assert "GV251" not in result.flat and "GV322" not in result.flat  # no layout/precision advice
+    assert "a consequence of GV221 (see mutation)" in result.flat
+
+
+def test_fail_rows_say_what_failed(project):
+    project.write("inplace.py", INPLACE)
+    result = run_cli("check", "inplace:ClampNoDirty", "-v")
+    assert re.search(r"FAIL +mutation +[\d.]+s forward writes into input 'x' in place without "
+                     r"ctx.mark_dirty", result.flat)
+
+
+def test_bundled_examples_report_fits_in_40_lines(in_repo):
+    result = run_cli("check")
+    assert result.code == 0, result.output
+    assert len(result.stdout.splitlines()) <= 40
+
+
+def test_a_sweep_applies_wherever_a_dim_is_used(project):
+    project.write("seg.py", functions.module('''
+class SegSum(Function):
+    @staticmethod
+    def forward(ctx, values, ids, n: int):
+        ctx.save_for_backward(ids)
+        return values.new_zeros(n, values.shape[1]).index_add(0, ids, values)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        return grad[ids], None, None
+'''))
+    project.write("specs/seg.yaml", "target: seg:SegSum\ndims: {S: [3, 6]}\ncases:\n  - name: a\n"
+                  "    args:\n      values: {shape: [5, 2]}\n"
+                  "      ids: {shape: [5], dtype: int64, high: S}\n      n: S\n")
+    result = run_cli("check", "specs/seg.yaml", "-v")
+    assert result.code == 0, result.output
+    assert "seg:SegSum :: a[S=3]" in result.stdout and "seg:SegSum :: a[S=6]" in result.stdout
+    assert "n: int" in result.stdout
+
+
+def test_every_error_of_a_spec_file_is_listed(ops):
+    ops.write("specs/bad.yaml", "target: ops:Square\ntolerance: {atl: 1}\ncases:\n"
+                                "  - args: {x: {shape: [3], dtyp: float32}}\n"
+                                "  - args: {x: {shape: [3], init: bogus}}\n")
+    result = run_cli("check", "specs/bad.yaml")
+    assert result.code == 3
+    assert all(message in result.flat for message in (
+        "specs/bad.yaml:2: tolerance.atl: unknown key 'atl'",
+        "specs/bad.yaml:4: cases[0].args.x.dtyp: unknown key 'dtyp'",
+        "specs/bad.yaml:5: cases[1].args.x.init: unknown init 'bogus'"))
+
+
+def test_an_unmatched_case_filter_lists_the_cases(ops):
+    result = run_cli("check", "--case", "nobias")
+    assert result.code == 5
+    assert "--case nobias matches no case" in result.flat and "ops:Square: vec" in result.flat
+
+
+def test_changed_factory_modules_rerun_their_specs(ops):
+    ops.write("factories.py", "import torch\n\ndef make(generator):\n"
+                              "    return (torch.randn(3, generator=generator),)\n")
+    ops.write("specs/made.yaml", "target: ops:Cube\ncases:\n  - factory: factories:make\n")
+    result = run_cli("check", "--changed", "factories.py")
+    assert result.code == 1 and "ops:Cube" in result.stdout
+    assert "specs/square.yaml" not in result.stdout

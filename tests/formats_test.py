@@ -104,3 +104,15 @@ def test_several_reports_in_one_run(broken):
 def test_plain_report_has_a_fixed_width(broken):
     result = run_cli("check", "--format", "plain")
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
+
+
+def test_markdown_status_has_one_word():
+    from gradverify.report import markdown
+    from gradverify.report.model import Report
+    from gradverify.report.results import CaseResult, CheckResult, Settings, Status
+
+    check = CheckResult("gradcheck", Status.XFAIL, 0.0, "surrogate", expect="by design")
+    report = Report(Settings(), (CaseResult("m:F", None, "c", Status.XFAIL, 0.0,
+                                            checks=(check,)),))
+    row = next(line for line in markdown.render(report).splitlines() if "`m:F`" in line)
+    assert "| ✔️ xfail |" in row and "xfail xfail" not in row

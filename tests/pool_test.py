@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -86,7 +87,7 @@ def test_crashes_become_case_errors_and_other_targets_report(crashy):
     result = run_cli("check", "--json", "report.json", isolate=True)
     assert result.code == 1, result.output
     out = result.stdout
-    assert "ops:Good :: c0" in out and "ops:Good :: c1" in out
+    assert re.search(r"specs/good.yaml +ops:Good +\.\.", out)
     assert "died (killed by SIGSEGV) during contract" in out
     assert "died (killed by SIGABRT)" in out
     assert "forward raised SystemExit" in out
@@ -105,7 +106,7 @@ def test_hang_times_out(crashy):
                      isolate=True)
     assert result.code == 1
     assert "timed out after 3 s" in result.stdout and "[GV009" in result.stdout
-    assert "ops:Good :: c1" in result.stdout
+    assert re.search(r"ops:Good +\.\.", result.stdout)
 
 
 def test_in_process_mode_still_reports_system_exit(crashy):

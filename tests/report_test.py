@@ -78,3 +78,50 @@ def test_golden_console_report():
 
 def test_render_plain_has_no_escape_codes():
     assert "\x1b[" not in render_plain(_report(Status.FAIL))
+
+
+# ----------------------------------------------------------------------------- the console
+
+
+def _case(target: str, case: str, status: Status, summary: str = "ok") -> CaseResult:
+    from gradverify.report.results import Finding, Severity
+
+    findings = (Finding("GV121", Severity.ERROR, "gradient for 'x' is wrong: sign flipped"),) \
+        if status == Status.FAIL else ()
+    checks = (CheckResult("contract", Status.PASS, 0.0, "fine"),
+              CheckResult("gradcheck", status, 0.0, summary, findings),
+              CheckResult("vmap", Status.SKIP, 0.0, "vmap unsupported"))
+    return CaseResult(target, "specs/f.yaml", case, status, 0.0, checks=checks)
+
+
+def test_concise_by_default_details_for_what_did_not_pass():
+    report = Report(Settings(), (_case("m:Good", "a", Status.PASS), _case("m:Good", "b", Status.PASS),
+                                 _case("m:Bad", "a", Status.FAIL, "gradient for 'x' is wrong")))
+    text = render_plain(report)
+    assert re.search(r"^specs/f.yaml  m:Good +\.\.$", text, re.M)
+    assert re.search(r"^specs/f.yaml  m:Bad +F$", text, re.M)
+    assert "m:Good :: a" not in text  # passing cases: one character, no table
+    assert "m:Bad :: a" in text and "FAIL   gradcheck" in text and "[GV121 gradcheck]" in text
+    assert "PASS   contract" not in text and "(1 other check passed, 1 skipped" in text
+    verbose = render_plain(report, verbose=True)
+    assert "m:Good :: a" in verbose and "PASS   contract" in verbose
+    quiet = render_plain(report, verbosity=-1)
+    assert "specs/f.yaml  m:Good" not in quiet and "FAIL   gradcheck" not in quiet
+    assert "[GV121 gradcheck]" in quiet
+
+
+def test_lines_wrap_at_word_boundaries_to_the_width():
+    long = "the gradient " * 30 + "ends here"
+    report = Report(Settings(), (_case("m:Bad", "a", Status.FAIL, long),))
+    for width in (80, 120):
+        text = render_plain(report, width=width)
+        assert all(len(line) <= width for line in text.splitlines() if not line.startswith("    |"))
+        assert "ends here" in text and "..." not in text
+        words = " ".join(text.split())
+        assert ("the gradient " * 30).strip() in words
+
+
+def test_strict_summary_says_warnings_fail():
+    report = _report(Status.PASS, Status.WARN, strict=True)
+    assert "(--strict: warnings and xpasses fail the run)" in summary_line(report).plain()
+    assert "--strict" not in summary_line(_report(Status.PASS, Status.WARN)).plain()

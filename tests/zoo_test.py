@@ -242,3 +242,29 @@ def test_an_input_at_fault_is_found_without_torch_naming_it():
                        tolerance=DEFAULT_TOLERANCE)
     view = _calls.differentiable_view(ctx)
     assert view.names[_failing_input(ctx, view)] == "b"
+
+
+def test_second_order_hint_names_a_saved_intermediate():
+    import torch
+    from torch.autograd import Function
+
+    class SpecialSpmm(Function):  # the GAT idiom without @once_differentiable
+        @staticmethod
+        def forward(ctx, indices, values, shape, b):
+            a = torch.sparse_coo_tensor(indices, values, shape)
+            ctx.save_for_backward(a, b)
+            return torch.matmul(a, b)
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            edge = a._indices()[0] * a.shape[1] + a._indices()[1]
+            return None, grad.matmul(b.t()).reshape(-1)[edge], None, a.t().matmul(grad)
+
+    spec = {"cases": [{"name": "c", "args": {
+        "indices": {"values": [[0, 1, 2, 2], [1, 2, 0, 1]], "dtype": "int64"},
+        "values": {"shape": [4]}, "shape": {"tuple": [3, 3]}, "b": {"shape": [3, 2]}}}]}
+    report = verify(SpecialSpmm, spec=spec, checks=["gradcheck", "gradgradcheck"])
+    (finding,) = _findings(report, "gradgradcheck")
+    assert "sparse_coo tensor built in forward" in finding.hint
+    assert "Build it in backward from the saved inputs" in finding.hint

@@ -97,8 +97,9 @@ def differentiable_view(ctx: Any) -> DifferentiableView | str:
     if isinstance(applied, str):
         return applied
     args, diff, out_idx = applied.args, applied.args.diff_positions, applied.differentiable
-    fn = tensor_function(ctx.info, args, diff, out_idx)
-    inputs = [args.values[i].detach().requires_grad_(True) for i in diff]
+    fresh = ctx.args("double")  # untouched by that call (a forward may write into its input)
+    fn = tensor_function(ctx.info, fresh, diff, out_idx)
+    inputs = [fresh.values[i].detach().requires_grad_(True) for i in diff]
     outs = [applied.outputs[j] for j in out_idx]
     return DifferentiableView(fn, inputs, [args.names[i] for i in diff], outs, applied)
 

@@ -26,6 +26,33 @@ _HINT = ("write backward with differentiable torch ops on ctx.saved_tensors; avo
          "unsupported)")
 
 
+def _hint(ctx: CheckContext) -> str:
+    """The hint for a second-order mismatch: when forward saved a tensor it computed (not an
+    input or output), that is the likely cause, whether or not it went through
+    save_for_backward: it carries no graph back to the inputs."""
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _tensors as tk
+
+    try:
+        args = ctx.args("double")
+        with tk.record_saved() as saved:
+            applied = calls.apply(ctx.info, args)
+        inputs = {n: v for n, v in zip(args.names, args.values) if tk.is_tensor(v)}
+        built = [t for t in saved.tensors if tk.is_tensor(t) and tk.classify(
+            t, inputs, dict(applied.tensors), same_shape=False)[0] == "intermediate"
+            and tk.is_inexact(t)]
+    except Exception:  # noqa: BLE001 -- a hint only
+        return _HINT
+    if not built:
+        return _HINT
+    what = (f"a {tk.kind(built[0])} tensor built" if tk.is_sparse(built[0]) else
+            "a tensor computed")
+    return (f"backward reads {what} in forward (shape {list(built[0].shape)}), saved with "
+            "save_for_backward: saving it keeps it, not its graph back to the inputs, so "
+            "double backward through it is zero. Build it in backward from the saved inputs "
+            "(save indices and values, not the matrix), or mark backward @once_differentiable")
+
+
 CODES = (
     Code("GV141", "second-order-mismatch",
          "The derivative of backward's result (double backward) differs from finite differences.",
@@ -125,6 +152,7 @@ class GradgradcheckCheck:
         outcome.summary = f"second-order mismatch ({mode} mode)"
         if failure is None:
             return outcome  # the probe's findings: torch's check skips graph-broken gradients
+        hint = _hint(ctx)
         fixed = [g.detach() for g in grad_outputs]
         blocks = jac.diagnose(_first_order(fn, fixed), inputs, atol=tol.atol, rtol=tol.rtol,
                              eps=tol.eps, generator=ctx.generator("gradgradcheck-diagnose"))
@@ -136,14 +164,15 @@ class GradgradcheckCheck:
                 "GV141", Severity.ERROR,
                 jac.mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
                                  wrt, f"grad {of!r}"),
-                input=wrt, location=ctx.location, hint=_HINT,
+                input=wrt, location=ctx.location, hint=hint,
                 data={**block.data, "of": of, "pattern": block.pattern}))
         if not outcome.findings:
-            outcome.add(_undiagnosed(failure, names, outs, ctx))
+            outcome.add(_undiagnosed(failure, names, outs, ctx, hint))
         return outcome
 
 
-def _undiagnosed(failure: str, names: list[str], outs: list[Any], ctx: CheckContext) -> Finding:
+def _undiagnosed(failure: str, names: list[str], outs: list[Any], ctx: CheckContext,
+                 hint: str) -> Finding:
     """torch's gradgradcheck failed where the sampled blocks did not show it: name the block
     from its message. torch differentiates a function of (inputs..., incoming gradients...),
     whose outputs are the gradients of the inputs."""
@@ -161,7 +190,6 @@ def _undiagnosed(failure: str, names: list[str], outs: list[Any], ctx: CheckCont
                    f"the incoming gradient of output {wrt - len(names)}")
         subject = f"second derivative d({grad})/d({respect}) is wrong"
         data.update(of=names[of] if of < len(names) else None, wrt=respect)
-    hint = _HINT
     low = [o for o in outs if o.dtype not in (torch.float64, torch.complex128)]
     if low:
         hint = (f"the Function returns {str(low[0].dtype).removeprefix('torch.')} for float64 "

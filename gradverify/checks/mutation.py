@@ -60,6 +60,10 @@ class MutationCheck:
     codes = CODES
     options: tuple[Option, ...] = ()
     requires = ("contract",)
+    invalidates = {"GV221": ("determinism", "layout", "reference", "precision", "forward_ad",
+                             "vmap", "device", "compile")}
+    """A forward that writes into its input changes what every later run starts from: the
+    comparisons of these checks would blame layouts or precision for it."""
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch

@@ -1,20 +1,30 @@
 """The console report: the same lines in plain text (CI logs, pipes, golden tests) or rich colour.
 
-Layout: a header; per case a line and a table of checks (status, name, time, summary); then the
-findings (``file:line: error: message [GVnnn]`` with notes, as mypy writes them); then notes and
-a pytest-like closing line.
+Like pytest's, by verbosity:
+- default: a header; one line per spec file and target with a status character per case
+  (``.`` pass, ``W`` warning, ``F`` fail, ``E`` error, ``s`` skip, ``x`` expected failure,
+  ``X`` unexpected pass); then, for each case that did not pass, its check table and its
+  findings (``file:line: error: message [GVnnn]`` with notes, as mypy writes them); errors,
+  notes and a pytest-like closing line.
+- ``-v``: the check table and findings of every case.
+- ``-q``: the findings of the cases that did not pass, errors, and the closing line.
+
+Lines are wrapped at word boundaries to the width (the terminal's, or ``COLUMNS``, or 100).
 """
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
 from gradverify.report.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
+from gradverify.report.text import CHAR, LABEL, finding_line
 
 if TYPE_CHECKING:
-    from gradverify.report.model import Report
     from rich.text import Text
+
+    from gradverify.report.model import Report
 
 WIDTH = 100
 
@@ -23,6 +33,7 @@ STYLE = {
     Status.WARN: "yellow", Status.SKIP: "dim", Status.XFAIL: "cyan", Status.XPASS: "magenta",
 }
 SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
+QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
 class _Line:
@@ -47,68 +58,211 @@ def _p(text: str, style: str = "") -> _Line:
     return _Line((text, style))
 
 
-def lines(report: Report, verbose: bool = False) -> Iterator[_Line]:
+def default_width() -> int:
+    """``COLUMNS`` when set (CI logs, golden tests), else 100."""
+    try:
+        return max(60, int(os.environ.get("COLUMNS", WIDTH)))
+    except ValueError:
+        return WIDTH
+
+
+class _Writer:
+    def __init__(self, verbosity: int, width: int) -> None:
+        self.verbosity = verbosity
+        self.width = width
+
+    def wrap(self, text: str, indent: str, first: str = "") -> list[str]:
+        return textwrap.wrap(text, self.width, initial_indent=first, subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False) or [first + text]
+
+    # -- the report
+
+    def lines(self, report: Report) -> Iterator[_Line]:
+        yield _p(_header(report), "bold")
+        if self.verbosity == NORMAL and report.results:
+            yield _p("")
+            yield from self.overview(report)
+        shown = [c for c in report.results
+                 if self.verbosity == VERBOSE or _needs_detail(c)]
+        for case in shown:
+            yield _p("")
+            yield from self.case(case)
+        if report.errors:
+            yield _p("")
+            yield _p("errors", "bold underline")
+            for error in report.errors:
+                label = "internal error" if error.internal else "error"
+                message, *details = error.message.rstrip().split("\n")
+                wrapped = self.wrap(f"{label}: {message}  [{error.code}]", "    ")
+                yield _Line((f"{label}: ", "bold red"), (wrapped[0][len(label) + 2:], ""))
+                for rest in wrapped[1:] + details:
+                    yield _p(rest)
+                if error.internal:
+                    yield _p("gradverify hit a bug (exit 4): please report it at the project's "
+                             "issue tracker with the traceback above and the spec.", "red")
+        for note in report.notes:
+            yield _p("")
+            wrapped = self.wrap(f"note: {note}", "      ")
+            yield _Line(("note: ", "blue"), (wrapped[0][6:], ""))
+            for rest in wrapped[1:]:
+                yield _p(rest)
+        yield _p("")
+        yield summary_line(report)
+
+    def overview(self, report: Report) -> Iterator[_Line]:
+        """One line per spec file and target, a status character per case; the characters
+        wrap under the label when they do not fit beside it."""
+        groups: dict[tuple[str | None, str], list[CaseResult]] = {}
+        for case in report.results:
+            groups.setdefault((case.spec, case.target), []).append(case)
+        labels = {key: _group_label(*key, cases) for key, cases in groups.items()}
+        pad = max(len(label) for label in labels.values())
+        if pad + 2 + max(len(cases) for cases in groups.values()) > self.width:
+            pad = 0
+        for key, cases in groups.items():
+            label = labels[key]
+            if len(label) + 2 + len(cases) > self.width:
+                yield _p(label, "bold")
+                label, indent = "", "    "
+            else:
+                label, indent = f"{label:<{pad}}  ", ""
+            room = self.width - len(label or indent)
+            for start in range(0, len(cases), room):
+                yield _Line((label or indent, "bold"),
+                            *((CHAR[c.status], STYLE[c.status]) for c in cases[start:start + room]))
+                label = ""
+
+    def case(self, case: CaseResult) -> Iterator[_Line]:
+        where = f"  ({case.spec})" if case.spec else ("  (inferred spec)" if case.inferred else "")
+        yield _Line((f"{case.target} :: {case.case}", "bold"), (where, "dim"),
+                    ("  ", ""), (case.status.value.upper(), STYLE[case.status]),
+                    (f"  {case.duration_s:.2f}s", "dim"))
+        if self.verbosity > QUIET:
+            shapes = ", ".join(_input(i) for i in case.inputs)
+            if shapes:
+                for line in self.wrap(f"inputs: {shapes}", "    ", "  "):
+                    yield _p(line, "dim")
+            rows = [c for c in case.checks if self.verbosity == VERBOSE or _row_needed(c)]
+            if self.verbosity != VERBOSE:
+                rows = _grouped_skips(rows)
+            name_width = max((len(c.name) for c in rows if "," not in c.name), default=8)
+            for check in rows:
+                yield from self.check_row(check, name_width)
+            shown = {n for c in rows for n in c.name.split(", ")}
+            rest = [c for c in case.checks if c.name not in shown]
+            if rest:
+                passed = sum(1 for c in rest if c.status == Status.PASS)
+                skipped = len(rest) - passed
+                yield _p("  (" + ", ".join(part for part in (
+                    f"{passed} other check{'s' * (passed != 1)} passed" if passed else "",
+                    f"{skipped} skipped" if skipped else "") if part) + "; -v shows them)",
+                    "dim")
+        for check in case.checks:
+            for finding in check.findings:
+                if finding.severity != Severity.INFO or self.verbosity == VERBOSE \
+                        or check.status != Status.PASS:
+                    yield from self.finding(check, finding)
+
+    def check_row(self, check: CheckResult, name_width: int) -> Iterator[_Line]:
+        summary = check.summary
+        if check.expect and check.status in (Status.XFAIL, Status.XPASS):
+            summary = f"{summary} (expected: {check.expect})"
+        if ", " in check.name:  # skipped together: the names, then the reason
+            rows = self.wrap(f"{check.name}: {summary}", "         ", "  SKIP   ")
+            yield _Line(("  ", ""), ("SKIP  ", STYLE[Status.SKIP]), (rows[0][8:], "dim"))
+            for rest in rows[1:]:
+                yield _p(rest, "dim")
+            return
+        head = f"  {check.status.value.upper():<6} {check.name:<{name_width}} " \
+               f"{check.duration_s:6.2f}s "
+        rows = self.wrap(summary, " " * len(head), head)
+        yield _Line(("  ", ""), (f"{check.status.value.upper():<6}", STYLE[check.status]),
+                    (f" {check.name:<{name_width}} ", ""), (f"{check.duration_s:6.2f}s ", "dim"),
+                    (rows[0][len(head):], ""))
+        for rest in rows[1:]:
+            yield _p(rest)
+
+    def finding(self, check: CheckResult, finding: Finding) -> Iterator[_Line]:
+        expected = check.status == Status.XFAIL
+        text = finding_line(finding, check.name, expected=expected)
+        where = f"{finding.location}: " if finding.location else ""
+        label = "expected failure" if expected and finding.severity == Severity.ERROR else \
+            LABEL[finding.severity]
+        head = f"{where}{label}: "
+        tag = f"[{finding.code} {check.name}]"
+        # the tag is never split across lines
+        body = [line.replace("\0", " ") for line in
+                self.wrap(text.replace(tag, tag.replace(" ", "\0")), "    ")]
+        first = body[0]
+        yield _Line((where, "bold"), (f"{label}: ", SEVERITY_STYLE[finding.severity]),
+                    (first[len(head):].removesuffix(tag), ""),
+                    (tag if first.endswith(tag) else "", "dim"))
+        for rest in body[1:]:
+            yield _Line((rest.removesuffix(tag), ""), (tag if rest.endswith(tag) else "", "dim"))
+        if finding.hint:
+            hint = self.wrap("  note: " + finding.hint, "        ")
+            yield _Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
+            for rest in hint[1:]:
+                yield _p(rest)
+        heat = finding.data.get("heatmap") if finding.data else None
+        if heat:
+            cols = f"'{finding.input}'" if finding.input else "input"
+            yield _p(f"  |analytical - numerical| (rows: output elements, columns: {cols} "
+                     "elements)", "dim")
+            for row in heat:
+                yield _p(f"    |{row}|", "red")
+        if self.verbosity == VERBOSE and finding.data:
+            for key in ("analytical_block", "numerical_block"):
+                if key in finding.data:
+                    yield _p(f"  {key.replace('_', ' ')}:", "dim")
+                    for row in finding.data[key]:
+                        yield _p("    " + " ".join(f"{x:9.4f}" for x in row), "dim")
+            if "traceback" in finding.data:
+                for row in str(finding.data["traceback"]).rstrip().splitlines():
+                    yield _p(f"    {row}", "dim")
+        if finding.severity != Severity.INFO:
+            yield _p(f"  explain: gradverify explain {finding.code}", "dim")
+
+
+def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
+    """Checks skipped for one same reason (a failed prerequisite) as one row naming them."""
+    grouped: list[CheckResult] = []
+    for row in rows:
+        last = grouped[-1] if grouped else None
+        if last is not None and row.status == last.status == Status.SKIP \
+                and row.summary == last.summary:
+            grouped[-1] = CheckResult(f"{last.name}, {row.name}", Status.SKIP, 0.0, row.summary)
+        else:
+            grouped.append(row)
+    return grouped
+
+
+def _row_needed(check: CheckResult) -> bool:
+    """A check row shown for a case that did not pass: what did not pass, and what was
+    skipped because of it."""
+    if check.status == Status.PASS:
+        return False
+    return check.status != Status.SKIP or check.summary.startswith("skipped:")
+
+
+def _needs_detail(case: CaseResult) -> bool:
+    return case.status not in (Status.PASS, Status.SKIP, Status.XFAIL)
+
+
+def _group_label(spec: str | None, target: str, cases: list[CaseResult]) -> str:
+    if spec:
+        return f"{spec}  {target}"
+    return f"{target}  (inferred spec)" if cases and cases[0].inferred else target
+
+
+def _header(report: Report) -> str:
     v = report.versions
     parts = [f"gradverify {v.get('gradverify', '?')}"]
     if "torch" in v:
         parts.append(f"torch {v['torch']}")
     parts += [f"python {v.get('python', '?')}", f"device {report.settings.device}",
               f"seed {report.settings.seed}"]
-    yield _p(" | ".join(parts), "bold")
-    for case in report.results:
-        yield _p("")
-        yield from _case(case)
-    findings = [(case, check, f) for case in report.results for check in case.checks
-                for f in check.findings]
-    shown = [(c, k, f) for c, k, f in findings
-             if f.severity != Severity.INFO or verbose or k.status != Status.PASS]
-    if shown:
-        yield _p("")
-        yield _p("findings", "bold underline")
-    last = None
-    for case, check, finding in shown:
-        key = (case.target, case.case)
-        if key != last:
-            yield _p("")
-            yield _p(f"{case.target} :: {case.case}", "bold")
-            last = key
-        yield from _finding(check, finding, verbose)
-    if report.errors:
-        yield _p("")
-        yield _p("errors", "bold underline")
-        for error in report.errors:
-            label = "internal error" if error.internal else "error"
-            message, *details = error.message.rstrip().split("\n")
-            wrapped = _wrap(f"{label}: {message}  [{error.code}]", "    ")
-            yield _Line((f"{label}: ", "bold red"), (wrapped[0][len(label) + 2:], ""))
-            for rest in wrapped[1:] + details:
-                yield _p(rest)
-            if error.internal:
-                yield _p("gradverify hit a bug (exit 4): please report it at the project's issue "
-                         "tracker with the traceback above and the spec.", "red")
-    for note in report.notes:
-        yield _p("")
-        yield _Line(("note: ", "blue"), (note, ""))
-    yield _p("")
-    yield summary_line(report)
-
-
-def _case(case: CaseResult) -> Iterator[_Line]:
-    where = f"  ({case.spec})" if case.spec else ("  (inferred spec)" if case.inferred else "")
-    yield _Line((f"{case.target} :: {case.case}", "bold"), (where, "dim"),
-                ("  ", ""), (case.status.value.upper(), STYLE[case.status]),
-                (f"  {case.duration_s:.2f}s", "dim"))
-    shapes = ", ".join(_input(i) for i in case.inputs)
-    if shapes:
-        yield _p(f"  inputs: {shapes}", "dim")
-    width = max((len(c.name) for c in case.checks), default=8)
-    for check in case.checks:
-        summary = check.summary
-        if check.expect and check.status in (Status.XFAIL, Status.XPASS):
-            summary = f"{summary} (expected: {check.expect})"
-        yield _Line(("  ", ""), (f"{check.status.value.upper():<6}", STYLE[check.status]),
-                    (f" {check.name:<{width}} ", ""), (f"{check.duration_s:6.2f}s ", "dim"),
-                    (_clip(summary, WIDTH - width - 20), ""))
+    return " | ".join(parts)
 
 
 def _input(info: InputInfo) -> str:
@@ -117,50 +271,6 @@ def _input(info: InputInfo) -> str:
         grad = "" if info.requires_grad else ", no grad"
         return f"{info.name} [{shape}] {info.dtype}{grad}"
     return f"{info.name}: {info.kind}"
-
-
-def _finding(check: CheckResult, finding: Finding, verbose: bool) -> Iterator[_Line]:
-    where = f"{finding.location}: " if finding.location else ""
-    label = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}[
-        finding.severity]
-    if check.status == Status.XFAIL and finding.severity == Severity.ERROR:
-        label = "expected failure"
-    # Wrapped at WIDTH so that CI logs stay readable; continuation lines are indented.
-    head = f"{where}{label}: "
-    tag = f"  [{finding.code} {check.name}]"
-    body = _wrap(head + finding.message + tag, "    ")
-    first = body[0]
-    yield _Line((where, "bold"), (f"{label}: ", SEVERITY_STYLE[finding.severity]),
-                (first[len(head):], "") if len(body) > 1 else
-                (finding.message, ""), ("" if len(body) > 1 else tag, "dim"))
-    for index, rest in enumerate(body[1:], start=1):
-        if index == len(body) - 1 and rest.endswith(tag.strip()):
-            yield _Line((rest[: -len(tag.strip())], ""), (tag.strip(), "dim"))
-        else:
-            yield _p(rest)
-    if finding.hint:
-        hint = _wrap("  note: " + finding.hint, "        ")
-        yield _Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
-        for rest in hint[1:]:
-            yield _p(rest)
-    heat = finding.data.get("heatmap") if finding.data else None
-    if heat:
-        cols = f"'{finding.input}'" if finding.input else "input"
-        yield _p(f"  |analytical - numerical| (rows: output elements, columns: {cols} elements)",
-                 "dim")
-        for row in heat:
-            yield _p(f"    |{row}|", "red")
-    if verbose and finding.data:
-        for key in ("analytical_block", "numerical_block"):
-            if key in finding.data:
-                yield _p(f"  {key.replace('_', ' ')}:", "dim")
-                for row in finding.data[key]:
-                    yield _p("    " + " ".join(f"{x:9.4f}" for x in row), "dim")
-        if "traceback" in finding.data:
-            for row in str(finding.data["traceback"]).rstrip().splitlines():
-                yield _p(f"    {row}", "dim")
-    if finding.severity != Severity.INFO:
-        yield _p(f"  explain: gradverify explain {finding.code}", "dim")
 
 
 def summary_line(report: Report) -> _Line:
@@ -184,29 +294,32 @@ def summary_line(report: Report) -> _Line:
     if not segments:
         segments.append(("no checks ran", "yellow"))
     segments.append((f" in {report.duration_s:.2f}s", ""))
+    if report.settings.strict and (counts["warn"] or counts["xpass"]):
+        segments.append((" (--strict: warnings and xpasses fail the run)", "bold red"))
     return _Line(*segments)
 
 
-def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False) or [text]
+def lines(report: Report, verbosity: int = NORMAL, width: int | None = None) -> Iterator[_Line]:
+    return _Writer(verbosity, width or default_width()).lines(report)
 
 
-def _clip(text: str, width: int) -> str:
-    width = max(width, 20)
-    return text if len(text) <= width else text[: width - 3] + "..."
+def render_plain(report: Report, verbose: bool = False, *, verbosity: int | None = None,
+                 width: int | None = None) -> str:
+    level = verbosity if verbosity is not None else (VERBOSE if verbose else NORMAL)
+    return "\n".join(line.plain() for line in lines(report, level, width)) + "\n"
 
 
-def render_plain(report: Report, verbose: bool = False) -> str:
-    return "\n".join(line.plain() for line in lines(report, verbose)) + "\n"
-
-
-def write_console(report: Report, stream: IO[str], *, color: bool, verbose: bool = False) -> None:
+def write_console(report: Report, stream: IO[str], *, color: bool, verbose: bool = False,
+                  verbosity: int | None = None) -> None:
+    level = verbosity if verbosity is not None else (VERBOSE if verbose else NORMAL)
     if not color:
-        stream.write(render_plain(report, verbose))
+        stream.write(render_plain(report, verbosity=level))
         return
+    import shutil
+
     from rich.console import Console
 
+    width = shutil.get_terminal_size((WIDTH, 24)).columns
     console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
-    for line in lines(report, verbose):
+    for line in lines(report, level, width):
         console.print(line.rich())

@@ -1,0 +1,150 @@
+"""``gradverify init``: specs that run, from forward's signature, its source and a probe.
+
+For each forward parameter a guess is read from its name, annotation, default and how forward's
+source uses it (``init.guess``); the guesses are then tried on the real forward and one
+backward, and nearby specs searched while that raises (``init.probe``). What ran is written,
+with a comment on each argument saying where its value came from; where nothing ran, the spec
+says so with a ``TODO`` and the error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gradverify.init.guess import Guess, first_guesses
+from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
+from gradverify.target import FunctionInfo
+
+
+@dataclass(frozen=True)
+class Written:
+    """One spec: its text, and whether its inputs ran forward and backward."""
+
+    target: str
+    text: str
+    ran: bool
+    error: str | None = None
+
+
+def spec_for(info: FunctionInfo, *, spec_path: str | None = None, probe: bool = True) -> Written:
+    """The spec of one Function, probed (unless ``probe`` is false)."""
+    guesses = first_guesses(info)
+    attempt: Attempt | None = None
+    if probe:
+        guesses, attempt = search(info, guesses)
+    ran = attempt.ok if attempt else False
+    return Written(info.target, render(info, guesses, attempt, spec_path), ran,
+                   attempt.error if attempt and not attempt.ok else None)
+
+
+def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
+           spec_path: str | None) -> str:
+    run = f"gradverify check {spec_path}" if spec_path else f"gradverify check {info.target}"
+    lines = [f"# gradverify spec for {info.target}",
+             f"# forward: {info.forward_location or '?'}   backward: "
+             f"{info.backward_location or '?'}"]
+    if attempt is None:
+        lines.append("# Not probed: set the shapes forward expects, then run: " + run)
+    elif attempt.ok:
+        lines.append("# Written by `gradverify init`: these inputs ran forward and backward. "
+                     "Run: " + run)
+    else:
+        lines += ["# TODO: no inputs tried made forward and backward run; the closest raised",
+                  f"#   {attempt.error}",
+                  "# Set the shapes and dtypes forward expects (comments say what was guessed)."]
+    if info.once_differentiable:
+        lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
+    dims = spec_dict(guesses)["dims"]
+    lines += [f"target: {info.target}"]
+    if dims:
+        lines.append("dims: {" + ", ".join(f"{k}: {v}" for k, v in dims.items()) + "}"
+                     "   # named sizes; a list such as [1, 3] sweeps them")
+    lines.append("# checks: {gradgradcheck: false}   # turn checks off (or opt-in checks on)")
+    if attempt is not None and attempt.flat:
+        lines += ["# forward is piecewise constant here, yet backward gives a gradient: if it is",
+                  "# a surrogate (straight-through) gradient by design, say so (uncomment):",
+                  "# expect: {gradcheck: \"surrogate gradient by design\"}"]
+    else:
+        lines.append("# expect: {gradcheck: \"why\"}       # a failure by design")
+    lines += ["cases:", "  - name: basic"]
+    shown = [g for g in guesses if g.kind != "default"]
+    defaults = [g for g in guesses if g.kind == "default"]
+    if not shown:
+        lines.append("    args: {}")
+    else:
+        lines.append("    args:")
+        rows = [(f"      {g.name}: {_yaml(arg_value(g))}", g.why) for g in shown]
+        width = max(len(r) for r, _ in rows) + 2
+        lines += [f"{r:<{width}}# {why}" if why else r for r, why in rows]
+    for g in defaults:
+        lines.append(f"      # {g.name}: {_yaml(g.value)}   (forward's default, used as it is)")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml(value: Any) -> str:
+    """A value in the spec's flow style: {shape: [N, D], dtype: int64}, {tuple: [N, D]}."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        if value and value.replace("_", "").isalnum() and not value[0].isdigit() \
+                and value not in ("null", "true", "false", "yes", "no", "on", "off"):
+            return value
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml(v) for v in value) + "]"
+    return repr(value)
+
+
+def infos(target: str) -> list[FunctionInfo]:
+    """The Functions a target names: ``mod:Class``, or every Function defined in a module or
+    ``.py`` file."""
+    from gradverify.errors import TargetError
+    from gradverify.target import functions_in, import_module, introspect, resolve
+
+    if ":" in target:
+        return [resolve(target)]
+    module = import_module(target)
+    found = [introspect(cls) for cls in functions_in(module)]
+    if not found:
+        raise TargetError(f"{target} defines no torch.autograd.Function subclasses",
+                          code="GV005", where=target)
+    return found
+
+
+def write(target: str, output: str | None, *, force: bool) -> list[tuple[str | None, Written]]:
+    """Specs for ``target`` (a Function or a module): to stdout (None), to one file (a YAML
+    stream for a module), or one file per Function in a folder (``output`` an existing folder
+    or ending in ``/``). Returns (path or None, spec) pairs; never overwrites without ``force``.
+    """
+    import os
+    from pathlib import Path
+
+    from gradverify.errors import UsageError
+    from gradverify.files import write_text
+
+    found = infos(target)
+    folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
+    paths = [str(Path(output) / f"{info.name.replace('.', '_')}.yaml") if folder else output
+             for info in found] if output else [None] * len(found)
+    if not force:
+        for path in paths:
+            if path is not None and os.path.exists(path):
+                raise UsageError(f"{path} exists; pass --force to overwrite it")
+    written = [(path, spec_for(info, spec_path=path)) for info, path in zip(found, paths)]
+    if output is None:
+        return written
+    if folder:
+        for path, spec in written:
+            write_text(path or "", spec.text, what="spec")
+    else:
+        write_text(output, "---\n".join(spec.text for _, spec in written), what="spec")
+    return written
+
+
+__all__ = ["Written", "spec_for", "render", "dim_sizes", "write", "infos"]

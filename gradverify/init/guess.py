@@ -1,0 +1,279 @@
+"""What each forward parameter probably is, read from its name, annotation, default and from
+forward's source (without running it): a float tensor, an integer index tensor tied to a dim,
+a bool mask, a size, a shape tuple, a float. The probe (``init.probe``) then tries the guesses
+and their neighbours on the real forward.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gradverify.target import _MISSING, FunctionInfo, Param, _underlying
+
+SIZES = {"B": 2, "C": 3, "D": 4, "N": 5, "H": 6, "W": 7, "L": 8, "K": 9, "S": 3, "E": 6}
+"""The sizes of named dims: small, and distinct where they meet in one tensor."""
+
+TEMPLATES: dict[int, tuple[str, ...]] = {0: (), 1: ("N",), 2: ("N", "D"), 3: ("B", "C", "L"),
+                                        4: ("B", "C", "H", "W"), 5: ("B", "C", "D", "H", "W")}
+
+INDEX_NAMES = re.compile(r"^(index|indices|idx|idxs|ids|labels?|ranks?|segment_ids|segments?|"
+                         r"spx|superpixels?|perm|permutation|edge_index|clusters?|targets?)$|"
+                         r"(_idx|_ids|_index|_indices|_labels?)$")
+MASK_NAMES = re.compile(r"^(mask|keep|kept|valid)$|(_mask)$")
+SHAPE_NAMES = re.compile(r"^(shape|size|sizes|output_size|out_shape|output_shape|dims)$")
+COUNT_NAMES = re.compile(r"^(num_\w+|n_\w+|\w+_count|count|dim|k|groups|length|n|num)$")
+WEIGHT_NAMES = re.compile(r"^(weight|weights|w|kernel|filters?)$")
+BIAS_NAMES = re.compile(r"^(bias|b|offset)$")
+FLOAT_NAMES = re.compile(r"^(threshold|slope|alpha|beta|gamma|eps|epsilon|scale|constant|lr|p|"
+                         r"temperature|temp|sigma|margin|lam|lambda_?|weight_decay|factor|tau|"
+                         r"momentum|negative_slope|value)$")
+
+
+@dataclass
+class Guess:
+    """One forward parameter as the spec will give it."""
+
+    name: str
+    kind: str
+    """``tensor``, ``int``, ``float``, ``bool``, ``str``, ``tuple``, ``none``, ``default`` or
+    ``star`` (a ``*xs`` list of tensors)."""
+    shape: tuple[Any, ...] = ()
+    """Dim names (or literal sizes)."""
+    dtype: str = "float32"
+    high: str | None = None
+    """Integer tensors: the dim their values index (values in [0, size of that dim))."""
+    sorted: bool = False
+    value: Any = None
+    """Python values; for ``int`` the dim it follows; for ``tuple`` the dims."""
+    why: str = ""
+    """Where the guess comes from, written as the spec line's comment."""
+    rank_at_least: int = 0
+    items: int = 2
+    requires_grad: bool | None = None
+    """False for a floating input backward gives no gradient (a coordinate, a weight map)."""
+
+    def tensor(self) -> bool:
+        return self.kind in ("tensor", "star")
+
+
+@dataclass
+class Hints:
+    """What forward's source says about one parameter."""
+
+    rank: int | None = None
+    rank_at_least: int = 0
+    dims: tuple[str, ...] = ()
+    integer: bool = False
+    boolean: bool = False
+    labels: bool = False
+    """``param.max() + 1``: integer labels whose range is their own."""
+    size: bool = False
+    """Used as a size (``new_zeros(param, ...)``, ``minlength=param``)."""
+    matrix: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def read_source(info: FunctionInfo) -> dict[str, Hints]:
+    """Hints per parameter from forward's source (empty when the source cannot be read)."""
+    forward = _underlying(inspect.getattr_static(info.cls, "forward"))
+    hints = {p.name: Hints() for p in info.params}
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
+    except (OSError, TypeError, SyntaxError):
+        return hints
+    for node in ast.walk(tree):
+        _assign_shape(node, hints)
+        _attribute_use(node, hints)
+        _call_use(node, hints)
+        _subscript_use(node, hints)
+    return hints
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _assign_shape(node: ast.AST, hints: dict[str, Hints]) -> None:
+    """``B, C, H, W = x.shape`` (or ``x.size()``): the rank, and the dims' names."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)):
+        return
+    value = node.value
+    if isinstance(value, ast.Call):
+        value = value.func
+    if isinstance(value, ast.Attribute) and value.attr in ("shape", "size"):
+        owner = _name(value.value)
+        if owner in hints:
+            names = [_name(t) or "_" for t in node.targets[0].elts]
+            hints[owner].rank = len(names)
+            hints[owner].dims = tuple(n.upper() if len(n) <= 2 else "" for n in names)
+
+
+def _attribute_use(node: ast.AST, hints: dict[str, Hints]) -> None:
+    """``x.long()``, ``x.bool()``, ``x.mm(...)``, ``x.t()``, ``x.shape[2]``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner = _name(node.func.value)
+        attr = node.func.attr
+        if owner in hints:
+            hint = hints[owner]
+            if attr in ("long", "int"):
+                hint.integer = True
+            elif attr == "bool":
+                hint.boolean = True
+            elif attr in ("mm", "t", "matmul") and owner:
+                hint.matrix = True
+            elif attr == "to" and any("int" in ast.unparse(a) or "long" in ast.unparse(a)
+                                      for a in node.args):
+                hint.integer = True
+            elif attr == "size" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, int):
+                hint.rank_at_least = max(hint.rank_at_least, node.args[0].value + 1)
+            for keyword in node.keywords:
+                if keyword.arg == "dim" and isinstance(keyword.value, ast.Constant) \
+                        and isinstance(keyword.value.value, int):
+                    hint.rank_at_least = max(hint.rank_at_least, keyword.value.value + 1)
+        # x.max() + 1 / x.max().item() + 1: labels
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        text = ast.unparse(node.left)
+        for name, hint in hints.items():
+            if re.fullmatch(rf"{re.escape(name)}\.max\(\)(\.item\(\))?", text):
+                hint.integer = hint.labels = True
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+            and node.value.attr == "shape":
+        owner = _name(node.value.value)
+        index = node.slice
+        if owner in hints and isinstance(index, ast.Constant) and isinstance(index.value, int) \
+                and index.value >= 0:
+            hints[owner].rank_at_least = max(hints[owner].rank_at_least, index.value + 1)
+
+
+_INDEXING_CALLS = {"index_select": 2, "index_add": 1, "index_add_": 1, "scatter": 1,
+                   "scatter_": 1, "scatter_add": 1, "scatter_add_": 1, "gather": 1,
+                   "bincount": 0, "index_put_": 0, "take": 0, "index_copy": 1,
+                   "index_copy_": 1, "sparse_coo_tensor": 0}
+_SIZE_CALLS = {"new_zeros", "new_ones", "new_empty", "new_full", "zeros", "ones", "empty",
+               "full", "view", "reshape", "expand", "arange", "randn", "rand"}
+
+
+def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
+    """An argument of an indexing call is an index; of a size call, a size."""
+    if not isinstance(node, ast.Call):
+        return
+    func = node.func.attr if isinstance(node.func, ast.Attribute) else _name(node.func)
+    positional = [_name(a) for a in node.args]
+    if func in _INDEXING_CALLS:
+        position = _INDEXING_CALLS[func]
+        # torch.index_select(x, dim, index) has one more leading argument than x.index_select
+        if isinstance(node.func, ast.Attribute) and _name(node.func.value) == "torch" \
+                and func not in ("sparse_coo_tensor", "bincount"):
+            position += 1
+        if position < len(positional) and positional[position] in hints:
+            hints[positional[position]].integer = True  # type: ignore[index]
+    if func in _SIZE_CALLS:
+        for name in positional:
+            if name in hints:
+                hints[name].size = True
+    if func == "sparse_coo_tensor" and len(positional) > 2 and positional[2] in hints:
+        hints[positional[2]].size = True  # type: ignore[index]
+    for keyword in node.keywords:
+        if keyword.arg in ("minlength", "num_classes", "num_segments", "dim_size", "size") \
+                and _name(keyword.value) in hints:
+            hints[_name(keyword.value)].size = True  # type: ignore[index]
+    if func == "range" and positional and positional[0] in hints:
+        hints[positional[0]].size = True  # type: ignore[index]
+
+
+def _subscript_use(node: ast.AST, hints: dict[str, Hints]) -> None:
+    """``x[param]``: an index (or a mask, by its name)."""
+    if isinstance(node, ast.Subscript):
+        index = _name(node.slice)
+        if index in hints:
+            hints[index].integer = True  # type: ignore[index]
+
+
+def _annotation(param: Param) -> str:
+    if param.annotation is _MISSING:
+        return ""
+    if isinstance(param.annotation, str):
+        return param.annotation
+    return getattr(param.annotation, "__name__", None) or str(param.annotation)
+
+
+def first_guesses(info: FunctionInfo) -> list[Guess]:
+    """A guess per positional parameter (and ``*xs``), before any probing."""
+    hints = read_source(info)
+    guesses = []
+    for param in info.params:
+        if param.kind == "var_positional":
+            guesses.append(Guess(param.name, "star", shape=TEMPLATES[2], items=2,
+                                 why=f"*{param.name}: a list, one entry per tensor"))
+        elif param.kind == "positional":
+            guesses.append(_guess(param, hints.get(param.name, Hints())))
+    return _tie_dims(guesses)
+
+
+def _guess(param: Param, hint: Hints) -> Guess:
+    name, annotation = param.name, _annotation(param)
+    default = param.default
+    tensor_annotation = "Tensor" in annotation
+    if default is not _MISSING and not tensor_annotation and default is not None:
+        if isinstance(default, (bool, int, float, str)):
+            return Guess(name, "default", value=default, why="forward's default")
+    if annotation in ("int",) or (not tensor_annotation and COUNT_NAMES.match(name)
+                                  and not hint.integer) or (hint.size and not hint.integer
+                                                            and not SHAPE_NAMES.match(name)):
+        return Guess(name, "int", value="S" if name.startswith(("num_", "n_")) else "N",
+                     why="a size" + (f" ({annotation})" if annotation else ""))
+    if annotation in ("float",) or (not tensor_annotation and FLOAT_NAMES.match(name)):
+        return Guess(name, "float", value=0.5, why="a number" + (f" ({annotation})"
+                                                               if annotation else ""))
+    if annotation == "bool":
+        return Guess(name, "bool", value=False, why="a flag")
+    if annotation == "str":
+        return Guess(name, "str", value="", why="a string: set the value forward expects")
+    if SHAPE_NAMES.match(name) or "tuple" in annotation.lower() or "Size" in annotation:
+        return Guess(name, "tuple", value=("N", "D"), why="a shape: a tuple of sizes")
+    rank = hint.rank or max(hint.rank_at_least, 2 if hint.matrix else 0)
+    if MASK_NAMES.match(name) or hint.boolean:
+        return Guess(name, "tensor", shape=TEMPLATES[max(rank, 1)][:max(rank, 1)],
+                     dtype="bool", why="a mask (bool)")
+    if INDEX_NAMES.search(name) or hint.integer or hint.labels:
+        shape: tuple[Any, ...] = (2, "E") if name in ("indices", "edge_index") else ("N",)
+        if hint.rank:
+            shape = TEMPLATES[hint.rank]
+        return Guess(name, "tensor", shape=shape, dtype="int64", high="S" if hint.labels else "N",
+                     sorted=name.startswith(("rank", "segment")),
+                     why="indices (int64), values in [0, the dim they index)")
+    dims = hint.dims if hint.dims and all(hint.dims) else TEMPLATES[min(max(rank, 2), 5)]
+    return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least,
+                 why=("shape from forward's " + ", ".join(dims) + " = "
+                      f"{name}.shape") if hint.dims and all(hint.dims) else "a float tensor")
+
+
+def _tie_dims(guesses: list[Guess]) -> list[Guess]:
+    """Index tensors follow the first float tensor's leading dim; when forward takes a count
+    (``num_segments``), their values index it."""
+    floats = [g for g in guesses if g.kind == "tensor" and g.dtype.startswith("float")]
+    lead = floats[0].shape[:1] if floats else ()
+    first = floats[0].shape if floats else ()
+    count = next((g.value for g in guesses if g.kind == "int" and g.value == "S"), None)
+    tied = []
+    for g in guesses:
+        if g.kind == "tensor" and g.dtype.startswith("float") and g is not floats[0] \
+                and len(first) == 2 and g.why == "a float tensor":
+            # a layer's parameters next to its input [N, D]: weight [K, D], bias [K]
+            if WEIGHT_NAMES.match(g.name):
+                g = replace(g, shape=("K", first[-1]), why="a weight: [out, in]")
+            elif BIAS_NAMES.match(g.name):
+                g = replace(g, shape=("K",), why="a bias: [out]")
+        if g.kind == "tensor" and g.dtype == "int64":
+            if g.shape == ("N",) and lead:
+                g = replace(g, shape=lead)
+            if count:
+                g = replace(g, high=count, why=f"indices (int64), values in [0, {count})")
+        tied.append(g)
+    return tied

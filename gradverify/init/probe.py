@@ -1,0 +1,288 @@
+"""Trying guesses on the real forward: build the spec the guesses describe, make its inputs as
+``check`` would, run forward and one backward. When that raises, search nearby specs (other
+ranks, shapes taken from the other tensors, other dims for sizes and index ranges), one
+parameter at a time, keeping a change when the Function gets further (a later line of forward,
+or into backward), until it runs or the budget is spent.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gradverify.init.guess import SIZES, TEMPLATES, Guess
+from gradverify.target import FunctionInfo
+
+MAX_CALLS = 300
+"""Candidate specs tried per Function at most."""
+MAX_SECONDS = 20.0
+
+
+@dataclass
+class Attempt:
+    ok: bool
+    progress: tuple[int, int]
+    """(0 forward / 1 backward / 2 done, line reached): larger is further."""
+    error: str | None = None
+    without: tuple[str, ...] = ()
+    """Floating inputs backward gave no gradient (None)."""
+    flat: bool = False
+    """forward does not move along a random direction, yet backward gives a gradient: a
+    surrogate (straight-through) gradient, by design or not."""
+
+
+def spec_dict(guesses: list[Guess]) -> dict[str, Any]:
+    """The spec the guesses describe (the keys of the YAML format)."""
+    used = list(dict.fromkeys(d for g in guesses for d in _dims_of(g)))
+    args: dict[str, Any] = {}
+    for g in guesses:
+        if g.kind == "default":
+            continue
+        args[g.name] = arg_value(g)
+    return {"dims": dim_sizes(used), "cases": [{"name": "basic", "args": args}]}
+
+
+def dim_sizes(names: list[str]) -> dict[str, int]:
+    """Sizes for the dims used: the usual letters' own, other names the free ones left."""
+    known = [n for n in SIZES if n in names]
+    free = iter(size for size in (4, 5, 6, 7, 8, 9, 10, 11, 12)
+                if size not in {SIZES[n] for n in known})
+    sizes = {n: SIZES[n] for n in known}
+    sizes.update({n: next(free, 3) for n in names if n not in SIZES})
+    return sizes
+
+
+def arg_value(g: Guess) -> Any:
+    if g.kind == "star":
+        return [{"shape": list(g.shape)} for _ in range(g.items)]
+    if g.kind == "tensor":
+        value: dict[str, Any] = {"shape": list(g.shape)}
+        if g.dtype != "float32":
+            value["dtype"] = g.dtype
+        if g.dtype == "int64" and g.high is not None:
+            value["high"] = g.high
+        if g.sorted:
+            value["sorted"] = True
+        if g.requires_grad is False and g.dtype.startswith("float"):
+            value["requires_grad"] = False
+        return value
+    if g.kind == "tuple":
+        return {"tuple": list(g.value)}
+    return g.value  # int (a dim name), float, bool, str, None
+
+
+def _dims_of(g: Guess) -> list[str]:
+    names = [s for s in g.shape if isinstance(s, str)] if g.tensor() else []
+    if g.kind == "tensor" and g.high:
+        names.append(g.high)
+    if g.kind == "int" and isinstance(g.value, str):
+        names.append(g.value)
+    if g.kind == "tuple":
+        names += [v for v in g.value if isinstance(v, str)]
+    return names
+
+
+SEEDS = (0, 1, 2)
+"""Inputs are drawn with each of these seeds: an index range that is wrong only for some draws
+(a column index of 4 in a 5 x 4 matrix) must not pass by luck."""
+
+
+def evaluate(info: FunctionInfo, guesses: list[Guess]) -> Attempt:
+    """Run forward and one backward on the inputs the guesses make, for each seed; the
+    attempt that got least far counts."""
+    attempts = []
+    for seed in SEEDS:
+        attempt = _evaluate(info, guesses, seed)
+        if not attempt.ok:
+            return attempt
+        attempts.append(attempt)
+    return attempts[0]
+
+
+def _evaluate(info: FunctionInfo, guesses: list[Guess], seed: int) -> Attempt:
+    import torch
+
+    from gradverify.binding import bind
+    from gradverify.checks import _calls as calls
+    from gradverify.errors import InputError
+    from gradverify.inputs import InputMaker
+    from gradverify.specfile import from_dict
+
+    try:
+        spec = from_dict(spec_dict(guesses))
+        case = spec.cases[0]
+        args = InputMaker(case, bind(case, info, spec), info, seed, "cpu").args("double")
+    except (InputError, KeyError, ValueError, RuntimeError) as exc:
+        return Attempt(False, (-1, 0), str(exc))
+    try:
+        applied = calls.apply(info, args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 -- user code
+        return Attempt(False, (0, _line(exc, info)), calls.describe_exception(exc))
+    outputs = [applied.outputs[j] for j in applied.differentiable]
+    leaves = [args.values[i] for i in args.diff_positions]
+    without: tuple[str, ...] = ()
+    if outputs and leaves:
+        try:
+            grads = torch.autograd.grad(outputs, leaves, [torch.ones_like(o) for o in outputs],
+                                        allow_unused=True)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 -- user code
+            return Attempt(False, (1, _line(exc, info)), calls.describe_exception(exc))
+        without = tuple(args.names[i] for i, g in zip(args.diff_positions, grads) if g is None)
+    return Attempt(True, (2, 0), without=without, flat=_flat_with_gradient(
+        info, args, outputs, leaves, grads if outputs and leaves else ()))
+
+
+def _flat_with_gradient(info: FunctionInfo, args: Any, outputs: list[Any], leaves: list[Any],
+                        grads: Any) -> bool:
+    import torch
+
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _tensors as tk
+
+    if not outputs or not any(g is not None and bool(g.ne(0).any()) for g in grads):
+        return False
+    try:
+        with torch.no_grad():
+            moved = [v + 1e-3 * torch.randn_like(v) if i in args.diff_positions else v
+                     for i, v in enumerate(args.values)]
+            again = calls.apply(info, type(args)(args.names, moved, args.differentiable))
+        return all(tk.same_values(a, b) for a, b in zip(
+            [again.outputs[j] for j in again.differentiable], [o.detach() for o in outputs]))
+    except Exception:  # noqa: BLE001 -- a hint only
+        return False
+
+
+def _line(exc: BaseException, info: FunctionInfo) -> int:
+    """The last line of the Function's own source the traceback passed through."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if info.source_file and f.filename == info.source_file]
+    return frames[-1].lineno or 0 if frames else 0
+
+
+def search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
+    """The guesses, changed one parameter at a time while that gets further, until forward
+    and backward run (or ``MAX_CALLS`` candidates or ``MAX_SECONDS`` are spent)."""
+    with warnings.catch_warnings():  # forward on trial shapes: its warnings are noise here
+        warnings.simplefilter("ignore")
+        return _search(info, guesses)
+
+
+def _search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
+    started = time.monotonic()
+    best = evaluate(info, guesses)
+    calls = 1
+    while not best.ok:
+        improved = False
+        for index, guess in enumerate(guesses):
+            for alternative in alternatives(guess, guesses):
+                if calls >= MAX_CALLS or time.monotonic() - started > MAX_SECONDS:
+                    return guesses, best
+                candidate = [alternative if k == index else g for k, g in enumerate(guesses)]
+                attempt = evaluate(info, candidate)
+                calls += 1
+                if attempt.ok or attempt.progress > best.progress:
+                    guesses, best, improved = candidate, attempt, True
+                    break
+            if best.ok:
+                break
+        if not improved and not best.ok:
+            # Two arguments that must change together (an index range and the matrix it
+            # indexes): the first few alternatives of each pair, once.
+            pair = _pairs(info, guesses, best, started, calls)
+            if pair is not None:
+                guesses, best = pair
+        if not improved:
+            break
+    if best.ok and best.without:  # inputs backward gives no gradient need none
+        guesses = [replace(g, requires_grad=False,
+                           why=f"{g.why}; backward gives it no gradient: requires_grad false")
+                   if g.name in best.without and g.kind == "tensor" else g for g in guesses]
+    return guesses, best
+
+
+def _pairs(info: FunctionInfo, guesses: list[Guess], best: Attempt, started: float,
+           calls: int) -> tuple[list[Guess], Attempt] | None:
+    """A change of two arguments at once that gets further, or None."""
+    import itertools
+
+    options = [list(itertools.islice(alternatives(g, guesses), 5)) for g in guesses]
+    for i, j in itertools.combinations(range(len(guesses)), 2):
+        for a, b in itertools.product(options[i], options[j]):
+            if calls >= MAX_CALLS or time.monotonic() - started > MAX_SECONDS:
+                return None
+            candidate = [a if k == i else b if k == j else g for k, g in enumerate(guesses)]
+            attempt = evaluate(info, candidate)
+            calls += 1
+            if attempt.ok or attempt.progress > best.progress:
+                return candidate, attempt
+    return None
+
+
+def alternatives(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
+    """Nearby values of one parameter, the likelier first."""
+    floats = [o.shape for o in guesses if o is not g and o.kind == "tensor"
+              and o.dtype.startswith("float")]
+    counted = [(d,) for o in guesses if o.kind == "tensor" and not o.dtype.startswith("float")
+               for d in o.shape[-1:] if isinstance(d, str)]  # a value per index entry
+    sized = [shape for o in guesses if o.kind == "tuple" and len(o.value) == 2
+             for shape in ((o.value[-1], "K"), tuple(o.value))]  # a matrix times (rows, cols)
+    if g.kind == "tensor" and g.dtype.startswith("float"):
+        seen = {g.shape}
+        for shape in [*_derived(floats), *counted, *sized,
+                      *(TEMPLATES[r] for r in range(1, 5))]:
+            if shape not in seen and len(shape) >= g.rank_at_least:
+                seen.add(shape)
+                yield replace(g, shape=shape, why="a float tensor (shape found by trying)")
+    elif g.kind == "tensor":
+        shapes = [g.shape, *_index_shapes(floats)]
+        highs = [g.high, *{d for s in floats for d in s if isinstance(d, str)}, "S", "N"]
+        for shape in dict.fromkeys(shapes):
+            for high in dict.fromkeys(h for h in highs if h):
+                if (shape, high) != (g.shape, g.high):
+                    yield replace(g, shape=shape, high=high if g.dtype == "int64" else None)
+        if g.dtype == "int64":
+            yield replace(g, dtype="bool", high=None, why="a mask (bool)")
+    elif g.kind == "int":
+        for value in [*dict.fromkeys(d for s in floats for d in s if isinstance(d, str)),
+                      "S", "N", 0, 1, -1]:
+            if value != g.value:
+                yield replace(g, value=value)
+    elif g.kind == "float":
+        for value in (1.0, 2.0, 0.1):
+            yield replace(g, value=value)
+    elif g.kind == "tuple":
+        for shape in [*floats, *(s[:2] for s in floats), ("N", "D"), ("D", "N")]:
+            if tuple(shape) != tuple(g.value):
+                yield replace(g, value=tuple(shape))
+    elif g.kind == "star":
+        for items in (1, 3):
+            yield replace(g, items=items)
+
+
+def _derived(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Shapes another float tensor often has next to these: the same, its last dim (a bias),
+    a matrix sharing its last dim (a weight), its leading dim."""
+    found = []
+    for s in shapes[:2]:
+        if not s:
+            continue
+        found += [s, s[-1:], ("K", s[-1]), (s[-1], "K"), s[:1], s[:-1], ("K",)]
+    return [f for f in found if f]
+
+
+def _index_shapes(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Shapes of an index or mask next to these float tensors: a value per row, per position
+    without the channel dim, or a pair of coordinates per entry."""
+    found: list[tuple[Any, ...]] = []
+    for s in shapes[:2]:
+        if not s:
+            continue
+        found += [s[:1], s[:1] + s[2:], s[:-1], s]
+    return [*found, (2, "E"), ("N",)]

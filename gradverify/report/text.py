@@ -1,0 +1,26 @@
+"""The one-line forms every text format shares: a finding as mypy writes a diagnostic
+(``file:line: error: message  [GV121 gradcheck]``) and its note, and a case's status character.
+"""
+from __future__ import annotations
+
+from gradverify.report.results import Finding, Severity, Status
+
+LABEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+CHAR = {Status.PASS: ".", Status.WARN: "W", Status.FAIL: "F", Status.ERROR: "E",
+        Status.SKIP: "s", Status.XFAIL: "x", Status.XPASS: "X"}
+"""A case's status in the one-line-per-target overview, as pytest marks tests."""
+
+
+def finding_line(finding: Finding, check: str | None = None, *, expected: bool = False) -> str:
+    """``file:line: error: message  [GVnnn check]``; ``expected``: an error the spec declared
+    (``expect:``), labelled "expected failure"."""
+    where = f"{finding.location}: " if finding.location else ""
+    label = "expected failure" if expected and finding.severity == Severity.ERROR else \
+        LABEL[finding.severity]
+    tag = f"{finding.code} {check}" if check else finding.code
+    return f"{where}{label}: {finding.message}  [{tag}]"
+
+
+def hint_line(finding: Finding) -> str | None:
+    return f"note: {finding.hint}" if finding.hint else None
