@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any
 
 from gradverify.errors import shown_path
 from gradverify.files import write_text
+from gradverify.yamlio import flow_scalar
 from gradverify.recordspec import MIN_TIED_INT, Draft, _indexed_dim, _is_dim, back_off, draft
 
-_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
 @dataclass
@@ -280,16 +279,7 @@ def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
             else:
                 parts.append(f"{k}: {_yaml(v, sizes)}")
         return "{" + ", ".join(parts) + "}"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    text = str(value)
-    if re.fullmatch(r"[A-Za-z_][\w.]*", text) and text.lower() not in _YAML_WORDS:
-        return text
-    return json.dumps(text)
+    return flow_scalar(value)
 
 
 

@@ -240,3 +240,24 @@ def kind_of(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return type(value).__name__
+
+
+_YAML_WORDS = {"null", "true", "false", "yes", "no", "on", "off", "~"}
+"""Words YAML 1.1 (PyYAML) reads as booleans or null, in any case."""
+
+
+def flow_scalar(value: Any) -> str:
+    """A Python value as a YAML flow scalar that reads back as the same value."""
+    import json
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    if text and (text[0].isalpha() or text[0] == "_") and all(
+            c.isalnum() or c in "_." for c in text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text)

@@ -14,6 +14,7 @@ from typing import Any
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
 from gradverify.target import FunctionInfo
+from gradverify.yamlio import flow_scalar
 
 
 @dataclass(frozen=True)
@@ -83,22 +84,11 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
 
 def _yaml(value: Any) -> str:
     """A value in the spec's flow style: {shape: [N, D], dtype: int64}, {tuple: [N, D]}."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        if value and value.replace("_", "").isalnum() and not value[0].isdigit() \
-                and value not in ("null", "true", "false", "yes", "no", "on", "off"):
-            return value
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_yaml(v) for v in value) + "]"
-    return repr(value)
+    return flow_scalar(value)
 
 
 def infos(target: str) -> list[FunctionInfo]:
