@@ -14,9 +14,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import ops  # noqa: E402
-
 import gradverify  # noqa: E402
+import ops  # noqa: E402
 from gradverify.checks import _probes  # noqa: E402
 
 

@@ -76,7 +76,8 @@ def main() -> None:
         targets = write_project(root)
         folder_runs = [run(gradverify, root) for _ in range(repeat)]
         target_runs = [run(gradverify + targets, root) for _ in range(repeat)]
-    print(statistics.median(t for t, _ in folder_runs), statistics.median(t for t, _ in target_runs),
+    print(statistics.median(t for t, _ in folder_runs),
+          statistics.median(t for t, _ in target_runs),
           max(m for _, m in folder_runs), max(m for _, m in target_runs))
 
 

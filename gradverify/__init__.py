@@ -8,7 +8,7 @@ from typing import Any
 
 from gradverify._version import __version__
 
-__all__ = ["__version__", "verify", "record", "Report", "VerificationFailed"]
+__all__ = ["Report", "VerificationFailed", "__version__", "record", "verify"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,11 +18,12 @@ def __getattr__(name: str) -> Any:
 
         return verify
     if name == "record":
-        from gradverify.recorder import record
+        from gradverify.recording.capture import record
 
         return record
     if name in ("Report", "VerificationFailed"):
-        from gradverify.report import model
+        from gradverify import report, results  # report: registers the text renderer
 
-        return getattr(model, name)
+        del report
+        return getattr(results, name)
     raise AttributeError(f"module 'gradverify' has no attribute {name!r}")

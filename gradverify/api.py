@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.config import Config
-from gradverify.report.model import Report
+from gradverify.options import RunOptions
+from gradverify.results import Report
 
 
-def check_targets(targets: list[str], options: Any, *, config: Config,
+def check_targets(targets: list[str], options: RunOptions, *, config: Config,
                   spec_file: str | None = None, progress: Any = None) -> Report:
     """What ``gradverify check TARGET...`` does: discover, run, report."""
     from gradverify.discover import Discoverer
-    from gradverify.runner import run
+    from gradverify.run.runner import run
     from gradverify.target import ensure_cwd_on_path
 
     started = time.perf_counter()
@@ -31,7 +32,7 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
         # is imported; this process's own state is given back afterwards.
         with torchstate.isolated():
             return run(discover(False), options, progress)
-    from gradverify.pool import Pool
+    from gradverify.run.pool import Pool
 
     with Pool(options) as pool:
         pool.prestart(options.jobs)  # workers import torch while specs are read here
@@ -39,44 +40,43 @@ def check_targets(targets: list[str], options: Any, *, config: Config,
 
 
 def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
-           checks: Iterable[str] | None = None, skip: Iterable[str] = (), seed: int = 0,
-           device: str = "cpu", mode: str = "auto", cases: Iterable[str] = (),
-           strict: bool = False) -> Report:
+           checks: Iterable[str] | None = None, skip: Iterable[str] | None = None,
+           seed: int | None = None, device: str | None = None, mode: str | None = None,
+           cases: Iterable[str] = (), strict: bool | None = None, atol: float | None = None,
+           rtol: float | None = None, eps: float | None = None) -> Report:
     """Verify one Function and return the report (``report.ok``, ``report.raise_for_failures()``).
 
     ``function``: the Function class or ``"mod:Class"``. ``spec``: a spec file path, a mapping
     with the keys of the YAML format (``{"cases": [{"args": [{"shape": [3, 4]}]}]}``), a
     ``gradverify.spec.Spec``, or None (a spec under the spec folders naming the target, else
-    inputs inferred from forward's signature). ``checks``: run only these.
+    inputs inferred from forward's signature). ``checks``: run only these. The other keywords
+    are the command line's flags (``--skip``, ``--seed``, ...): as there, each one not given
+    comes from ``[tool.gradverify]`` in the nearest pyproject.toml, else the default.
 
     The checks run with torch's defaults (grad mode on, ...) whatever state the caller is in
     (inside ``torch.no_grad()``, say); the caller's state is given back afterwards.
     """
-    from gradverify import torchstate
+    from gradverify import config, report, torchstate  # report: the text of raise_for_failures
+    from gradverify.options import RunOptions
+    from gradverify.target import ensure_cwd_on_path
 
-    with torchstate.isolated():
-        return _verify(function, spec, checks=checks, skip=skip, seed=seed, device=device,
-                       mode=mode, cases=cases, strict=strict)
-
-
-def _verify(function: Any, spec: Any, *, checks: Iterable[str] | None, skip: Iterable[str],
-            seed: int, device: str, mode: str, cases: Iterable[str], strict: bool) -> Report:
-    from gradverify import config as config_mod
-    from gradverify import specfile as spec_mod
-    from gradverify.discover import Discoverer, Job, Plan
-    from gradverify.errors import UsageError
-    from gradverify.registry import unknown_check
-    from gradverify.runner import run
-    from gradverify.target import ensure_cwd_on_path, introspect, normalise
-    from gradverify.tasks import RunOptions
-
+    del report
     ensure_cwd_on_path()
-    for name in [*(checks or ()), *skip]:
-        if unknown_check(name):
-            raise UsageError(unknown_check(name))
-    options = RunOptions(seed=seed, device=device, mode=mode,
-                         only=tuple(checks) if checks is not None else None, skip=tuple(skip),
-                         cases=tuple(cases), strict=strict)
+    options = RunOptions.from_config(
+        config.load(), only=None if checks is None else tuple(checks),
+        skip=None if skip is None else tuple(skip), seed=seed, device=device, mode=mode,
+        cases=cases, strict=strict, atol=atol, rtol=rtol, eps=eps)
+    with torchstate.isolated():
+        return _verify(function, spec, options)
+
+
+def _verify(function: Any, spec: Any, options: RunOptions) -> Report:
+    from gradverify import config as config_mod
+    from gradverify.discover import Discoverer, Job, Plan
+    from gradverify.run.runner import run
+    from gradverify.spec import file as spec_mod
+    from gradverify.target import introspect, normalise
+
     config = config_mod.load()
     if isinstance(function, str):
         target, cls = function, None

@@ -9,28 +9,38 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
 from gradverify import terminal
 from gradverify._version import __version__
-from gradverify.errors import GradverifyError, InputError, UsageError
-from gradverify.report.results import ExitCode
+from gradverify.errors import (
+    GradverifyError,
+    InputError,
+    RunInterrupted,
+    UsageError,
+    interrupt_exit_code,
+)
+from gradverify.options import FORMATS
+from gradverify.results import ExitCode, Report
 
-FORMAT_CHOICES = ("rich", "plain", "json", "junit", "markdown", "github")
 
-
-def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...]:
+def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
+    """``--only a,b --only c``: the names, or None when the option was not given."""
     from gradverify.registry import unknown_check
 
+    if not values:
+        return None
     names: list[str] = []
     for value in values:
         for name in (n.strip() for n in value.split(",")):
             if not name:
                 continue
-            if unknown_check(name):
-                raise click.BadParameter(unknown_check(name), param_hint=option)
+            problem = unknown_check(name)
+            if problem is not None:
+                raise click.BadParameter(problem, param_hint=option)
             names.append(name)
     return tuple(names)
 
@@ -57,14 +67,14 @@ def cli() -> None:
 @click.option("--only", multiple=True, metavar="CHECK,...", help="Run only these checks.")
 @click.option("--skip", multiple=True, metavar="CHECK,...", help="Do not run these checks.")
 @click.option("--seed", type=int, default=None, help="Seed for inputs (default 0).")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+@click.option("--device", default=None, metavar="cpu|cuda[:N]",
               help="Device to run on (default cpu).")
 @click.option("--fast/--slow", "fast", default=None,
               help="gradcheck fast or slow mode (default: automatic by size).")
 @click.option("--atol", type=click.FloatRange(min=0), default=None)
 @click.option("--rtol", type=click.FloatRange(min=0), default=None)
 @click.option("--eps", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format (default: rich on a terminal, plain otherwise).")
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
               help="Write the --format report to this file (the console still gets the report).")
@@ -102,11 +112,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     a spec file, or a directory of specs (default: the spec folders, specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
-    from gradverify.files import OutputError, absolute, refuse_overwriting, write_text
-    from gradverify.report import FORMATS
-    from gradverify.report.console import write_console
-    from gradverify.spec import Tolerance
-    from gradverify.tasks import RunOptions
+    from gradverify.files import absolute, refuse_overwriting
+    from gradverify.options import RunOptions
 
     config = config_mod.load()
     # Absolute now: a forward that changes the working directory cannot move the reports.
@@ -116,84 +123,63 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         from gradverify.discover import files_read
 
         refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
-    only_checks = _split_checks(only, "--only") if only else config.only
-    skip_checks = _split_checks(skip, "--skip") if skip else tuple(config.skip)
-    device = device or config.device or "cpu"
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError("--device cuda: CUDA is not available on this machine (torch "
-                             f"{torch.__version__}, torch.cuda.is_available() is False)")
-    mode = {True: "fast", False: "slow", None: config.mode or "auto"}[fast]
+    options = RunOptions.from_config(
+        config, only=_split_checks(only, "--only"), skip=_split_checks(skip, "--skip"),
+        seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
+        cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
+        shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose)
     fmt = fmt or config.format
     color = terminal.color(no_color)
-    options = RunOptions(
-        isolate=not no_isolate, jobs=_jobs(jobs or config.jobs), shard=_shard(shard),
-        changed=changed,
-        timeout=timeout if timeout is not None else config.timeout,
-        seed=seed if seed is not None else (config.seed or 0), device=device, mode=mode,
-        only=only_checks, skip=skip_checks, cases=cases,
-        tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps), base_tolerance=config.tolerance,
-        config_checks=config.checks, verbose=verbose,
-        strict=bool(strict if strict is not None else config.strict))
-    interrupted: KeyboardInterrupt | None = None
+    interrupted: RunInterrupted | None = None
     with terminal.terminations_interrupt():
         try:
             with terminal.progress(enabled=color and fmt in (None, "rich")) as progress, \
                     terminal.user_output_to_stderr(enabled=not options.isolate):
                 report = check_targets(list(targets), options, config=config,
                                        spec_file=spec_file, progress=progress)
-        except KeyboardInterrupt as exc:
-            if getattr(exc, "report", None) is None:
-                raise
-            report, interrupted = exc.report, exc  # type: ignore[attr-defined]
-    # The console report first: an output that cannot be written never loses it. (Not when an
-    # output is stdout itself: `--output /dev/stdout` asks for that format there.)
-    if any(terminal.is_stdout(path) for _, path in outputs):
+        except RunInterrupted as exc:
+            report, interrupted = exc.report, exc
+    failed = _show_and_write(report, fmt, outputs, verbosity=1 if verbose else -1 if quiet
+                             else 0, color=color)
+    if interrupted is not None:
+        click.echo(f"interrupted by {signal.Signals(interrupted.signum).name}: the report holds "
+                   "the cases that finished; the others are errors (GV014)", err=True)
+        return interrupt_exit_code(interrupted)
+    code = int(report.exit_code)
+    if failed and code not in (ExitCode.INPUT, ExitCode.INTERNAL):
+        return int(ExitCode.USAGE)  # the report is shown, but a file asked for is missing
+    return code
+
+
+def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Path]], *,
+                    verbosity: int, color: bool) -> bool:
+    """The report on the console, then in each file asked for; whether a file could not be
+    written (each such error is said on stderr). The console comes first, so that an output
+    that cannot be written never loses the report; not when an output is stdout itself
+    (``--output /dev/stdout`` asks for that format there)."""
+    from gradverify.files import OutputError, write_text
+    from gradverify.report import RENDERERS
+    from gradverify.report.console import write_console
+
+    verbose = verbosity > 0
+    to_file = dict(outputs)
+    if any(terminal.is_stdout(path) for path in to_file.values()):
         pass
-    elif fmt in (None, "rich", "plain") or output is not None:
-        write_console(report, sys.stdout, color=color and fmt != "plain",
-                      verbosity=1 if verbose else -1 if quiet else 0)
+    elif fmt in (None, "rich", "plain") or "--output" in to_file:
+        write_console(report, sys.stdout, color=color and fmt != "plain", verbosity=verbosity)
     else:
-        sys.stdout.write(FORMATS[fmt](report, verbose))
-    files = {"--output": FORMATS["plain" if fmt in (None, "rich") else fmt],
-             "--json": FORMATS["json"], "--junit-xml": FORMATS["junit"]}
-    failed = []
+        sys.stdout.write(RENDERERS[fmt](report, verbose))
+    files = {"--output": RENDERERS["plain" if fmt in (None, "rich") else fmt],
+             "--json": RENDERERS["json"], "--junit-xml": RENDERERS["junit"]}
+    failed = False
     for option, path in outputs:
         try:
             write_text(path, files[option](report, verbose))
         except OutputError as exc:
-            failed.append(f"{option}: {exc}")
-    for message in failed:
-        click.echo(f"error: {message}", err=True)
-    if interrupted is not None:
-        signum = getattr(interrupted, "signum", signal.SIGINT)
-        click.echo(f"interrupted by {signal.Signals(signum).name}: the report holds the cases "
-                   "that finished; the others are errors (GV014)", err=True)
-        return 128 + int(signum)
-    code = int(report.exit_code)
-    return code if not failed or code in (ExitCode.INPUT, ExitCode.INTERNAL) else int(ExitCode.USAGE)
+            click.echo(f"error: {option}: {exc}", err=True)
+            failed = True
+    return failed
 
-def _jobs(value: str | None) -> int:
-    if value is None:
-        return 1
-    if value == "auto":
-        return os.cpu_count() or 1
-    if not value.isdigit() or int(value) < 1:
-        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}",
-                                 param_hint="-j/--jobs")
-    return int(value)
-
-
-def _shard(value: str | None) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    k, sep, n = value.partition("/")
-    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
-        raise click.BadParameter(f"expected K/N with 1 <= K <= N, like 2/4; got {value!r}",
-                                 param_hint="--shard")
-    return int(k), int(n)
 
 @cli.command()
 @click.argument("target")
@@ -247,7 +233,7 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
     """
     from pathlib import Path
 
-    from gradverify.recordrun import run_recorded
+    from gradverify.recording.launch import run_recorded
 
     code, written = run_recorded(command, Path(out), include=include, exclude=exclude,
                                  limit=limit, force=force, shrink=not no_shrink)
@@ -313,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo("interrupted", err=True)
         # click turns an interrupt into Abort; the signal rides on the original exception
         cause = exc.__context__ if isinstance(exc, click.Abort) else exc
-        return 128 + int(getattr(cause, "signum", signal.SIGINT))  # 130 SIGINT, 143 SIGTERM
+        return interrupt_exit_code(cause)  # 130 SIGINT, 143 SIGTERM
     except UsageError as exc:
         click.echo(f"error: {exc}", err=True)
         return int(ExitCode.USAGE)

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify.errors import InputError, did_you_mean
-from gradverify.spec import Tolerance
+from gradverify.errors import InputError, UsageError
+from gradverify.spec.model import DEVICE_RE, CheckSetting, Tolerance
+from gradverify.spec.settings import SettingsReader
+from gradverify.spec.yamlio import kind_of
 
-if sys.version_info >= (3, 11):
+if sys.version_info >= (3, 11):  # mypy checks the version CI runs
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
@@ -26,10 +28,10 @@ class Config:
     file: Path | None = None
     specs: tuple[str, ...] = ("specs",)
     exclude: tuple[str, ...] = ()
-    checks: Mapping[str, bool] = field(default_factory=dict)
+    checks: Mapping[str, CheckSetting] = field(default_factory=dict)
     only: tuple[str, ...] | None = None
     skip: tuple[str, ...] = ()
-    tolerance: Tolerance = Tolerance()
+    tolerance: Tolerance = field(default_factory=Tolerance)
     seed: int | None = None
     device: str | None = None
     mode: str | None = None
@@ -80,73 +82,44 @@ def load(start: Path | None = None) -> Config:
 
 
 def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -> Config:
-    where = f"{file or 'pyproject.toml'}: [tool.gradverify]"
+    """``[tool.gradverify]`` read by the validator that reads specs (``SettingsReader``): a value
+    is accepted, or refused with the same message, in either file."""
+    from gradverify.errors import shown_path
+    from gradverify.options import FORMATS, MODES, parse_jobs
 
-    def fail(key: str, message: str) -> InputError:
-        return InputError(f"{key}: {message}", code="GV002", where=where)
-
-    for key in section:
-        if key not in KEYS:
-            raise fail(key, f"unknown key{did_you_mean(key, KEYS)}; allowed: {', '.join(KEYS)}")
+    read = SettingsReader(f"{shown_path(file) if file else 'pyproject.toml'}: [tool.gradverify]")
+    read.known_keys(section, KEYS, None, "")
     values: dict[str, Any] = {}
-
-    def strings(key: str) -> tuple[str, ...]:
-        raw = section[key]
-        raw = [raw] if isinstance(raw, str) else raw
-        if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
-            raise fail(key, "expected a string or a list of strings")
-        return tuple(raw)
-
-    for key in ("specs", "exclude", "only", "skip"):
+    for key in ("specs", "exclude"):
         if key in section:
-            values[key] = strings(key)
+            values[key] = read.strings(section[key], None, key)
     for key in ("only", "skip"):
-        if key in values:
-            from gradverify.registry import unknown_check
-
-            for name in values[key]:
-                if unknown_check(name):
-                    raise fail(key, unknown_check(name))
+        if key in section:
+            values[key] = read.check_names(section[key], None, key)
     if "checks" in section:
-        from gradverify.registry import unknown_check
-
-        checks = section["checks"]
-        if not isinstance(checks, dict):
-            raise fail("checks", "expected a table of check = true/false")
-        for name, on in checks.items():
-            if unknown_check(name):
-                raise fail(f"checks.{name}", unknown_check(name))
-            if not isinstance(on, bool):
-                raise fail(f"checks.{name}", "expected true or false")
-        values["checks"] = dict(checks)
+        values["checks"] = read.checks(section["checks"], None, "checks")
     if "tolerance" in section:
-        tol = section["tolerance"]
-        if not isinstance(tol, dict):
-            raise fail("tolerance", "expected a table with atol, rtol, eps, nondet_tol")
-        for k, v in tol.items():
-            if k not in ("atol", "rtol", "eps", "nondet_tol"):
-                raise fail(f"tolerance.{k}", "unknown key" + did_you_mean(k, ("atol", "rtol", "eps",
-                                                                              "nondet_tol")))
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise fail(f"tolerance.{k}", "expected a non-negative number")
-        values["tolerance"] = Tolerance(**{k: float(v) for k, v in tol.items()})
-    if "fail-on-warnings" in section:  # the documented name; `strict` is the flag's name
-        section = {**section, "strict": section["fail-on-warnings"]}
-    for key, kind in (("seed", int), ("timeout", (int, float)), ("strict", bool)):
+        values["tolerance"] = read.tolerance(section["tolerance"], None, "tolerance")
+    if "seed" in section:
+        values["seed"] = read.number(section["seed"], None, "seed", integer=True)
+    if "timeout" in section:
+        values["timeout"] = float(read.number(section["timeout"], None, "timeout", positive=True))
+    for key in ("strict", "fail-on-warnings"):  # fail-on-warnings: the documented name
         if key in section:
-            v = section[key]
-            if (kind is not bool and isinstance(v, bool)) or not isinstance(v, kind):
-                raise fail(key, f"expected {'true or false' if kind is bool else 'a number'}")
-            values[key] = v
-    for key, choices in (("device", ("cpu", "cuda")), ("mode", ("auto", "slow", "fast")),
-                         ("format", ("rich", "plain", "json", "junit", "markdown", "github"))):
+            values["strict"] = read.boolean(section[key], None, key)
+    if "device" in section:
+        values["device"] = read.string(section["device"], None, "device")
+        if not DEVICE_RE.match(values["device"]):
+            raise read.fail(f"expected cpu, cuda or cuda:N, got {values['device']!r}", None,
+                            "device")
+    for key, choices in (("mode", MODES), ("format", FORMATS)):
         if key in section:
-            if section[key] not in choices:
-                raise fail(key, f"expected one of: {', '.join(choices)}")
-            values[key] = section[key]
+            values[key] = read.choice(section[key], choices, None, key)
     if "jobs" in section:
-        v = section["jobs"]
-        if not (v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)):
-            raise fail("jobs", "expected a positive integer or \"auto\"")
-        values["jobs"] = str(v)
+        try:
+            parse_jobs(section["jobs"])
+        except UsageError:
+            raise read.fail(f"expected a positive integer or \"auto\", got "
+                            f"{kind_of(section['jobs'])}", None, "jobs") from None
+        values["jobs"] = str(section["jobs"])
     return Config(root=root, file=file, **values)

@@ -5,9 +5,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gradverify.inputs import Args, InputMaker, case_seed
-from gradverify.report.results import CheckResult
-from gradverify.spec import Case, Spec, Tolerance
+from gradverify.results import CheckResult
+from gradverify.spec.inputs import Args, InputMaker, case_seed
+from gradverify.spec.model import Case, ResolvedTolerance, Spec
 from gradverify.target import FunctionInfo
 
 if TYPE_CHECKING:
@@ -20,15 +20,15 @@ class CheckContext:
     spec: Spec
     case: Case
     maker: InputMaker
-    tolerance: Tolerance
-    """Fully resolved (no None)."""
+    tolerance: ResolvedTolerance
+    """Every level resolved (``RunOptions.tolerance_for``)."""
     mode: str = "auto"
     """gradcheck mode requested: auto, slow or fast."""
     seed: int = 0
     device: str = "cpu"
     verbose: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
-    """The spec's options for the check being run."""
+    """The options of the check being run (``RunOptions.check_options``)."""
     results: dict[str, CheckResult] = field(default_factory=dict)
     """Results of the checks already run on this case, by name."""
     reference: Any = None

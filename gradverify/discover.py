@@ -11,9 +11,9 @@ from typing import Any
 
 from gradverify.config import Config
 from gradverify.errors import InputError
-from gradverify.report.results import ErrorEntry
-from gradverify.spec import Spec, is_target_string
-from gradverify.specfile import load_file
+from gradverify.results import ErrorEntry
+from gradverify.spec.file import load_file
+from gradverify.spec.model import Spec, is_target_string
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -118,9 +118,8 @@ class Discoverer:
             self._directory(path)
         elif ":" in target and not path.exists():
             self._class(target)
-        elif target.endswith(".py") or path.is_file():
-            self._module(target)
-        elif is_target_string(f"{target}:X") and "/" not in target:
+        elif target.endswith(".py") or path.is_file() or \
+                (is_target_string(f"{target}:X") and "/" not in target):
             self._module(target)
         else:
             self.plan.errors.append(ErrorEntry(
@@ -204,7 +203,7 @@ class Discoverer:
             return
         # Every spec under the spec folders that names this class runs, each as its own job
         # (their results name their spec files): none is dropped silently.
-        matching = self._matching(target, self.folder_specs())
+        matching: list[Spec | None] = [*self._matching(target, self.folder_specs())]
         for spec in matching or [None]:
             self.plan.jobs.append(Job(target, spec))
 
@@ -346,6 +345,7 @@ def resolve_deferred(plan: Plan, on_target: Any = None) -> Plan:
     is lost)."""
     if not plan.deferred:
         return plan
+    assert plan.config is not None, "deferred targets come from a Discoverer, with its config"
     discoverer = Discoverer(plan.config, plan.spec_file)
     for target in plan.deferred:
         if on_target is not None:

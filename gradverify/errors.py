@@ -3,19 +3,43 @@ from __future__ import annotations
 
 import difflib
 import os
+import signal
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gradverify.results import Report
 
 
 class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM or SIGHUP while the command line's handler is installed (elsewhere,
     SIGINT arrives as a plain KeyboardInterrupt): stop the workers, report what finished, exit
-    128 + the signal number. The runner attaches the partial report as ``report`` on its way
-    out (on any KeyboardInterrupt)."""
+    128 + the signal number."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int = signal.SIGINT) -> None:
         super().__init__(signum)
-        self.signum = signum
+        self.signum = int(signum)
+
+
+class RunInterrupted(Interrupted):
+    """A run stopped by an interrupt: ``report`` holds the cases that finished, the others as
+    errors (GV014)."""
+
+    def __init__(self, report: Report, signum: int) -> None:
+        super().__init__(signum)
+        self.report = report
+
+
+def interrupt_signal(exc: BaseException | None) -> int:
+    """The signal behind an interrupt: ``Interrupted.signum``, else SIGINT (a plain
+    KeyboardInterrupt is Ctrl-C)."""
+    return exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+
+
+def interrupt_exit_code(exc: BaseException | None) -> int:
+    """128 + the signal number, as a shell reports a process the signal stopped."""
+    return 128 + interrupt_signal(exc)
 
 
 class GradverifyError(Exception):

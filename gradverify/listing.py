@@ -7,7 +7,7 @@ from pathlib import Path
 from gradverify.config import Config
 from gradverify.discover import SPEC_SUFFIXES, Discoverer, resolves_to, spec_files
 from gradverify.errors import InputError
-from gradverify.specfile import load_file
+from gradverify.spec.file import load_file
 
 
 def _spec_lines(files: list[Path]) -> Iterator[str]:

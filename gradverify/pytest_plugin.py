@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gradverify.report.results import CheckResult, Finding, Severity, Status
+from gradverify.options import RunOptions
+from gradverify.results import CheckResult, Severity, Status
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr  # pytest's own type for repr_failure
 
 
 class GradverifyWarning(UserWarning):
@@ -66,19 +70,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return SpecFile.from_parent(parent, path=file_path)
 
 
-def _options(config: pytest.Config) -> Any:
-    from gradverify.tasks import RunOptions
+def _options(config: pytest.Config) -> RunOptions:
+    """The run's options, from ``[tool.gradverify]`` as the command line reads them."""
+    from gradverify.errors import UsageError
+    from gradverify.options import RunOptions
 
-    gv = _config(config)
-    return RunOptions(seed=gv.seed or 0, device=gv.device or "cpu", mode=gv.mode or "auto",
-                      only=gv.only, skip=tuple(gv.skip), base_tolerance=gv.tolerance,
-                      config_checks=gv.checks, strict=bool(gv.strict))
+    try:
+        return RunOptions.from_config(_config(config))
+    except UsageError as exc:
+        raise pytest.UsageError(f"gradverify: {exc}") from None
 
 
 class SpecFile(pytest.File):
     def collect(self) -> Any:
         from gradverify.errors import InputError
-        from gradverify.specfile import load_file
+        from gradverify.spec.file import load_file
         from gradverify.target import ensure_cwd_on_path
 
         ensure_cwd_on_path()
@@ -110,9 +116,9 @@ class BrokenSpec(pytest.Item):
     def runtest(self) -> None:
         raise CheckFailed(self.message)
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str | TerminalRepr:
         return str(excinfo.value) if isinstance(excinfo.value, CheckFailed) else \
-            super().repr_failure(excinfo, style)  # type: ignore[arg-type]
+            super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, (self.line - 1) if self.line else None, self.name
@@ -126,7 +132,7 @@ class TargetNode(pytest.Collector):
 
     def prepared(self) -> Any:
         from gradverify.discover import Job
-        from gradverify.execute import prepare
+        from gradverify.run.execute import prepare
 
         if self._prepared is None:
             from gradverify import torchstate
@@ -138,8 +144,8 @@ class TargetNode(pytest.Collector):
         return self._prepared
 
     def collect(self) -> Any:
-        from gradverify.execute import selected_checks
-        from gradverify.report.results import ErrorEntry
+        from gradverify.results import ErrorEntry
+        from gradverify.run.execute import selected_checks
 
         options = _options(self.config)
         prepared = self.prepared()
@@ -150,7 +156,7 @@ class TargetNode(pytest.Collector):
             return
         for index, case in enumerate(prepared.spec.cases):
             checks = [c.name for c in selected_checks(prepared.spec, case, options)
-                      if index == 0 or not getattr(c, "static", False)]
+                      if index == 0 or not c.static]
             yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks,
                                        first=index == 0)
 
@@ -169,12 +175,13 @@ class CaseNode(pytest.Collector):
 
     def result(self) -> Any:
         """Run the case once (all its checks) and keep the result for every item."""
-        from gradverify.execute import run_case
+        from gradverify.run.execute import run_case
 
         if self._result is None:
             from gradverify import torchstate
 
-            target: TargetNode = self.parent  # type: ignore[assignment]
+            target = self.parent
+            assert isinstance(target, TargetNode)
             prepared = target.prepared()
             with torchstate.isolated():
                 result, error = run_case(prepared.info, prepared.spec, self.case,
@@ -195,26 +202,23 @@ class CheckItem(pytest.Item):
             pytest.skip("not run for this case")
         _report(check, bool(_options(self.config).strict))
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CheckFailed):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)  # type: ignore[arg-type]
+        return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        case: CaseNode = self.parent  # type: ignore[assignment]
+        case = self.parent
+        assert isinstance(case, CaseNode) and case.parent is not None
         line = case.case.line - 1 if case.case.line else None
         return self.path, line, f"{case.parent.name} {case.name} {self.name}"
 
 
 def _text(check: CheckResult, severities: set[Severity]) -> str:
-    return "\n".join(_finding(f) for f in check.findings if f.severity in severities) \
-        or check.summary
+    from gradverify.report.text import finding_text
 
-
-def _finding(f: Finding) -> str:
-    where = f"{f.location}: " if f.location else ""
-    hint = f"\n  note: {f.hint}\n  explain: gradverify explain {f.code}" if f.hint else ""
-    return f"{where}{f.severity.value}: {f.message}  [{f.code}]{hint}"
+    return "\n".join(finding_text(f, check.name, explain=True) for f in check.findings
+                     if f.severity in severities) or check.summary
 
 
 def _report(check: CheckResult, strict: bool) -> None:

@@ -5,9 +5,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gradverify.checks import (compile, contract, determinism, device, forward_ad, gradcheck,
-                               gradgradcheck, layout, lint, mutation, needs_input_grad, precision,
-                               reference, saved_tensors, undefined_grad, vmap)
+from gradverify.checks import (
+    compile,
+    contract,
+    determinism,
+    device,
+    forward_ad,
+    gradcheck,
+    gradgradcheck,
+    layout,
+    lint,
+    mutation,
+    needs_input_grad,
+    precision,
+    reference,
+    saved_tensors,
+    undefined_grad,
+    vmap,
+)
 from gradverify.checks.base import Check
 from gradverify.codes import GENERAL, Code
 from gradverify.errors import did_you_mean, one_of
@@ -38,7 +53,7 @@ REGISTRY: dict[str, Check] = {
 
 def _collect() -> dict[str, Code]:
     codes: dict[str, Code] = {}
-    owned = [(None, c) for c in GENERAL]
+    owned: list[tuple[str | None, Code]] = [(None, c) for c in GENERAL]
     owned += [(name, c) for name, check in REGISTRY.items() for c in check.codes]
     for owner, code in sorted(owned, key=lambda pair: pair[1].code):
         if code.code in codes:

@@ -7,12 +7,16 @@ import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import TargetError, did_you_mean, shown_path
+
+if TYPE_CHECKING:
+    from torch.autograd import Function
 
 _MISSING = inspect.Parameter.empty
 
@@ -44,7 +48,7 @@ class Param:
 class FunctionInfo:
     """Everything the checks need to know about a Function class, found once."""
 
-    cls: type
+    cls: type[Function]
     target: str
     """How the user named it, normalised (``pkg.mod:Class``)."""
     style: str
@@ -150,7 +154,8 @@ def _import_file(path: Path) -> ModuleType:
     except ValueError:
         pass
     for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == resolved:
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == resolved:
             return module
     name = f"_gradverify_user_{resolved.stem}_{abs(hash(str(resolved))):x}"
     spec = importlib.util.spec_from_file_location(name, resolved)
@@ -209,7 +214,8 @@ def normalise(text: str, obj: Any) -> str:
     """``module:qualname`` of a class the caller holds (no name was typed), else ``text``."""
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None)
-    if module and qualname and not module.startswith("_gradverify_user_") and "<locals>" not in qualname:
+    if module and qualname and not module.startswith("_gradverify_user_") \
+            and "<locals>" not in qualname:
         return f"{module}:{qualname}"
     return text
 
@@ -237,7 +243,7 @@ def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
         raise TargetError(f"{name} is a {what}, not a torch.autograd.Function subclass; gradverify "
                           "verifies classes with static forward and backward methods",
                           code="GV005", where=name)
-    cls: type = obj
+    cls: type[Function] = obj
     setup_context = _overrides(cls, "setup_context", Function)
     forward = inspect.getattr_static(cls, "forward", None)
     forward_fn = _underlying(forward)

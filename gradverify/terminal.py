@@ -9,13 +9,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+
 @contextlib.contextmanager
 def terminations_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (CI cancelling a job, `timeout`, a closed terminal) stop a run as
     Ctrl-C does: the workers are stopped and the report files are written."""
-    from gradverify.errors import Interrupted
-
     from gradverify import target
+    from gradverify.errors import Interrupted
 
     def interrupt(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
@@ -78,9 +78,12 @@ def user_output_to_stderr(enabled: bool) -> Iterator[None]:
         return
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        real_out, real_err = sys.__stdout__, sys.__stderr__
         try:
-            out, err = sys.__stdout__.fileno(), sys.__stderr__.fileno()  # type: ignore[union-attr]
-            sys.__stdout__.flush()  # type: ignore[union-attr]
+            if real_out is None or real_err is None:
+                raise ValueError("no standard streams")
+            out, err = real_out.fileno(), real_err.fileno()
+            real_out.flush()
             saved = os.dup(out)
         except (AttributeError, OSError, ValueError):
             yield  # no real file descriptors (an embedding host, a test runner)
@@ -89,6 +92,6 @@ def user_output_to_stderr(enabled: bool) -> Iterator[None]:
         try:
             yield
         finally:
-            sys.__stdout__.flush()  # type: ignore[union-attr]
+            real_out.flush()
             os.dup2(saved, out)
             os.close(saved)

@@ -1,4 +1,5 @@
-"""The house: no import circles, short modules, one file per check, tensor kinds in one place.
+"""The house: floors that import only downwards, no import circles, short modules, one file per
+check that imports no other check, tensor kinds in one place.
 
 Imports are read with ``ast``, function-level (lazy) ones included: a lazy import still makes an
 arrow, it only hides the circle from Python. Imports under ``if TYPE_CHECKING:`` never run and
@@ -14,7 +15,42 @@ import pytest
 from gradverify.registry import REGISTRY
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradverify"
+
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    # From the front door down: a module imports from its own floor and the floors below only.
+    ("the front", ("gradverify", "gradverify.__main__", "gradverify.cli", "gradverify.api",
+                   "gradverify.pytest_plugin", "gradverify.terminal")),
+    ("commands", ("gradverify.init", "gradverify.recording", "gradverify.listing",
+                  "gradverify.explain")),
+    ("renderers", ("gradverify.report",)),
+    ("a run", ("gradverify.run", "gradverify.discover")),
+    # spec files and pyproject: check names and options are validated against the registry
+    ("settings", ("gradverify.spec", "gradverify.spec.file", "gradverify.spec.settings",
+                  "gradverify.spec.yamlio", "gradverify.config", "gradverify.options")),
+    ("the checks", ("gradverify.registry", "gradverify.checks")),
+    ("a case", ("gradverify.context", "gradverify.target", "gradverify.spec.inputs",
+                "gradverify.spec.binding", "gradverify.torchstate")),
+    ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
+                   "gradverify.spec.model", "gradverify.files", "gradverify._version",
+                   "gradverify.examples")),
+]
+"""The README's table "Where the code lives", enforced."""
+
+
+def floor(module: str) -> int:
+    """The index of the floor a module is on (0: the front): the longest prefix that names it."""
+    best, found = "", None
+    for index, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            exact_only = prefix == "gradverify"
+            if (module == prefix or (not exact_only and module.startswith(prefix + "."))) \
+                    and len(prefix) > len(best):
+                best, found = prefix, index
+    if found is None:
+        raise AssertionError(f"{module} is on no floor: add it to FLOORS (and the README)")
+    return found
 MAX_LINES = 400
+MAX_FUNCTION_LINES = 60
 LONG_REASON = "Long because"
 
 
@@ -95,8 +131,23 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_package_has_no_import_circle():
     graph = import_graph(PACKAGE)
-    assert len(graph) > 30 and graph["gradverify.runner"], "the import graph was not read"
+    assert len(graph) > 30 and graph["gradverify.run.runner"], "the import graph was not read"
     assert cycles(graph) == []
+
+
+def test_every_module_imports_only_its_own_floor_and_below():
+    upward = sorted(f"{name} ({FLOORS[floor(name)][0]}) imports {target} "
+                    f"({FLOORS[floor(target)][0]})"
+                    for name, targets in import_graph(PACKAGE).items() for target in targets
+                    if floor(target) < floor(name))
+    assert upward == []
+
+
+def test_the_report_model_is_below_the_checks_and_the_renderers_above_them():
+    graph = import_graph(PACKAGE)
+    assert not {t for t in graph["gradverify.results"] if t != "gradverify._version"}
+    assert floor("gradverify.results") > floor("gradverify.checks.base") > \
+        floor("gradverify.report.console")
 
 
 def test_the_circle_finder_sees_lazy_imports_and_skips_type_checking(tmp_path):
@@ -118,6 +169,33 @@ def test_no_module_is_long_without_saying_why():
     assert long == {}, f"over {MAX_LINES} lines: say why at the top ({LONG_REASON} ...) or split"
 
 
+def test_no_function_is_long_without_saying_why():
+    """A function reads as a sequence of named steps; one over the limit says why in its
+    docstring."""
+    long = []
+    for name, path in _modules(PACKAGE).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and \
+                        LONG_REASON not in (ast.get_docstring(node) or ""):
+                    long.append(f"{name}.{node.name} ({lines} lines)")
+    assert long == [], f"over {MAX_FUNCTION_LINES} lines: split by step, or say why"
+
+
+def test_ci_runs_the_readme_test_command():
+    """`.ci/run` is the README's test command: every step of it, in order."""
+    import re
+
+    root = PACKAGE.parent
+    blocks = re.findall(r"```bash\n(.*?)\n```", (root / "README.md").read_text(), re.S)
+    command = next(b for b in blocks if '".[test]"' in b)
+    ci = (root / ".ci" / "run").read_text()
+    positions = [ci.find(step.strip().replace("python -m pip install", "python -m pip install -q"))
+                 for step in command.split("&&")]
+    assert -1 not in positions and positions == sorted(positions), (command, positions)
+
+
 def test_one_module_per_check_and_the_registry_outside_the_package():
     checks = PACKAGE / "checks"
     files = {p.stem for p in checks.glob("*.py") if not p.stem.startswith("_")} - {"base"}
@@ -125,12 +203,13 @@ def test_one_module_per_check_and_the_registry_outside_the_package():
     init = ast.parse((checks / "__init__.py").read_text())
     assert not [n for n in ast.walk(init) if isinstance(n, (ast.Import, ast.ImportFrom))]
     graph = import_graph(PACKAGE)
+    checks = {f"gradverify.checks.{name}" for name in REGISTRY}
     for name, targets in graph.items():
         if name.startswith("gradverify.checks."):
             assert "gradverify.registry" not in targets, name
-        if name.startswith("gradverify.checks._"):  # helpers never import a check
-            assert not {t for t in targets if t.startswith("gradverify.checks.")
-                        and not t.startswith("gradverify.checks._")}, name
+            # a check imports no other check, and a helper none: what checks share is in
+            # the helpers (checks/_*.py) and the interface (checks/base.py)
+            assert not targets & checks, f"{name} imports {sorted(targets & checks)}"
     for name, check in REGISTRY.items():
         assert type(check).__module__ == f"gradverify.checks.{name}"
 

@@ -89,7 +89,7 @@ def test_corpus_exit_3_every_message_and_good_target_still_runs(corpus):
     assert result.code == 3
     assert "Traceback" not in result.output
     for name, (_, message) in CORPUS.items():
-        line = next((l for l in result.flat.splitlines() if message in l), None)
+        line = next((text for text in result.flat.splitlines() if message in text), None)
         assert line is not None, (name, message)
     assert "not valid UTF-8" in result.stdout
     assert not (corpus.root / "PWNED").exists()

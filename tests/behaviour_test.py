@@ -8,7 +8,7 @@ import torch
 
 import zoo
 from gradverify import verify
-from gradverify.report.results import Status
+from gradverify.results import Status
 
 
 def test_writing_into_the_incoming_gradient_corrupts_another_branch():
@@ -73,7 +73,7 @@ def test_needs_input_grad_subsets_are_bounded():
 def test_every_bundled_example_passes_every_check(in_repo):
     from gradverify.api import check_targets
     from gradverify.config import load
-    from gradverify.tasks import RunOptions
+    from gradverify.options import RunOptions
 
     report = check_targets([], RunOptions(), config=load())
     bad = [(r.target, r.case, c.name, c.status) for r in report.results for c in r.checks

@@ -77,7 +77,8 @@ def test_check_fails_with_named_input(ops):
 
 
 def test_bad_spec_exits_3_and_other_targets_still_run(ops):
-    ops.write("specs/bad.yaml", "target: ops:Square\ncases:\n  - args: {x: {shape: [3], dtyp: x}}\n")
+    ops.write("specs/bad.yaml",
+              "target: ops:Square\ncases:\n  - args: {x: {shape: [3], dtyp: x}}\n")
     result = run_cli("check")
     assert result.code == 3
     assert "specs/bad.yaml:3: cases[0].args.x.dtyp: unknown key 'dtyp' (did you mean 'dtype'?)" \
@@ -155,7 +156,8 @@ def test_usage_errors_exit_2(ops):
 
 
 def test_factory_errors_exit_3(ops):
-    ops.write("specs/f.yaml", "target: ops:Square\ncases:\n  - name: f\n    factory: ops:bad_factory\n")
+    ops.write("specs/f.yaml",
+              "target: ops:Square\ncases:\n  - name: f\n    factory: ops:bad_factory\n")
     result = run_cli("check", "specs/f.yaml")
     assert result.code == 3 and "factory ops:bad_factory raised ValueError: boom" in result.output
 
@@ -356,11 +358,12 @@ def test_star_args_forward_is_checked_with_a_list_of_inputs(project):
     assert "gradient for 'xs[0]'" in result.flat
     written = run_cli("init", "star:Total", "-o", "specs/total.yaml")
     assert written.code == 0
-    assert "xs: [{shape: [N, D]}, {shape: [N, D]}]" in (project.root / "specs/total.yaml").read_text()
+    text = (project.root / "specs/total.yaml").read_text()
+    assert "xs: [{shape: [N, D]}, {shape: [N, D]}]" in text
     assert "gradient for 'xs[1]'" in run_cli("check", "specs/total.yaml").flat
 
 
-# ----------------------------------------------------------------------------- what is said, and once
+# --------------------------------------------------------------------------- what is said, and once
 
 INPLACE = functions.module('''
 class ClampNoDirty(Function):

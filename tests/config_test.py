@@ -66,14 +66,101 @@ def test_nearest_pyproject_upward(configured):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("spec = ['x']", "unknown key (did you mean 'specs'?)"),
+    ("spec = ['x']", "unknown key 'spec' (did you mean 'specs'?)"),
     ("checks = { gradchek = false }", "checks.gradchek: unknown check"),
     ("jobs = 0", "jobs: expected a positive integer"),
     ("only = ['lnt']", "only: unknown check 'lnt' (did you mean 'lint'?)"),
-    ("tolerance = { atol = -1 }", "tolerance.atol: expected a non-negative number"),
+    ("tolerance = { atol = -1 }", "tolerance.atol: must be >= 0"),
+    ("tolerance = { atol = nan }", "tolerance.atol: expected a finite number, got nan"),
+    ("checks = { gradcheck = { mode = 'quick' } }", "checks.gradcheck.mode: invalid value"),
+    ("mode = 'quick'", "mode: invalid value 'quick'"),
+    ("timeout = 0", "timeout: must be > 0"),
 ])
 def test_bad_config_exits_3(project, text, message):
     project.write("pyproject.toml", f"[tool.gradverify]\n{text}\n")
     result = run_cli("check")
     assert result.code == 3
     assert message in result.output and "[tool.gradverify]" in result.output
+
+
+@pytest.mark.parametrize("tolerance", [{"atol": float("nan")}, {"atol": -1}, {"eps": 0},
+                                       {"atol": "1e-5"}, {"tol": 1e-5}])
+def test_pyproject_and_spec_read_settings_with_one_validator(tmp_path, tolerance):
+    """The same value is refused with the same message in either file."""
+    from gradverify import config
+    from gradverify.errors import SpecError
+    from gradverify.spec.file import from_dict
+
+    with pytest.raises(SpecError) as in_spec:
+        from_dict({"target": "m:F", "tolerance": tolerance, "cases": [{"args": [{"shape": [2]}]}]})
+    with pytest.raises(SpecError) as in_pyproject:
+        config.parse({"tolerance": tolerance}, root=tmp_path)
+    assert in_spec.value.message == in_pyproject.value.message
+
+
+OFF_BY_HALF_PERCENT = """
+import torch
+from torch.autograd import Function
+
+class Scaled(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * x.cos() * 1.005     # 0.5% off: fails rtol 1e-3, passes rtol 1e-2
+"""
+
+SPEC = "target: scaled:Scaled\ncases:\n  - args: {x: {shape: [3]}}\n"
+
+
+def _verdicts(data):
+    return [(c["name"], c["status"]) for r in data["results"] for c in r["checks"]]
+
+
+def test_the_same_setting_from_pyproject_the_cli_and_the_api_gives_the_same_run(project):
+    """tolerance and checks from [tool.gradverify], as flags, and as verify()'s keywords."""
+    import gradverify
+
+    project.write("scaled.py", OFF_BY_HALF_PERCENT)
+    project.write("specs/scaled.yaml", SPEC)
+    default = _verdicts(json.loads(run_cli("check", "--format", "json").stdout))
+    assert ("gradcheck", "fail") in default
+
+    by_flags = run_cli("check", "--format", "json", "--rtol", "1e-2", "--skip", "lint,precision")
+    project.write("pyproject.toml", """
+        [tool.gradverify]
+        tolerance = { rtol = 1e-2 }
+        skip = ["lint", "precision"]
+    """)
+    by_pyproject = run_cli("check", "--format", "json")
+    assert by_flags.code == by_pyproject.code == 0
+    runs = [_verdicts(json.loads(r.stdout)) for r in (by_flags, by_pyproject)]
+    api_by_pyproject = gradverify.verify("scaled:Scaled", spec="specs/scaled.yaml")
+    (project.root / "pyproject.toml").unlink()
+    api_by_keywords = gradverify.verify("scaled:Scaled", spec="specs/scaled.yaml", rtol=1e-2,
+                                        skip=["lint", "precision"])
+    for report in (api_by_pyproject, api_by_keywords):
+        runs.append([(c.name, c.status.value) for r in report.results for c in r.checks])
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+    assert ("gradcheck", "pass") in runs[0] and "lint" not in dict(runs[0])
+
+
+def test_verify_honours_pyproject_checks_and_their_options(project):
+    import gradverify
+
+    project.write("scaled.py", OFF_BY_HALF_PERCENT)
+    project.write("specs/scaled.yaml", SPEC)
+    project.write("pyproject.toml", """
+        [tool.gradverify]
+        checks = { gradgradcheck = false, gradcheck = { mode = "fast" } }
+    """)
+    report = gradverify.verify("scaled:Scaled", spec="specs/scaled.yaml")
+    checks = {c.name: c for r in report.results for c in r.checks}
+    assert "gradgradcheck" not in checks and checks["gradcheck"].mode == "fast"
+    # a flag still wins over pyproject
+    report = gradverify.verify("scaled:Scaled", spec="specs/scaled.yaml", checks=["gradgradcheck"])
+    assert [c.name for r in report.results for c in r.checks] == ["gradgradcheck"]

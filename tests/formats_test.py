@@ -7,9 +7,16 @@ import pytest
 
 from conftest import run_cli
 from gradverify.report import github
-from gradverify.report.model import Report
-from gradverify.report.results import (CaseResult, CheckResult, ErrorEntry, Finding, Settings,
-                                       Severity, Status)
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    ErrorEntry,
+    Finding,
+    Report,
+    Settings,
+    Severity,
+    Status,
+)
 
 
 def _report() -> Report:
@@ -53,7 +60,8 @@ def test_github_annotations_escape_and_point_at_source():
                         "[basic[N=1]] gradcheck: gradient for 'x' is wrong: 50%25, a, b%0Afix: "
                         "fix it%0Anow (gradverify explain GV121)")
     assert lines[1].startswith("::warning file=pkg/ops.py,line=40,title=GV204 needs_input_grad::")
-    assert any(l.startswith("::error file=specs/bad.yaml,line=3,title=GV002::") for l in lines)
+    assert any(line.startswith("::error file=specs/bad.yaml,line=3,title=GV002::")
+               for line in lines)
     assert lines[-1].startswith("1 passed, 1 failed, 1 warning, 1 skipped, 1 xfailed, 2 errors")
 
 
@@ -108,8 +116,7 @@ def test_plain_report_has_a_fixed_width(broken):
 
 def test_markdown_status_has_one_word():
     from gradverify.report import markdown
-    from gradverify.report.model import Report
-    from gradverify.report.results import CaseResult, CheckResult, Settings, Status
+    from gradverify.results import CaseResult, CheckResult, Report, Settings, Status
 
     check = CheckResult("gradcheck", Status.XFAIL, 0.0, "surrogate", expect="by design")
     report = Report(Settings(), (CaseResult("m:F", None, "c", Status.XFAIL, 0.0,

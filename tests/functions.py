@@ -1,6 +1,7 @@
 """Sample Functions shared by the tests that run gradverify on a project of their own (the CLI,
 the plugin, pre-commit, signals, global state): each is module source that a test writes into
-its project. ``tests/zoo.py`` is different: the catalogue of bugs that the checks must catch."""
+its project. ``tests/zoo/`` is different: the catalogue, one file per check, of the bugs that the
+checks must catch and of the correct Functions they must not flag."""
 from __future__ import annotations
 
 HEADER = "import torch\nfrom torch.autograd import Function\n"

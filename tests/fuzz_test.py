@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradverify.errors import SpecError
-from gradverify.spec import CASE_KEYS, INITS, SPEC_KEYS, TENSOR_KEYS, Spec
-from gradverify.specfile import load_text
+from gradverify.spec.file import load_text
+from gradverify.spec.model import CASE_KEYS, INITS, SPEC_KEYS, TENSOR_KEYS, Spec
 
 KEYS = st.sampled_from(SPEC_KEYS + CASE_KEYS + TENSOR_KEYS + ("tuple", "list", "x", "N"))
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**20),

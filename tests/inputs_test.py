@@ -5,11 +5,10 @@ import pytest
 import torch
 
 import zoo
-import zoo_correct
 from gradverify.errors import InputError, SpecError
-from gradverify.binding import bind
-from gradverify.inputs import InputMaker, case_seed
-from gradverify.specfile import load_text
+from gradverify.spec.binding import bind
+from gradverify.spec.file import load_text
+from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.target import introspect
 
 
@@ -124,7 +123,7 @@ def test_a_bare_list_by_name_is_for_a_star_parameter_only():
 def test_star_parameter_items_are_named_by_position():
     (spec,) = load_text("target: m:F\ncases:\n  - args:\n      xs: [{shape: [2]}, {shape: [2]}]\n"
                         "  - args: [{shape: [2]}, {shape: [2]}, {shape: [2]}]\n")
-    info = introspect(zoo_correct.SumOfMany)
+    info = introspect(zoo.SumOfMany)
     named, listed = (bind(case, info, spec) for case in spec.cases)
     assert named.names == ("xs[0]", "xs[1]")
     assert listed.names == ("xs[0]", "xs[1]", "xs[2]")
@@ -142,7 +141,7 @@ def _factory_maker(factory: str, cls=zoo.Exp, dtype: str = "float32"):
 
 
 def test_factory_without_dtype_is_converted_like_yaml_inputs():
-    maker = _factory_maker("zoo_correct:make_float32_sparse", zoo_correct.FactoryWithoutDtype)
+    maker = _factory_maker("zoo:make_float32_sparse", zoo.FactoryWithoutDtype)
     double, working = maker.args("double"), maker.args("working")
     assert double.values[1].dtype == double.values[3].dtype == torch.float64
     assert working.values[1].dtype == torch.float32
@@ -152,7 +151,7 @@ def test_factory_without_dtype_is_converted_like_yaml_inputs():
 
 
 def test_factory_is_called_once_and_roles_hold_the_same_values():
-    maker = _factory_maker("zoo_correct:make_in_dtype", zoo_correct.FactoryWithDtype)
+    maker = _factory_maker("zoo:make_in_dtype", zoo.FactoryWithDtype)
     double, working, widened = maker.args("double"), maker.args("working"), maker.args("widened")
     assert (double.values[0].dtype, working.values[0].dtype, widened.values[0].dtype) == \
         (torch.float64, torch.float32, torch.float64)
@@ -175,10 +174,10 @@ def test_factory_that_takes_dtype_and_ignores_it_is_a_spec_error():
 
 
 def test_a_subclass_keeps_its_class_in_every_role_and_copy():
-    maker = _factory_maker("zoo_correct:make_sorted_index", zoo_correct.SegmentSumSortedIndex)
+    maker = _factory_maker("zoo:make_sorted_index", zoo.SegmentSumSortedIndex)
     for role in ("double", "working", "widened"):
         index = maker.args(role).values[0]
-        assert type(index) is zoo_correct.SortedIndex, role
+        assert type(index) is zoo.SortedIndex, role
     # the plain ways of copying drop it: why fresh_leaf exists
     assert type(maker.args().values[0].detach()) is torch.Tensor
 
@@ -186,7 +185,19 @@ def test_a_subclass_keeps_its_class_in_every_role_and_copy():
 def test_a_layout_that_drops_the_subclass_is_not_tried():
     from gradverify.checks import _tensors as tk
 
-    index = maker_index = _factory_maker("zoo_correct:make_sorted_index",
-                                         zoo_correct.SegmentSumSortedIndex).args().values[0]
+    index = maker_index = _factory_maker("zoo:make_sorted_index",
+                                         zoo.SegmentSumSortedIndex).args().values[0]
     assert tk.noncontiguous(maker_index, "strided") is None
     assert tk.noncontiguous(index.as_subclass(torch.Tensor), "strided") is not None
+
+
+def test_the_bundled_sparse_factory_draws_each_position_once():
+    import torch
+
+    from gradverify.examples.sparse import make_sparse_inputs
+
+    for seed in range(5):
+        made = make_sparse_inputs(torch.Generator().manual_seed(seed), torch.float64,
+                                  {"R": 3, "C": 4, "K": 2, "NNZ": 12})
+        positions = {tuple(p) for p in made["indices"].t().tolist()}
+        assert len(positions) == 12  # all of the 3 x 4 matrix, none twice

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 import gradverify
-from gradverify import recordspec
-from gradverify.recorder import describe
-from gradverify.specfile import load_file
+from gradverify.recording import shrink
+from gradverify.recording.capture import describe
+from gradverify.recording.spool import Observation
+from gradverify.spec.file import load_file
 from recording.bugs import BUGS
 
 HERE = Path(__file__).parent / "recording"
@@ -236,17 +237,17 @@ def test_value_facts():
 
 
 def test_dims_are_named_shrunk_distinct_and_ordered():
-    obs = {"args": [
+    obs = Observation("m:F", (
         {"name": "x", **describe(torch.randn(64, 512, 768))},
         {"name": "w", **describe(torch.randn(768, 512))},
         {"name": "labels", **describe(torch.arange(512).remainder(100))},
         {"name": "classes", "kind": "value", "value": 100},
         {"name": "axis", "kind": "value", "value": 2},
-    ]}
-    d = recordspec.draft(obs)
+    ))
+    d = shrink.draft(obs)
     assert d.recorded == {"N": 64, "C": 512, "L": 768, "D": 100}
     assert d.sizes == {"N": 2, "C": 4, "L": 5, "D": 3}  # distinct, in the recorded order
-    case = recordspec.case_dict(d.args, d.dtype, d.sizes, "c")
+    case = shrink.case_dict(d.args, d.dtype, d.sizes, "c")
     assert case["args"]["x"]["shape"] == ["N", "C", "L"]
     assert case["args"]["labels"]["high"] == "D"  # values 0..99 index the dim of size 100
     assert case["args"]["classes"] == 3 and case["args"]["axis"] == 2

@@ -11,9 +11,15 @@ import pytest
 
 from conftest import ROOT
 from gradverify.report.console import render_plain, summary_line
-from gradverify.report.model import Report
-from gradverify.report.results import (CaseResult, CheckResult, ErrorEntry, ExitCode, Settings,
-                                       Status)
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    ErrorEntry,
+    ExitCode,
+    Report,
+    Settings,
+    Status,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -84,7 +90,7 @@ def test_render_plain_has_no_escape_codes():
 
 
 def _case(target: str, case: str, status: Status, summary: str = "ok") -> CaseResult:
-    from gradverify.report.results import Finding, Severity
+    from gradverify.results import Finding, Severity
 
     findings = (Finding("GV121", Severity.ERROR, "gradient for 'x' is wrong: sign flipped"),) \
         if status == Status.FAIL else ()
@@ -95,7 +101,8 @@ def _case(target: str, case: str, status: Status, summary: str = "ok") -> CaseRe
 
 
 def test_concise_by_default_details_for_what_did_not_pass():
-    report = Report(Settings(), (_case("m:Good", "a", Status.PASS), _case("m:Good", "b", Status.PASS),
+    report = Report(Settings(), (_case("m:Good", "a", Status.PASS),
+                                 _case("m:Good", "b", Status.PASS),
                                  _case("m:Bad", "a", Status.FAIL, "gradient for 'x' is wrong")))
     text = render_plain(report)
     assert re.search(r"^specs/f.yaml  m:Good +\.\.$", text, re.M)

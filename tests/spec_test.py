@@ -4,20 +4,21 @@ from __future__ import annotations
 import pytest
 
 from gradverify.errors import SpecError
-from gradverify.spec import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg
-from gradverify.specfile import load_file, load_text
+from gradverify.spec.file import load_file, load_text
+from gradverify.spec.model import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg
 
 GOOD_TARGET = "target: m:F\n"
 
 INVALID = [
-    pytest.param("cases:\n  - args: [{shape: [3, 4]}\n", 3, "while parsing a flow sequence (line 2)", id="yaml-syntax"),
+    pytest.param("cases:\n  - args: [{shape: [3, 4]}\n", 3,
+                 "while parsing a flow sequence (line 2)", id="yaml-syntax"),
     pytest.param("", None, "empty spec file", id="empty"),
     pytest.param("# only a comment\n", None, "empty spec file", id="only-comment"),
     pytest.param("- a\n- b\n", 1, "expected a spec (a mapping), got a list", id="not-mapping"),
     pytest.param("target: m:F\ncases: []\n", 2, "cases: expected a non-empty list", id="no-cases"),
     pytest.param("target: m:F\n", 1, "missing key 'cases'", id="missing-cases"),
-    pytest.param("targt: m:F\ncases: [{args: []}]\n", 1, "unknown key 'targt' (did you mean 'target'?)",
-                 id="misspelt-top-key"),
+    pytest.param("targt: m:F\ncases: [{args: []}]\n", 1,
+                 "unknown key 'targt' (did you mean 'target'?)", id="misspelt-top-key"),
     pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shpe: [3]}\n", 4,
                  "cases[0].args.x: an argument mapping must be a tensor", id="misspelt-shape"),
     pytest.param(GOOD_TARGET + "cases:\n  - args:\n      x: {shape: [3], dtyp: float64}\n", 4,
@@ -146,7 +147,8 @@ cases:
     assert spec.checks["gradgradcheck"].enabled is False
     assert spec.checks["gradcheck"].options == {"mode": "slow"}
     assert spec.expect == {"contract": "known issue"}
-    assert spec.cases[2].tolerance.atol == 1e-4 and spec.cases[2].expect == {"gradcheck": "case-level"}
+    assert spec.cases[2].tolerance.atol == 1e-4
+    assert spec.cases[2].expect == {"gradcheck": "case-level"}
     assert spec.cases[4].factory == "pkg.testing:make_inputs" and spec.cases[4].dtype == "float64"
 
 

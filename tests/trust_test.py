@@ -12,15 +12,14 @@ import pytest
 import torch
 
 import zoo
-import zoo_correct
-from gradverify import specfile as spec_mod
 from gradverify import verify
-from gradverify.binding import bind
-from gradverify.inputs import InputMaker, case_seed, fresh_leaf
-from gradverify.report.results import Severity, Status
+from gradverify.results import Severity, Status
+from gradverify.spec import file as spec_mod
+from gradverify.spec.binding import bind
+from gradverify.spec.inputs import InputMaker, case_seed, fresh_leaf
 from gradverify.target import introspect
 
-EVERY_FUNCTION = [*zoo.BROKEN, *zoo.CORRECT, *zoo_correct.HARD]
+EVERY_FUNCTION = [*zoo.BROKEN, *zoo.CORRECT, *zoo.HARD]
 NAMES = [cls.__name__ for cls in EVERY_FUNCTION]
 assert len(NAMES) == len(set(NAMES)), "zoo names must be unique"
 
@@ -34,10 +33,10 @@ def _checks(report) -> dict[str, Any]:
 
 
 def test_the_corpus_is_large_enough():
-    assert len(zoo_correct.HARD) >= 30
+    assert len(zoo.HARD) >= 30
 
 
-@pytest.mark.parametrize("cls", zoo_correct.HARD, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", zoo.HARD, ids=lambda c: c.__name__)
 def test_hard_correct_function_passes_every_default_check(cls):
     report = verify(cls, spec=cls.SPEC)
     assert not report.errors, [e.message for e in report.errors]
@@ -56,23 +55,23 @@ def test_hard_correct_function_passes_every_default_check(cls):
 def test_every_check_has_a_correct_function_its_naive_version_would_flag():
     from gradverify.registry import REGISTRY
 
-    docs = " ".join(" ".join((cls.__doc__ or "").split()) for cls in zoo_correct.HARD)
+    docs = " ".join(" ".join((cls.__doc__ or "").split()) for cls in zoo.HARD)
     # "naive saved_tensors/mutation: ..." names the checks a naive version of which would flag
     named = {name for phrase in re.findall(r"naive ([\w/]+):", docs) for name in phrase.split("/")}
-    # device needs a second device; compile is opt-in (its zoo entries are in zoo.py)
+    # device needs a second device; compile is opt-in (its zoo entries are in zoo/compile.py)
     wanted = set(REGISTRY) - {"device", "compile"}
     assert wanted <= named, wanted - named
 
 
 def test_view_outputs_are_protected_not_unprotected():
-    for cls in (zoo_correct.IdentityView, zoo_correct.SqueezedOutput,
-                zoo_correct.InputReturnedAsIs, zoo_correct.UnbindViews):
+    for cls in (zoo.IdentityView, zoo.SqueezedOutput,
+                zoo.InputReturnedAsIs, zoo.UnbindViews):
         check = _checks(verify(cls, spec=cls.SPEC, checks=["saved_tensors"]))["saved_tensors"]
         assert check.status == Status.PASS, [f.message for f in check.findings]
 
 
 def test_sparse_saved_intermediate_is_handled_and_its_alias_noted():
-    cls = zoo_correct.SpecialSpmm
+    cls = zoo.SpecialSpmm
     report = verify(cls, spec=cls.SPEC, checks=["saved_tensors", "mutation"])
     assert not report.errors
     checks = _checks(report)
@@ -159,7 +158,7 @@ def _torch_crashed(exc: BaseException) -> bool:
         and frames[-1].filename.endswith(os.path.join("autograd", "gradcheck.py"))
 
 
-TORCH_CANNOT_RUN = {zoo_correct.CountsAndMask}
+TORCH_CANNOT_RUN = {zoo.CountsAndMask}
 """Functions on which bare torch crashes in its own code (a bool output); pinned, so that the
 exception cannot grow unnoticed."""
 
@@ -273,7 +272,7 @@ def test_compile_calls_mark_dirty_functions_as_users_do():
     """Applied to a non-leaf, made inside and outside the compiled region: no leaf-in-place
     artifact. Where torch.compile itself gets the gradient wrong (torch 2.13, input made outside
     the region), the finding says so and blames torch.compile; where both ways agree, a pass."""
-    cls = zoo_correct.InplaceSigmoidSavesOutput
+    cls = zoo.InplaceSigmoidSavesOutput
     spec = {**cls.SPEC, "checks": {"compile": True}}
     check = _checks(verify(cls, spec=spec, checks=["gradcheck", "compile"]))["compile"]
     codes = {f.code for f in check.findings}

@@ -6,7 +6,7 @@ import pytest
 import zoo
 from gradverify import verify
 from gradverify.registry import REGISTRY
-from gradverify.report.results import Severity, Status
+from gradverify.results import Severity, Status
 
 
 def _findings(report, check):
@@ -190,7 +190,7 @@ def test_device_check_skips_on_cpu():
     assert report.results[0].checks[0].status == Status.SKIP
 
 
-# ----------------------------------------------------------------------------- findings say the right thing
+# --------------------------------------------------------------------- findings say the right thing
 
 
 def test_undefined_gradients_are_said_to_arrive_as_none_when_they_do():
@@ -208,7 +208,7 @@ def test_a_mismatch_from_a_tensor_changed_after_saving_points_at_it():
     report = verify(zoo.SavedThenScaled, spec=zoo.SavedThenScaled.SPEC)
     (mismatch,) = [f for f in _findings(report, "gradcheck") if f.code == "GV121"]
     assert "save_for_backward" in mismatch.hint and "GV224" in mismatch.hint
-    assert "zoo.py:" in mismatch.hint  # the lines where it was saved and changed
+    assert "zoo/mutation.py:" in mismatch.hint  # the lines where it was saved and changed
     (saved,) = _findings(report, "mutation")
     assert saved.severity == Severity.ERROR and "when saved, the gradient is right" in saved.message
 
@@ -226,20 +226,19 @@ def test_an_undiagnosed_failure_still_names_the_input(monkeypatch):
 def test_an_input_at_fault_is_found_without_torch_naming_it():
     from gradverify.checks import _calls
     from gradverify.checks.gradcheck import _failing_input
-
     from gradverify.context import CheckContext
-    from gradverify.execute import prepare
     from gradverify.discover import Job
-    from gradverify.inputs import InputMaker
-    from gradverify.spec import DEFAULT_TOLERANCE
-    from gradverify.specfile import from_dict
+    from gradverify.run.execute import prepare
+    from gradverify.spec.file import from_dict
+    from gradverify.spec.inputs import InputMaker
+    from gradverify.spec.model import DEFAULT_TOLERANCE
 
     prepared = prepare(Job("zoo:MatmulTransposedGrad", from_dict(zoo.MatmulTransposedGrad.SPEC),
                            zoo.MatmulTransposedGrad))
     case = prepared.spec.cases[0]
     ctx = CheckContext(info=prepared.info, spec=prepared.spec, case=case,
                        maker=InputMaker(case, prepared.bound[case.name], prepared.info, 0, "cpu"),
-                       tolerance=DEFAULT_TOLERANCE)
+                       tolerance=DEFAULT_TOLERANCE.resolved())
     view = _calls.differentiable_view(ctx)
     assert view.names[_failing_input(ctx, view)] == "b"
 

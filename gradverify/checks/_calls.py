@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from gradverify.checks._tensors import is_inexact
-from gradverify.inputs import Args
+from gradverify.checks.base import Outcome
+from gradverify.spec.inputs import Args
 from gradverify.target import FunctionInfo
 
 
@@ -56,19 +57,36 @@ def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> App
     return Applied(args, [out], single=True)
 
 
-def differentiable_call(ctx: Any) -> Applied | str:
+@dataclass(frozen=True)
+class NothingToDifferentiate:
+    """Why a case has no gradient to check, for the checks that need one."""
+
+    reason: str
+    verifies_nothing: bool
+    """The case could have had a gradient (no input requires grad, or a floating output is
+    not differentiable): it verifies nothing (GV013). False for an integer-valued Function,
+    which has no gradient to check."""
+
+    def skip(self) -> Outcome:
+        return Outcome.skip(self.reason, nothing_verified=self.verifies_nothing)
+
+
+def differentiable_call(ctx: Any) -> Applied | NothingToDifferentiate:
     """Apply on fresh float64 arguments (differentiable inputs requiring grad); or, when there
-    is nothing to differentiate, the reason to skip."""
+    is nothing to differentiate, why."""
     args = ctx.args("double")
     if not args.diff_positions:
-        return "no input requires grad"
+        return NothingToDifferentiate("no input requires grad", verifies_nothing=True)
     applied = apply(ctx.info, args)
     if not applied.differentiable or applied.ctx is None:
         floating = [j for j, o in applied.tensors if is_inexact(o)]
         if floating:
-            return (f"no output is differentiable, although output {floating[0]} is a floating "
-                    "tensor (every output marked non-differentiable, or grad mode off)")
-        return "no output is differentiable (every output is an integer tensor or not a tensor)"
+            return NothingToDifferentiate(
+                f"no output is differentiable, although output {floating[0]} is a floating "
+                "tensor (every output marked non-differentiable, or grad mode off)",
+                verifies_nothing=True)
+        return NothingToDifferentiate("no output is differentiable (every output is an integer "
+                                      "tensor or not a tensor)", verifies_nothing=False)
     return applied
 
 
@@ -90,11 +108,11 @@ class DifferentiableView:
         return [self.applied.args.values[i] for i in self.applied.args.diff_positions]
 
 
-def differentiable_view(ctx: Any) -> DifferentiableView | str:
+def differentiable_view(ctx: Any) -> DifferentiableView | NothingToDifferentiate:
     """The differentiable view of a case shared by gradcheck, gradgradcheck and forward_ad; or,
-    when there is nothing to differentiate, the reason to skip."""
+    when there is nothing to differentiate, why."""
     applied = differentiable_call(ctx)
-    if isinstance(applied, str):
+    if isinstance(applied, NothingToDifferentiate):
         return applied
     args, diff, out_idx = applied.args, applied.args.diff_positions, applied.differentiable
     fresh = ctx.args("double")  # untouched by that call (a forward may write into its input)

@@ -286,7 +286,7 @@ def heatmap(err: torch.Tensor, max_rows: int = 8, max_cols: int = 32) -> list[st
         line = []
         for c0 in range(0, cols, cw):
             v = float(err[r0:r0 + rh, c0:c0 + cw].max()) / top
-            line.append(_SHADES[min(len(_SHADES) - 1, int(round(v * (len(_SHADES) - 1))))])
+            line.append(_SHADES[min(len(_SHADES) - 1, round(v * (len(_SHADES) - 1)))])
         lines.append("".join(line))
     return lines
 

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
@@ -223,12 +224,12 @@ def user_frame(info: FunctionInfo, depth: int = 2) -> str | None:
     """``file:line`` of the innermost caller outside torch and gradverify (the user's line)."""
     from gradverify.errors import shown_path
 
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<"):
             return f"{shown_path(name)}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return None
 
 
@@ -269,7 +270,8 @@ def _watching(watch: _Watch) -> Iterator[None]:
             chosen.append(t)
         original(ctx, *chosen)
 
-    FunctionCtx.save_for_backward = save_for_backward  # type: ignore[method-assign]
+    # patched while the probe runs (torch types the method with its own signature)
+    FunctionCtx.save_for_backward = save_for_backward  # type: ignore[method-assign,assignment]
     try:
         with _VersionWatch(watch):
             yield
@@ -338,7 +340,7 @@ def agrees(gradients: Sequence[torch.Tensor | None], directions: Sequence[torch.
     return abs(analytic - numeric) <= atol + rtol * abs(numeric)
 
 
-# ----------------------------------------------------------------------------- what backward receives
+# ------------------------------------------------------------------------- what backward receives
 
 
 @contextlib.contextmanager

@@ -5,10 +5,12 @@ read (for ``explain``, ``--only`` validation and spec validation) without import
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from gradverify.report.results import Finding, Severity, Status
+from gradverify.results import CheckResult, Finding, Severity, Status
 
 if TYPE_CHECKING:
     from gradverify.codes import Code
@@ -25,24 +27,47 @@ class Option:
     choices: tuple[Any, ...] | None = None
 
 
-class Check(Protocol):
-    name: str
-    default: bool
-    """On unless turned off (True), or opt-in (False)."""
-    summary: str
-    """One line: what the check verifies."""
-    codes: tuple[Code, ...]
-    """The codes it reports, documented; the registry collects them."""
-    options: tuple[Option, ...]
-    requires: tuple[str, ...]
-    """Checks that must not have failed for this one to run (else: skip, with that reason)."""
+class Check:
+    """Base of every check: what the runner needs to know about it is declared here, with its
+    default, and each check module's class overrides what differs. ``run`` is the check."""
 
-    def run(self, ctx: CheckContext) -> Outcome: ...
+    name: ClassVar[str]
+    default: ClassVar[bool] = True
+    """On unless turned off (True), or opt-in (False)."""
+    summary: ClassVar[str]
+    """One line: what the check verifies."""
+    codes: ClassVar[tuple[Code, ...]] = ()
+    """The codes it reports, documented; the registry collects them."""
+    options: ClassVar[tuple[Option, ...]] = ()
+    """Options settable under ``checks:`` in a spec or ``[tool.gradverify]``."""
+    requires: ClassVar[tuple[str, ...]] = ("contract",)
+    """Checks that must not have failed for this one to run (else: skip, with that reason)."""
+    runs_after_expected_failure_of: ClassVar[tuple[str, ...]] = ()
+    """Checks in ``requires`` whose *expected* failure (``expect:``) does not block this one:
+    gradgradcheck checks the derivative of a declared surrogate gradient."""
+    invalidates: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})
+    """Code -> later checks whose results are consequences of that finding (skipped)."""
+    static: ClassVar[bool] = False
+    """Reads the class, not a case's calls: runs on a target's first case only, and even when
+    forward raises."""
+    needs_reference: ClassVar[bool] = False
+    """Runs only when the spec names a ``reference:``."""
+    needs_accelerator: ClassVar[bool] = False
+    """Runs only with ``--device cuda`` (or when named by ``--only``)."""
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        raise NotImplementedError
+
+    def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
+        """Findings about this check's rows in every case of one spec (in case order), added to
+        the first row: what no single case can tell. None by default."""
+        return []
 
 
 @dataclass
 class Outcome:
-    """What a check's ``run`` returns; ``execute.run_case`` turns it into a frozen ``CheckResult``."""
+    """What a check's ``run`` returns; ``execute.run_case`` turns it into a frozen
+    ``CheckResult``."""
 
     findings: list[Finding] = field(default_factory=list)
     summary: str = ""
@@ -50,6 +75,9 @@ class Outcome:
     skipped: str | None = None
     """Set (to the reason) when the check did not apply."""
     data: dict[str, Any] = field(default_factory=dict)
+    nothing_verified: bool = False
+    """Skipped because the case has no gradient to check although it should have one (no
+    input requires grad, ...): the case verifies nothing (GV013)."""
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -66,5 +94,6 @@ class Outcome:
         return Status.PASS
 
     @classmethod
-    def skip(cls, reason: str, *findings: Finding) -> Outcome:
-        return cls(findings=list(findings), summary=reason, skipped=reason)
+    def skip(cls, reason: str, *findings: Finding, nothing_verified: bool = False) -> Outcome:
+        return cls(findings=list(findings), summary=reason, skipped=reason,
+                   nothing_verified=nothing_verified)

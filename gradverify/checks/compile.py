@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -38,13 +38,11 @@ CODES = (
 )
 
 
-class CompileCheck:
+class CompileCheck(Check):
     name = "compile"
     default = False
     summary = "torch.compile(fullgraph=True, backend='aot_eager') traces it and matches eager"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
@@ -52,7 +50,8 @@ class CompileCheck:
         args = ctx.args("double")
         diff = args.diff_positions
         probe = calls.apply(ctx.info, args)
-        grads = calls.random_grads(probe, ctx.generator("compile")) if probe.differentiable else None
+        grads = (calls.random_grads(probe, ctx.generator("compile")) if probe.differentiable
+                 else None)
         eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)
         outcome = Outcome()
         # A mark_dirty Function writes into its input, so users call it on a non-leaf: one made
@@ -74,8 +73,6 @@ class CompileCheck:
         failed (the other ways would fail alike)."""
         import torch
 
-        from gradverify.checks import _compare as cmp
-
         torch._dynamo.reset()
         compiled = torch.compile(_Call(ctx.info.cls, clone=way == "inside"), fullgraph=True,
                                  backend="aot_eager")
@@ -86,49 +83,70 @@ class CompileCheck:
         try:
             out = compiled(*given)
         except Exception as exc:  # noqa: BLE001 -- Dynamo or user code
-            # Dynamo's Unsupported is a graph break; its UserError is one too under fullgraph
-            # (a guard on a data-dependent value such as `.item()` in control flow).
-            unsupported = type(exc).__module__ == "torch._dynamo.exc" and \
-                type(exc).__name__ in ("Unsupported", "UserError")
-            outcome.add(Finding(
-                "GV351" if unsupported else "GV353", Severity.ERROR,
-                f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"
-                f"{_WAYS[way]}: {_reason(exc)}", location=ctx.info.forward_location,
-                hint="Dynamo must trace forward and backward; see the reason, or run "
-                     "TORCH_LOGS=graph_breaks for details"))
-            outcome.summary = "graph break" if unsupported else "compile failed"
+            _compile_failed(ctx, way, exc, outcome)
             return False
         outs = list(out) if isinstance(out, tuple) else [out]
-        tensors = [(o, g) for o, g in zip(outs, grads or [])
-                   if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
-        got_grads = list(torch.autograd.grad([o for o, _ in tensors],
-                                             [run.values[i] for i in diff],
-                                             [g for _, g in tensors], allow_unused=True)) \
-            if tensors else []
+        got_grads = _gradients(outs, grads, [run.values[i] for i in diff])
         ours = ([o.detach() if isinstance(o, torch.Tensor) else o for o in outs], got_grads)
-        names = [run.names[i] for i in diff]
-        eager_right = ctx.results.get("gradcheck") is not None and \
-            ctx.results["gradcheck"].status.value == "pass"
-        for mismatch in cmp.compare_runs(ours, eager, names, 1e-7, 1e-9):
-            if way == "leaf":
-                message = f"compiled: {mismatch.describe()} (against eager)"
-                hint = ("forward or backward depends on something Dynamo treats as a constant "
-                        "(Python state, data-dependent control flow, .item())")
-            else:
-                message = (f"compiled{_WAYS[way]}: {mismatch.describe()} (against eager"
-                           f"{', which gradcheck verified' if eager_right else ''}): "
-                           "torch.compile mishandles this in-place (mark_dirty) Function, not "
-                           "its formula")
-                hint = ("a known class of torch.compile bugs with mark_dirty (pytorch issues "
-                        "133491, 184113): under compile, call it on a tensor made inside the "
-                        "compiled region (clone it there), or keep it out of the region with "
-                        "torch.compiler.disable")
-            outcome.add(Finding("GV352", Severity.ERROR, message, input=mismatch.input,
-                                output=mismatch.output, location=ctx.location, hint=hint,
-                                data={**mismatch.data, "way": way}))
+        _against_eager(ctx, way, ours, eager, [run.names[i] for i in diff], outcome)
         if outcome.findings:
             outcome.summary = f"compiled{_WAYS[way]}: differs from eager"
         return True
+
+
+def _compile_failed(ctx: CheckContext, way: str, exc: Exception, outcome: Outcome) -> None:
+    """Calling the compiled Function raised: a graph break (GV351) or another failure (GV353)."""
+    # Dynamo's Unsupported is a graph break; its UserError is one too under fullgraph
+    # (a guard on a data-dependent value such as `.item()` in control flow).
+    unsupported = type(exc).__module__ == "torch._dynamo.exc" and \
+        type(exc).__name__ in ("Unsupported", "UserError")
+    outcome.add(Finding(
+        "GV351" if unsupported else "GV353", Severity.ERROR,
+        f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"
+        f"{_WAYS[way]}: {_reason(exc)}", location=ctx.info.forward_location,
+        hint="Dynamo must trace forward and backward; see the reason, or run "
+             "TORCH_LOGS=graph_breaks for details"))
+    outcome.summary = "graph break" if unsupported else "compile failed"
+
+
+def _gradients(outs: list[Any], grads: list[Any] | None, leaves: list[Any]) -> list[Any]:
+    """The compiled run's gradients for the differentiable inputs ``leaves``, through
+    autograd as a user gets them; empty when no output carries a gradient."""
+    import torch
+
+    tensors = [(o, g) for o, g in zip(outs, grads or [], strict=False)
+               if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
+    if not tensors:
+        return []
+    return list(torch.autograd.grad([o for o, _ in tensors], leaves, [g for _, g in tensors],
+                                    allow_unused=True))
+
+
+def _against_eager(ctx: CheckContext, way: str, ours: Any, eager: Any, names: list[str],
+                   outcome: Outcome) -> None:
+    """GV352 for each output or gradient of the compiled run that differs from eager. For a
+    mark_dirty Function the finding blames torch.compile, not the formula."""
+    from gradverify.checks import _compare as cmp
+
+    eager_right = ctx.results.get("gradcheck") is not None and \
+        ctx.results["gradcheck"].status.value == "pass"
+    for mismatch in cmp.compare_runs(ours, eager, names, 1e-7, 1e-9):
+        if way == "leaf":
+            message = f"compiled: {mismatch.describe()} (against eager)"
+            hint = ("forward or backward depends on something Dynamo treats as a constant "
+                    "(Python state, data-dependent control flow, .item())")
+        else:
+            message = (f"compiled{_WAYS[way]}: {mismatch.describe()} (against eager"
+                       f"{', which gradcheck verified' if eager_right else ''}): "
+                       "torch.compile mishandles this in-place (mark_dirty) Function, not "
+                       "its formula")
+            hint = ("a known class of torch.compile bugs with mark_dirty (pytorch issues "
+                    "133491, 184113): under compile, call it on a tensor made inside the "
+                    "compiled region (clone it there), or keep it out of the region with "
+                    "torch.compiler.disable")
+        outcome.add(Finding("GV352", Severity.ERROR, message, input=mismatch.input,
+                            output=mismatch.output, location=ctx.location, hint=hint,
+                            data={**mismatch.data, "way": way}))
 
 
 _WAYS = {"leaf": "", "inside": " (input made inside the compiled region)",

@@ -7,19 +7,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
+    import torch
+
+    from gradverify.checks._calls import Applied
     from gradverify.context import CheckContext
+    from gradverify.spec.inputs import Args
 
 
 CODES = (
     Code("GV101", "backward-raised",
          "backward raised when called with gradients for the outputs.",
          "Every training step that reaches this Function will crash.",
-         "def backward(ctx, grad):\n    x, = ctx.saved_tensors\n    return grad @ x   # shapes do not match",
+         "def backward(ctx, grad):\n    x, = ctx.saved_tensors\n"
+         "    return grad @ x   # shapes do not match",
          "Read the traceback location given and fix backward."),
     Code("GV102", "too-few-gradients",
          "backward returned fewer values than forward has inputs.",
@@ -58,7 +63,8 @@ CODES = (
          "return grad.float()",
          "Compute the gradient in the input's dtype; for float32-only kernels use `reference:`."),
     Code("GV108", "grad-for-integer-input",
-         "backward returned a tensor for an integer or boolean input, which can never require grad.",
+         "backward returned a tensor for an integer or boolean input, which can never require "
+         "grad.",
          "Autograd drops it silently; computing it is wasted work.",
          "return grad_values, torch.zeros_like(indices)",
          "Return None for integer inputs (indices, label maps, masks)."),
@@ -71,16 +77,19 @@ CODES = (
          "backward takes a different number of gradient arguments than forward has outputs.",
          "Autograd calls backward with one gradient per output; a mismatch is a TypeError on "
          "the first backward.",
-         "def forward(ctx, x):\n    return y, idx\ndef backward(ctx, grad_y):   # needs grad_idx too",
+         "def forward(ctx, x):\n    return y, idx\n"
+         "def backward(ctx, grad_y):   # needs grad_idx too",
          "Take one gradient per output: `def backward(ctx, grad_y, grad_idx)`."),
     Code("GV111", "non-differentiable-output-depends-on-input",
          "An output marked non-differentiable (ctx.mark_non_differentiable) changes when a "
          "differentiable input changes.",
-         "Gradients that flow through that output are silently zero, so training ignores that path.",
+         "Gradients that flow through that output are silently zero, so training ignores that "
+         "path.",
          "ctx.mark_non_differentiable(normalised)   # normalised = x / x.norm()",
          "Only mark outputs that are truly piecewise constant (indices, masks, argmax)."),
     Code("GV112", "grad-not-a-tensor",
-         "backward returned something other than a tensor or None (a number, a list, a numpy array).",
+         "backward returned something other than a tensor or None (a number, a list, a numpy "
+         "array).",
          "Autograd raises 'expected Variable or None'.",
          "return 2.0 * ctx.scale",
          "Return tensors (`torch.full_like(x, 2.0 * ctx.scale)`) or None."),
@@ -93,13 +102,12 @@ CODES = (
 )
 
 
-class ContractCheck:
+class ContractCheck(Check):
     name = "contract"
     default = True
     summary = "backward returns what autograd expects: count, types, shapes, dtypes, devices"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires: tuple[str, ...] = ()
+    requires = ()
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
@@ -107,45 +115,71 @@ class ContractCheck:
         info = ctx.info
         outcome = Outcome()
         applied = calls.differentiable_call(ctx)
-        if isinstance(applied, str):
-            return Outcome.skip(applied)
+        if isinstance(applied, calls.NothingToDifferentiate):
+            return applied.skip()
         args = applied.args
         n_out = len(applied.outputs)
         loc = ctx.location
         if info.backward_arity is not None and info.backward_arity != n_out:
-            outcome.add(Finding(
-                "GV110", Severity.ERROR,
-                f"backward takes {info.backward_arity} gradient argument(s) but forward returns "
-                f"{n_out} output(s); autograd calls backward with one gradient per output",
-                location=loc,
-                hint=f"give backward {n_out} gradient parameters after ctx (unused ones may be "
-                     "ignored)"))
-            outcome.summary = (f"backward takes {info.backward_arity} gradient(s) for {n_out} "
-                               "output(s)")
-            return outcome
+            return self._arity_mismatch(info.backward_arity, n_out, loc)
         self._output_dtypes(applied, outcome, loc)
         grads = calls.random_grads(applied, ctx.generator("contract"))
         try:
             raw = calls.raw_backward(info, applied, grads)
         except Exception as exc:  # noqa: BLE001 -- user code
-            outcome.add(Finding(
-                "GV101", Severity.ERROR,
-                f"backward raised {calls.describe_exception(exc)}",
-                location=calls.user_location(exc, info) or loc,
-                hint="autograd calls backward with one gradient per output, shaped like that "
-                     "output; fix the line shown",
-                data={"exception": type(exc).__name__}))
-            outcome.summary = f"backward raised {type(exc).__name__}"
-            return outcome
+            return self._backward_raised(ctx, exc, outcome)
         n_in = len(args.values)
+        self._gradient_count(raw, args, outcome, loc)
+        for pos in range(min(n_in, len(raw))):
+            self._one_gradient(raw[pos], args.values[pos], args.names[pos], outcome, loc)
+        self._non_differentiable_outputs(ctx, applied, outcome)
+        outcome.summary = _summary(outcome.findings, len(raw), n_in)
+        return outcome
+
+    @staticmethod
+    def _arity_mismatch(arity: int, n_out: int, loc: str | None) -> Outcome:
+        """backward takes a different number of gradients than forward has outputs (GV110):
+        autograd could not even call it, so nothing else is checked."""
+        outcome = Outcome()
+        outcome.add(Finding(
+            "GV110", Severity.ERROR,
+            f"backward takes {arity} gradient argument(s) but forward returns "
+            f"{n_out} output(s); autograd calls backward with one gradient per output",
+            location=loc,
+            hint=f"give backward {n_out} gradient parameters after ctx (unused ones may be "
+                 "ignored)"))
+        outcome.summary = f"backward takes {arity} gradient(s) for {n_out} output(s)"
+        return outcome
+
+    @staticmethod
+    def _backward_raised(ctx: CheckContext, exc: Exception, outcome: Outcome) -> Outcome:
+        """backward raised (GV101): there is no return value to check."""
+        from gradverify.checks import _calls as calls
+
+        outcome.add(Finding(
+            "GV101", Severity.ERROR,
+            f"backward raised {calls.describe_exception(exc)}",
+            location=calls.user_location(exc, ctx.info) or ctx.location,
+            hint="autograd calls backward with one gradient per output, shaped like that "
+                 "output; fix the line shown",
+            data={"exception": type(exc).__name__}))
+        outcome.summary = f"backward raised {type(exc).__name__}"
+        return outcome
+
+    @staticmethod
+    def _gradient_count(raw: tuple[object, ...], args: Args, outcome: Outcome,
+                        loc: str | None) -> None:
+        """One value per forward input: fewer is GV102, extra non-None values GV103 (extra
+        trailing Nones are accepted)."""
+        n_in, names = len(args.values), args.names
         if len(raw) < n_in:
             outcome.add(Finding(
                 "GV102", Severity.ERROR,
                 f"backward returned {len(raw)} value(s) but forward takes {n_in} input(s) "
-                f"({', '.join(args.names)}); autograd raises 'returned an incorrect number of "
+                f"({', '.join(names)}); autograd raises 'returned an incorrect number of "
                 "gradients'", location=loc,
                 hint=f"return one gradient or None per forward input, in order: "
-                     f"({', '.join(args.names)})"))
+                     f"({', '.join(names)})"))
         extra = [k for k in range(n_in, len(raw)) if raw[k] is not None]
         if extra:
             outcome.add(Finding(
@@ -153,24 +187,12 @@ class ContractCheck:
                 f"backward returned {len(raw)} values, {len(extra)} non-None beyond forward's "
                 f"{n_in} input(s); autograd raises 'returned an incorrect number of gradients'",
                 location=loc, hint="return exactly one value per forward input"))
-        for pos in range(min(n_in, len(raw))):
-            self._one_gradient(raw[pos], args.values[pos], args.names[pos], outcome, loc)
-        self._non_differentiable_outputs(ctx, applied, outcome)
-        checked = min(n_in, len(raw))
-        problems = [f for f in outcome.findings if f.severity != Severity.INFO]
-        if problems:
-            names = {c.code: c.name for c in CODES}
-            outcome.summary = "; ".join(dict.fromkeys(
-                names[f.code].replace("-", " ") + (f" ({f.input!r})" if f.input else "")
-                for f in problems))
-        else:
-            outcome.summary = (f"raw backward returned {len(raw)} value(s) for {n_in} "
-                               f"input(s); {checked} checked")
-        return outcome
 
     @staticmethod
     def _one_gradient(grad: object, value: object, name: str, outcome: Outcome,
                       loc: str | None) -> None:
+        """One raw gradient against its input: autograd must accept it at all (a tensor, for a
+        floating tensor input); then its device, shape and dtype must match the input's."""
         import torch
 
         if grad is None:
@@ -197,57 +219,17 @@ class ContractCheck:
                 "can never require grad; autograd drops it (wasted work)", input=name,
                 location=loc, hint=f"return None for {name!r}"))
             return
-        if grad.device != value.device:
-            outcome.add(Finding(
-                "GV109", Severity.ERROR,
-                f"gradient for {name!r} is on {grad.device} but the input is on {value.device}",
-                input=name, location=loc,
-                hint="create gradients on the input's device (x.new_zeros, torch.zeros_like)"))
-        if tuple(grad.shape) != tuple(value.shape):
-            g_shape, x_shape = list(grad.shape), list(value.shape)
-            try:
-                expandable = torch.broadcast_shapes(value.shape, grad.shape) == grad.shape
-            except RuntimeError:
-                expandable = False
-            if expandable:
-                outcome.add(Finding(
-                    "GV106", Severity.WARNING,
-                    f"gradient for {name!r} has shape {g_shape}; autograd sums it to the input's "
-                    f"{x_shape} (a broadcast left unsummed)", input=name, location=loc,
-                    hint=f"reduce in backward: grad.sum_to_size({', '.join(map(str, x_shape))})"
-                    if x_shape else "reduce in backward: grad.sum()",
-                    data={"grad_shape": g_shape, "input_shape": x_shape}))
-            else:
-                outcome.add(Finding(
-                    "GV105", Severity.ERROR,
-                    f"gradient for {name!r} has shape {g_shape} but the input has shape "
-                    f"{x_shape}, and it cannot be summed to it; autograd raises 'returned an "
-                    "invalid gradient'", input=name, location=loc,
-                    hint="return a gradient shaped exactly like the input (check for a missing "
-                         "or extra transpose, reshape or reduction)",
-                    data={"grad_shape": g_shape, "input_shape": x_shape}))
-        if grad.dtype != value.dtype:
-            if grad.is_complex() != value.is_complex() and not value.is_complex():
-                outcome.add(Finding(
-                    "GV105", Severity.ERROR,
-                    f"gradient for real input {name!r} is complex ({str(grad.dtype)[6:]}); "
-                    "autograd raises", input=name, location=loc,
-                    hint="return the real part, or a real gradient"))
-            else:
-                outcome.add(Finding(
-                    "GV107", Severity.WARNING,
-                    f"gradient for {name!r} is {str(grad.dtype)[6:]} but the input is "
-                    f"{str(value.dtype)[6:]}; autograd casts it silently", input=name,
-                    location=loc,
-                    hint="compute the gradient in the input's dtype; for a float32-only kernel, "
-                         "verify it with `reference:` in the spec",
-                    data={"grad_dtype": str(grad.dtype)[6:], "input_dtype": str(value.dtype)[6:]}))
+        for finding in (_gradient_device(grad, value, name, loc),
+                        _gradient_shape(grad, value, name, loc),
+                        _gradient_dtype(grad, value, name, loc)):
+            if finding is not None:
+                outcome.add(finding)
 
     @staticmethod
-    def _output_dtypes(applied: object, outcome: Outcome, loc: str | None) -> None:
+    def _output_dtypes(applied: Applied, outcome: Outcome, loc: str | None) -> None:
         import torch
 
-        for j, out in applied.tensors:  # type: ignore[attr-defined]
+        for j, out in applied.tensors:
             if out.is_floating_point() and out.dtype != torch.float64:
                 outcome.add(Finding(
                     "GV113", Severity.WARNING,
@@ -258,13 +240,13 @@ class ContractCheck:
                          "plain-PyTorch `reference:` in the spec"))
 
     @staticmethod
-    def _non_differentiable_outputs(ctx: CheckContext, applied: object, outcome: Outcome) -> None:
+    def _non_differentiable_outputs(ctx: CheckContext, applied: Applied, outcome: Outcome) -> None:
         """An output marked non-differentiable must not move when the inputs move."""
         import torch
 
         from gradverify.checks import _calls as calls
 
-        candidates = [j for j, o in applied.tensors  # type: ignore[attr-defined]
+        candidates = [j for j, o in applied.tensors
                       if (o.is_floating_point() or o.is_complex()) and not o.requires_grad]
         if not candidates:
             return
@@ -286,6 +268,83 @@ class ContractCheck:
                     "silently zero", output=j, location=ctx.info.forward_location,
                     hint="only mark outputs that are piecewise constant (indices, masks); "
                          "otherwise make it differentiable"))
+
+
+def _gradient_device(grad: torch.Tensor, value: torch.Tensor, name: str,
+                     loc: str | None) -> Finding | None:
+    """GV109 when the gradient is on another device than its input."""
+    if grad.device == value.device:
+        return None
+    return Finding(
+        "GV109", Severity.ERROR,
+        f"gradient for {name!r} is on {grad.device} but the input is on {value.device}",
+        input=name, location=loc,
+        hint="create gradients on the input's device (x.new_zeros, torch.zeros_like)")
+
+
+def _gradient_shape(grad: torch.Tensor, value: torch.Tensor, name: str,
+                    loc: str | None) -> Finding | None:
+    """A shape other than the input's: a broadcast autograd sums silently (GV106), or one it
+    cannot sum to the input's shape and rejects (GV105)."""
+    import torch
+
+    if tuple(grad.shape) == tuple(value.shape):
+        return None
+    g_shape, x_shape = list(grad.shape), list(value.shape)
+    try:
+        expandable = torch.broadcast_shapes(value.shape, grad.shape) == grad.shape
+    except RuntimeError:
+        expandable = False
+    if expandable:
+        return Finding(
+            "GV106", Severity.WARNING,
+            f"gradient for {name!r} has shape {g_shape}; autograd sums it to the input's "
+            f"{x_shape} (a broadcast left unsummed)", input=name, location=loc,
+            hint=f"reduce in backward: grad.sum_to_size({', '.join(map(str, x_shape))})"
+            if x_shape else "reduce in backward: grad.sum()",
+            data={"grad_shape": g_shape, "input_shape": x_shape})
+    return Finding(
+        "GV105", Severity.ERROR,
+        f"gradient for {name!r} has shape {g_shape} but the input has shape "
+        f"{x_shape}, and it cannot be summed to it; autograd raises 'returned an "
+        "invalid gradient'", input=name, location=loc,
+        hint="return a gradient shaped exactly like the input (check for a missing "
+             "or extra transpose, reshape or reduction)",
+        data={"grad_shape": g_shape, "input_shape": x_shape})
+
+
+def _gradient_dtype(grad: torch.Tensor, value: torch.Tensor, name: str,
+                    loc: str | None) -> Finding | None:
+    """A dtype other than the input's: a complex gradient for a real input autograd rejects
+    (GV105), any other one it casts silently (GV107)."""
+    if grad.dtype == value.dtype:
+        return None
+    if grad.is_complex() != value.is_complex() and not value.is_complex():
+        return Finding(
+            "GV105", Severity.ERROR,
+            f"gradient for real input {name!r} is complex ({str(grad.dtype)[6:]}); "
+            "autograd raises", input=name, location=loc,
+            hint="return the real part, or a real gradient")
+    return Finding(
+        "GV107", Severity.WARNING,
+        f"gradient for {name!r} is {str(grad.dtype)[6:]} but the input is "
+        f"{str(value.dtype)[6:]}; autograd casts it silently", input=name,
+        location=loc,
+        hint="compute the gradient in the input's dtype; for a float32-only kernel, "
+             "verify it with `reference:` in the spec",
+        data={"grad_dtype": str(grad.dtype)[6:], "input_dtype": str(value.dtype)[6:]})
+
+
+def _summary(findings: list[Finding], returned: int, n_in: int) -> str:
+    """The names of the problems found (with the input each is about), or what was checked."""
+    problems = [f for f in findings if f.severity != Severity.INFO]
+    if not problems:
+        checked = min(n_in, returned)
+        return f"raw backward returned {returned} value(s) for {n_in} input(s); {checked} checked"
+    names = {c.code: c.name for c in CODES}
+    return "; ".join(dict.fromkeys(
+        names[f.code].replace("-", " ") + (f" ({f.input!r})" if f.input else "")
+        for f in problems))
 
 
 CHECK = ContractCheck()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -26,21 +26,19 @@ CODES = (
 )
 
 
-class DeterminismCheck:
+class DeterminismCheck(Check):
     name = "determinism"
     default = True
     summary = "repeated forward/backward passes give identical gradients"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
 
         first = calls.differentiable_call(ctx)
-        if isinstance(first, str):
-            return Outcome.skip(first)
+        if isinstance(first, calls.NothingToDifferentiate):
+            return first.skip()
         args, diff = first.args, first.args.diff_positions
         grads = calls.random_grads(first, ctx.generator("determinism"))
         runs: list[tuple[str, list[Any]]] = [("first pass", calls.engine_grads(first, grads, diff))]
@@ -50,7 +48,7 @@ class DeterminismCheck:
         again = calls.apply(ctx.info, ctx.args("double"))
         runs.append(("a second forward and backward", calls.engine_grads(again, grads, diff)))
         outcome = Outcome()
-        tol = ctx.tolerance.nondet_tol or 0.0
+        tol = ctx.tolerance.nondet_tol
         reference = runs[0][1]
         for label, got in runs[1:]:
             for pos, (a, b) in enumerate(zip(got, reference)):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -28,13 +28,11 @@ CODES = (
 )
 
 
-class DeviceCheck:
+class DeviceCheck(Check):
     name = "device"
     default = True
     summary = "outputs and gradients on CUDA match CPU"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
     needs_accelerator = True
     """Selected only when the run's device is not the CPU."""
 
@@ -43,7 +41,7 @@ class DeviceCheck:
 
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
-        from gradverify.inputs import InputMaker
+        from gradverify.spec.inputs import InputMaker
 
         if ctx.device == "cpu":
             return Outcome.skip("the run is on the CPU (use --device cuda)")
@@ -64,7 +62,8 @@ class DeviceCheck:
                 if grads is not None else None, diff)
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome.add(Finding("GV342", Severity.ERROR,
-                                f"on {ctx.device} the Function raised {calls.describe_exception(exc)}",
+                                f"on {ctx.device} the Function raised "
+                                f"{calls.describe_exception(exc)}",
                                 location=calls.user_location(exc, ctx.info) or ctx.location,
                                 hint="the same inputs work on the CPU"))
             return outcome

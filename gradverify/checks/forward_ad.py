@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -36,13 +36,11 @@ CODES = (
 )
 
 
-class ForwardADCheck:
+class ForwardADCheck(Check):
     name = "forward_ad"
     default = True
     summary = "jvp (forward-mode AD) matches finite differences"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
@@ -56,8 +54,8 @@ class ForwardADCheck:
             return Outcome.skip("forward-mode AD unsupported: torch.func.jvp/jacfwd will fail "
                                 "(the Function defines no jvp)")
         view = calls.differentiable_view(ctx)
-        if isinstance(view, str):
-            return Outcome.skip(view)
+        if isinstance(view, calls.NothingToDifferentiate):
+            return view.skip()
         fn, inputs, names, outs = view.fn, view.inputs, view.names, view.outputs
         mode = resolve_mode(ctx.mode, jac.jacobian_entries(inputs, outs))
         outcome = Outcome(mode=mode)

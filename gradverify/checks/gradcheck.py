@@ -10,13 +10,18 @@ with a signed incoming gradient (GV127).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks._modes import (MODES, SLOW_MODE_MAX_ENTRIES, SMALLEST_SLOW_MAX_ENTRIES,
-                                      resolve_mode)
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks._modes import (
+    MODES,
+    SLOW_MODE_MAX_ENTRIES,
+    SMALLEST_SLOW_MAX_ENTRIES,
+    resolve_mode,
+)
+from gradverify.checks.base import Check, Option, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import CheckResult, Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import DifferentiableView
@@ -30,7 +35,8 @@ CODES = (
          "The analytical Jacobian (from backward) differs from the numerical one (finite "
          "differences in float64) for one (output, input) pair.",
          "The gradient is wrong: training follows a wrong direction, usually without any error.",
-         "def backward(ctx, g):\n    x, = ctx.saved_tensors\n    return -g * x.cos()   # d sin = +cos",
+         "def backward(ctx, g):\n    x, = ctx.saved_tensors\n"
+         "    return -g * x.cos()   # d sin = +cos",
          "The finding names the input, the worst element and a recognised pattern (sign flipped, "
          "constant factor, zero, not multiplied by the incoming gradient, transposed, only some "
          "rows); fix the formula for that input."),
@@ -76,13 +82,23 @@ CODES = (
 )
 
 
-class GradcheckCheck:
+class GradcheckCheck(Check):
     name = "gradcheck"
     default = True
     summary = "first-order gradients match finite differences (float64), linear in grad_output"
     codes = CODES
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
-    requires = ("contract",)
+
+    def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
+        """GV124 when no case of the spec ran in slow mode."""
+        modes = [r.mode for r in results if r.mode]
+        if not modes or any("slow" in m for m in modes):
+            return []
+        return [Finding("GV124", Severity.INFO,
+                        "no case of this spec is small enough for slow-mode gradcheck, so errors "
+                        "confined to a few elements can go unseen",
+                        hint="add a case with small shapes of distinct sizes (batch 1 and "
+                             "batch > 1)")]
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
@@ -92,13 +108,13 @@ class GradcheckCheck:
         from gradverify.checks import _probes as probes
 
         view = calls.differentiable_view(ctx)
-        if isinstance(view, str):
-            return Outcome.skip(view)
+        if isinstance(view, calls.NothingToDifferentiate):
+            return view.skip()
         entries = jac.jacobian_entries(view.inputs, view.outputs)
         outcome = Outcome(data={"jacobian_entries": entries})
         # On the graph of the view's own call, before gradcheck perturbs anything.
         nonlinear = probes.linearity(view.outputs, view.leaves, ctx.generator("gradcheck-linear"),
-                                     nondet_tol=ctx.tolerance.nondet_tol or 0.0)
+                                     nondet_tol=ctx.tolerance.nondet_tol)
         failure = self._torch_gradcheck(ctx, view, entries, outcome)
         if outcome.findings:
             return outcome  # the Function raised inside gradcheck

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
 from gradverify.checks._modes import MODES, resolve_mode
+from gradverify.checks.base import Check, Option, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
+    from gradverify.checks._calls import DifferentiableView
     from gradverify.context import CheckContext
+    from gradverify.spec.model import ResolvedTolerance
 
 _HINT = ("write backward with differentiable torch ops on ctx.saved_tensors; avoid .data, "
          ".detach(), numpy and intermediates computed in forward but not saved with "
@@ -37,7 +39,8 @@ def _hint(ctx: CheckContext) -> str:
         args = ctx.args("double")
         with tk.record_saved() as saved:
             applied = calls.apply(ctx.info, args)
-        inputs = {n: v for n, v in zip(args.names, args.values) if tk.is_tensor(v)}
+        inputs = {n: v for n, v in zip(args.names, args.values, strict=False)
+                  if tk.is_tensor(v)}
         built = [t for t in saved.tensors if tk.is_tensor(t) and tk.classify(
             t, inputs, dict(applied.tensors), same_shape=False)[0] == "intermediate"
             and tk.is_inexact(t)]
@@ -87,7 +90,7 @@ CODES = (
 )
 
 
-class GradgradcheckCheck:
+class GradgradcheckCheck(Check):
     name = "gradgradcheck"
     default = True
     summary = "second-order gradients (double backward) match finite differences (float64)"
@@ -99,45 +102,26 @@ class GradgradcheckCheck:
     derivative can be checked: bare gradgradcheck checks it too (never weaker)."""
 
     def run(self, ctx: CheckContext) -> Outcome:
-        import torch
-        from torch.autograd.gradcheck import GradcheckError
-
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _jacobian as jac
 
-        if ctx.info.once_differentiable:
-            return Outcome.skip(
-                "backward is @once_differentiable: double backward is unsupported",
-                Finding("GV143", Severity.INFO,
-                        "backward is decorated @once_differentiable, so double backward raises; "
-                        "torch.autograd.grad(..., create_graph=True) through it gives first-order "
-                        "gradients that silently carry no graph", location=ctx.location))
-        first = ctx.results.get("gradcheck")
-        if first is not None and any(f.code == "GV122" for f in first.findings):
-            return Outcome.skip("skipped: the inputs sit on a non-differentiable point "
-                                "(see gradcheck)")
+        skipped = _skip(ctx)
+        if skipped is not None:
+            return skipped
         view = calls.differentiable_view(ctx)
-        if isinstance(view, str):
-            return Outcome.skip(view)
-        fn, inputs, names, outs = view.fn, view.inputs, view.names, view.outputs
-        entries = jac.jacobian_entries(inputs, outs) * max(1, len(inputs))
-        mode = resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
+        if isinstance(view, calls.NothingToDifferentiate):
+            return view.skip()
+        mode = _mode(ctx, view)
         outcome = Outcome(mode=mode)
         tol = ctx.tolerance
         generator = ctx.generator("gradgradcheck")
         # The incoming gradients require grad, as in torch's own default: gradgradcheck then
         # differentiates backward's result with respect to them too, so a backward that
         # detaches its incoming gradient fails even where d2/dx2 is zero.
-        grad_outputs = [calls.randn_like(o, generator).requires_grad_(True) for o in outs]
-        probed = _probe_incoming_gradient(fn, inputs, grad_outputs, names, outcome, ctx)
+        grad_outputs = [calls.randn_like(o, generator).requires_grad_(True) for o in view.outputs]
+        probed = _probe_incoming_gradient(view.fn, view.inputs, grad_outputs, view.names, outcome,
+                                          ctx)
         try:
-            with jac.no_slow_rerun():
-                torch.autograd.gradgradcheck(fn, inputs, grad_outputs, eps=tol.eps, atol=tol.atol,
-                                             rtol=tol.rtol, nondet_tol=tol.nondet_tol,
-                                             fast_mode=mode == "fast", raise_exception=True)
-            failure = None
-        except GradcheckError as exc:
-            failure = str(exc)
+            failure = _torch_gradgradcheck(view, grad_outputs, mode, tol)
         except Exception as exc:  # noqa: BLE001 -- backward raised under create_graph=True
             outcome.add(Finding(
                 "GV141", Severity.ERROR,
@@ -152,23 +136,82 @@ class GradgradcheckCheck:
         outcome.summary = f"second-order mismatch ({mode} mode)"
         if failure is None:
             return outcome  # the probe's findings: torch's check skips graph-broken gradients
-        hint = _hint(ctx)
-        fixed = [g.detach() for g in grad_outputs]
-        blocks = jac.diagnose(_first_order(fn, fixed), inputs, atol=tol.atol, rtol=tol.rtol,
-                             eps=tol.eps, generator=ctx.generator("gradgradcheck-diagnose"))
-        for block in blocks:
-            if block.output in probed:
-                continue
-            of, wrt = names[block.output], names[block.input]
-            outcome.add(Finding(
-                "GV141", Severity.ERROR,
-                jac.mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
-                                 wrt, f"grad {of!r}"),
-                input=wrt, location=ctx.location, hint=hint,
-                data={**block.data, "of": of, "pattern": block.pattern}))
-        if not outcome.findings:
-            outcome.add(_undiagnosed(failure, names, outs, ctx, hint))
+        _report_mismatch(ctx, view, grad_outputs, probed, failure, tol, outcome)
         return outcome
+
+
+def _skip(ctx: CheckContext) -> Outcome | None:
+    """The skip that applies before anything is differentiated, or None: double backward is
+    declared unsupported (@once_differentiable), or gradcheck found the inputs on a point
+    where the function is not differentiable (GV122)."""
+    if ctx.info.once_differentiable:
+        return Outcome.skip(
+            "backward is @once_differentiable: double backward is unsupported",
+            Finding("GV143", Severity.INFO,
+                    "backward is decorated @once_differentiable, so double backward raises; "
+                    "torch.autograd.grad(..., create_graph=True) through it gives first-order "
+                    "gradients that silently carry no graph", location=ctx.location))
+    first = ctx.results.get("gradcheck")
+    if first is not None and any(f.code == "GV122" for f in first.findings):
+        return Outcome.skip("skipped: the inputs sit on a non-differentiable point "
+                            "(see gradcheck)")
+    return None
+
+
+def _mode(ctx: CheckContext, view: DifferentiableView) -> str:
+    """Slow or fast mode: the check's option or the run's, else chosen by the size of the
+    second-order Jacobian (first-order entries times the number of inputs)."""
+    from gradverify.checks import _jacobian as jac
+
+    entries = jac.jacobian_entries(view.inputs, view.outputs) * max(1, len(view.inputs))
+    return resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
+
+
+def _torch_gradgradcheck(view: DifferentiableView, grad_outputs: list[Any], mode: str,
+                         tol: ResolvedTolerance) -> str | None:
+    """torch's gradgradcheck on the view: None when it passes, else its failure message.
+    Any other exception (backward raised under create_graph=True) propagates."""
+    import torch
+    from torch.autograd.gradcheck import GradcheckError
+
+    from gradverify.checks import _jacobian as jac
+
+    try:
+        with jac.no_slow_rerun():
+            torch.autograd.gradgradcheck(view.fn, view.inputs, grad_outputs, eps=tol.eps,
+                                         atol=tol.atol, rtol=tol.rtol, nondet_tol=tol.nondet_tol,
+                                         fast_mode=mode == "fast", raise_exception=True)
+    except GradcheckError as exc:
+        return str(exc)
+    return None
+
+
+def _report_mismatch(ctx: CheckContext, view: DifferentiableView, grad_outputs: list[Any],
+                     probed: set[int], failure: str, tol: ResolvedTolerance,
+                     outcome: Outcome) -> None:
+    """torch's gradgradcheck failed: GV141 for each second-derivative block the sampled
+    Jacobian shows wrong, except for inputs the incoming-gradient probe already reported;
+    when there is no finding at all, one named from torch's message."""
+    from gradverify.checks import _jacobian as jac
+
+    names = view.names
+    hint = _hint(ctx)
+    fixed = [g.detach() for g in grad_outputs]
+    blocks = jac.diagnose(_first_order(view.fn, fixed), view.inputs, atol=tol.atol,
+                          rtol=tol.rtol, eps=tol.eps,
+                          generator=ctx.generator("gradgradcheck-diagnose"))
+    for block in blocks:
+        if block.output in probed:
+            continue
+        of, wrt = names[block.output], names[block.input]
+        outcome.add(Finding(
+            "GV141", Severity.ERROR,
+            jac.mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
+                                 wrt, f"grad {of!r}"),
+            input=wrt, location=ctx.location, hint=hint,
+            data={**block.data, "of": of, "pattern": block.pattern}))
+    if not outcome.findings:
+        outcome.add(_undiagnosed(failure, names, view.outputs, ctx, hint))
 
 
 def _undiagnosed(failure: str, names: list[str], outs: list[Any], ctx: CheckContext,
@@ -212,7 +255,6 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
     """
     import torch
 
-    from gradverify.checks import _calls as calls
     from gradverify.checks import _tensors as tk
 
     leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
@@ -222,48 +264,69 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
     except Exception:  # noqa: BLE001 -- torch's gradgradcheck reports it
         return set()
     generator = ctx.generator("gradgradcheck-incoming")
-    reported = set()
+    reported: set[int] = set()
     for i, g in enumerate(grads):
         if g is None or not bool(tk.dense(g).ne(0).any()):
             continue  # a zero gradient is constant in v: nothing to differentiate
         if not g.requires_grad:
+            finding: Finding | None = _graph_broken(names[i], ctx)
+        else:
+            finding = _not_linear(g, v, names[i], generator, ctx)
+        if finding is not None:
             reported.add(i)
-            outcome.add(Finding(
-                "GV142", Severity.ERROR,
-                f"backward's gradient for {names[i]!r} has no grad_fn under create_graph=True, "
-                "so it does not depend on the incoming gradient or the inputs: backward breaks "
-                "the graph (.data, .detach(), numpy), and double backward through it is "
-                "silently zero",
-                input=names[i], location=ctx.location, hint=_HINT))
-            continue
-        flat = g.to_dense() if tk.is_sparse(g) else g
-        w = calls.randn_like(flat, generator)
-        s = (w.conj() * flat).real.sum()
-        try:
-            dv = torch.autograd.grad(s, v, retain_graph=True, allow_unused=True)
-        except Exception:  # noqa: BLE001 -- torch's gradgradcheck reports it
-            continue
-        along = sum(float((d.conj() * vj.detach()).real.sum())
-                    for d, vj in zip(dv, v) if d is not None)
-        expected = float(s.detach())
-        scale = float((w.abs() * flat.detach().abs()).sum())
-        if abs(along - expected) <= 1e-7 * scale + 1e-12:
-            continue
-        reported.add(i)
-        detached = all(d is None or not bool(d.ne(0).any()) for d in dv)
-        what = ("does not depend on the incoming gradient under create_graph=True (backward "
-                "detaches it: grad.detach(), grad.data or a numpy round trip)" if detached else
-                "is not linear in the incoming gradient under create_graph=True (its "
-                "derivative with respect to grad_output does not reproduce it)")
-        outcome.add(Finding(
-            "GV144", Severity.ERROR, f"backward's gradient for {names[i]!r} {what}",
-            input=names[i], location=ctx.location,
-            hint="use the incoming gradient itself in backward's formulas, never a detached "
-                 "copy, so that double backward (gradient penalties, Hessian-vector products) "
-                 "differentiates through it",
-            data={"directional_derivative": along, "expected": expected,
-                  "detached": detached}))
+            outcome.add(finding)
     return reported
+
+
+def _graph_broken(name: str, ctx: CheckContext) -> Finding:
+    """GV142: a nonzero gradient without grad_fn under create_graph=True depends on neither
+    the incoming gradient nor the inputs."""
+    return Finding(
+        "GV142", Severity.ERROR,
+        f"backward's gradient for {name!r} has no grad_fn under create_graph=True, "
+        "so it does not depend on the incoming gradient or the inputs: backward breaks "
+        "the graph (.data, .detach(), numpy), and double backward through it is "
+        "silently zero",
+        input=name, location=ctx.location, hint=_HINT)
+
+
+def _not_linear(g: Any, v: list[Any], name: str, generator: Any,
+                ctx: CheckContext) -> Finding | None:
+    """GV144 when backward's gradient ``g`` fails Euler's identity <ds/dv, v> = s for
+    s = <w, g> along a random w: backward detaches the incoming gradients ``v`` or uses them
+    non-linearly. None when the identity holds, or when double backward raised (torch's
+    gradgradcheck reports that)."""
+    import torch
+
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _tensors as tk
+
+    flat = g.to_dense() if tk.is_sparse(g) else g
+    w = calls.randn_like(flat, generator)
+    s = (w.conj() * flat).real.sum()
+    try:
+        dv = torch.autograd.grad(s, v, retain_graph=True, allow_unused=True)
+    except Exception:  # noqa: BLE001 -- torch's gradgradcheck reports it
+        return None
+    along = sum(float((d.conj() * vj.detach()).real.sum())
+                for d, vj in zip(dv, v, strict=False) if d is not None)
+    expected = float(s.detach())
+    scale = float((w.abs() * flat.detach().abs()).sum())
+    if abs(along - expected) <= 1e-7 * scale + 1e-12:
+        return None
+    detached = all(d is None or not bool(d.ne(0).any()) for d in dv)
+    what = ("does not depend on the incoming gradient under create_graph=True (backward "
+            "detaches it: grad.detach(), grad.data or a numpy round trip)" if detached else
+            "is not linear in the incoming gradient under create_graph=True (its "
+            "derivative with respect to grad_output does not reproduce it)")
+    return Finding(
+        "GV144", Severity.ERROR, f"backward's gradient for {name!r} {what}",
+        input=name, location=ctx.location,
+        hint="use the incoming gradient itself in backward's formulas, never a detached "
+             "copy, so that double backward (gradient penalties, Hessian-vector products) "
+             "differentiates through it",
+        data={"directional_derivative": along, "expected": expected,
+              "detached": detached})
 
 
 def _first_order(fn: Any, grad_outputs: list[Any]) -> Any:
@@ -275,7 +338,8 @@ def _first_order(fn: Any, grad_outputs: list[Any]) -> Any:
             leaves = [x if x.requires_grad else x.detach().requires_grad_(True) for x in xs]
             grads = torch.autograd.grad(fn(*leaves), leaves, grad_outputs, create_graph=True,
                                         allow_unused=True)
-        return tuple(g if g is not None else torch.zeros_like(x) for g, x in zip(grads, xs))
+        return tuple(g if g is not None else torch.zeros_like(x)
+                     for g, x in zip(grads, xs, strict=False))
 
     return first
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -44,13 +44,11 @@ CODES = (
 )
 
 
-class LayoutCheck:
+class LayoutCheck(Check):
     name = "layout"
     default = True
     summary = "non-contiguous inputs and expanded/non-contiguous gradients give the same results"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

@@ -9,11 +9,12 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -43,37 +44,39 @@ CODES = (
 )
 
 
-class LintCheck:
+class LintCheck(Check):
     name = "lint"
     default = True
     summary = "static patterns: saved_variables, Variable/volatile, .data or numpy in backward"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires: tuple[str, ...] = ()
+    requires = ()
     static = True
     """Runs on the first case of each target only, and even when forward raises."""
 
     def run(self, ctx: CheckContext) -> Outcome:
-        cls = ctx.info.cls
-        try:
-            lines, first = inspect.getsourcelines(cls)
-        except (OSError, TypeError):
-            return Outcome.skip("source not available")
-        try:
-            tree = ast.parse(textwrap.dedent("".join(lines)))
-        except SyntaxError:
-            return Outcome.skip("source could not be parsed")
-        location = ctx.info.forward_location or ctx.info.backward_location
-        file = location.rsplit(":", 1)[0] if location else None
+        source = _parse_class(ctx.info.cls)
+        if isinstance(source, str):
+            return Outcome.skip(source)
+        klass, first = source
+        where = _locator(ctx, first)
         outcome = Outcome()
-        klass = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
-        if klass is None:
-            return Outcome.skip("source could not be parsed")
-
-        def where(node: ast.AST) -> str | None:
-            return f"{file}:{first + node.lineno - 1}" if file else None
-
         methods = {n.name: n for n in klass.body if isinstance(n, ast.FunctionDef)}
+        self._non_static(methods, outcome, where)
+        self._legacy_api(klass, outcome, where)
+        backward = methods.get("backward")
+        if backward is not None and not _decorated(backward, {"once_differentiable"}):
+            self._leaves_graph(backward, outcome, where)
+        for name in ("forward", "setup_context"):
+            method = methods.get(name)
+            if method is not None:
+                self._save_twice(method, outcome, where)
+        outcome.summary = "source read" if not outcome.findings else "patterns found"
+        return outcome
+
+    @staticmethod
+    def _non_static(methods: dict[str, ast.FunctionDef], outcome: Outcome, where: _Where
+                    ) -> None:
+        """GV265: forward or backward defined without @staticmethod (or @classmethod)."""
         for name in ("forward", "backward"):
             method = methods.get(name)
             if method is not None and not _decorated(method, {"staticmethod", "classmethod"}):
@@ -82,6 +85,11 @@ class LintCheck:
                     f"{name} is not a @staticmethod: torch rejects non-static (legacy) "
                     "autograd Functions", location=where(method),
                     hint=f"decorate {name} with @staticmethod and take ctx as first argument"))
+
+    @staticmethod
+    def _legacy_api(klass: ast.ClassDef, outcome: Outcome, where: _Where) -> None:
+        """GV261 and GV262: the pre-0.4 API anywhere in the class (ctx.saved_variables,
+        Variable(...), volatile=)."""
         for node in ast.walk(klass):
             if isinstance(node, ast.Attribute) and node.attr == "saved_variables":
                 outcome.add(Finding(
@@ -97,31 +105,30 @@ class LintCheck:
                 outcome.add(Finding(
                     "GV262", Severity.WARNING, "volatile= has no effect since PyTorch 0.4",
                     location=where(node), hint="use `with torch.no_grad():`"))
-        backward = methods.get("backward")
-        if backward is not None and not _decorated(backward, {"once_differentiable"}):
-            for node in ast.walk(backward):
-                if isinstance(node, ast.Attribute) and node.attr == "data":
-                    outcome.add(Finding(
-                        "GV263", Severity.WARNING,
-                        "backward uses .data, which detaches from the graph: double backward "
-                        "through it is silently wrong", location=where(node),
-                        hint="use the tensor itself, or mark backward @once_differentiable"))
-                elif isinstance(node, ast.Call) and (_call_name(node) == "numpy"
-                                                     or _numpy_module_call(node)):
-                    outcome.add(Finding(
-                        "GV263", Severity.WARNING,
-                        "backward converts to numpy, which leaves the graph: double backward "
-                        "through it is silently wrong", location=where(node),
-                        hint="use torch ops, or mark backward @once_differentiable"))
-        for name in ("forward", "setup_context"):
-            method = methods.get(name)
-            if method is not None:
-                self._save_twice(method, outcome, where)
-        outcome.summary = "source read" if not outcome.findings else "patterns found"
-        return outcome
 
     @staticmethod
-    def _save_twice(method: ast.FunctionDef, outcome: Outcome, where: object) -> None:
+    def _leaves_graph(backward: ast.FunctionDef, outcome: Outcome, where: _Where) -> None:
+        """GV263: a backward (not @once_differentiable) that leaves the graph through .data
+        or numpy, so that double backward through it is silently wrong."""
+        for node in ast.walk(backward):
+            if isinstance(node, ast.Attribute) and node.attr == "data":
+                outcome.add(Finding(
+                    "GV263", Severity.WARNING,
+                    "backward uses .data, which detaches from the graph: double backward "
+                    "through it is silently wrong", location=where(node),
+                    hint="use the tensor itself, or mark backward @once_differentiable"))
+            elif isinstance(node, ast.Call) and (_call_name(node) == "numpy"
+                                                 or _numpy_module_call(node)):
+                outcome.add(Finding(
+                    "GV263", Severity.WARNING,
+                    "backward converts to numpy, which leaves the graph: double backward "
+                    "through it is silently wrong", location=where(node),
+                    hint="use torch ops, or mark backward @once_differentiable"))
+
+    @staticmethod
+    def _save_twice(method: ast.FunctionDef, outcome: Outcome, where: _Where) -> None:
+        """GV264: save_for_backward called more than once in ``method``; an error when two
+        calls sit in one block (both certainly run), else a warning."""
         calls = [n for n in ast.walk(method)
                  if isinstance(n, ast.Call) and _call_name(n) == "save_for_backward"]
         if len(calls) < 2:
@@ -131,8 +138,41 @@ class LintCheck:
         outcome.add(Finding(
             "GV264", Severity.ERROR if same_block else Severity.WARNING,
             f"save_for_backward is called {len(calls)} times in {method.name}; each call "
-            "replaces what the previous one saved", location=where(calls[-1]),  # type: ignore[operator]
+            "replaces what the previous one saved", location=where(calls[-1]),
             hint="save everything in one call: ctx.save_for_backward(a, b, c)"))
+
+
+_Where = Callable[[ast.stmt | ast.expr | ast.keyword], str | None]
+"""Where a node of the class's source is: ``file:line``, or None when the file is unknown."""
+
+
+def _parse_class(cls: type) -> tuple[ast.ClassDef, int] | str:
+    """The class's syntax tree and the line it starts on in its file; or, when its source
+    cannot be read or parsed, the reason to skip."""
+    try:
+        lines, first = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return "source not available"
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return "source could not be parsed"
+    klass = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    if klass is None:
+        return "source could not be parsed"
+    return klass, first
+
+
+def _locator(ctx: CheckContext, first: int) -> _Where:
+    """Locate nodes of the class's source (which starts at line ``first``) in the file that
+    forward or backward is defined in."""
+    location = ctx.info.forward_location or ctx.info.backward_location
+    file = location.rsplit(":", 1)[0] if location else None
+
+    def where(node: ast.stmt | ast.expr | ast.keyword) -> str | None:
+        return f"{file}:{first + node.lineno - 1}" if file else None
+
+    return where
 
 
 def _call_name(node: ast.Call) -> str | None:

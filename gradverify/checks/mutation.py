@@ -10,14 +10,16 @@ gradients would then be wrong). Detected with version counters and value snapsho
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import Applied
+    from gradverify.checks._tensors import Snapshot
     from gradverify.context import CheckContext
 
 
@@ -53,15 +55,13 @@ CODES = (
 )
 
 
-class MutationCheck:
+class MutationCheck(Check):
     name = "mutation"
     default = True
     summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
-    invalidates = {"GV221": ("determinism", "layout", "reference", "precision", "forward_ad",
-                             "vmap", "device", "compile")}
+    invalidates = MappingProxyType({"GV221": ("determinism", "layout", "reference", "precision",
+                                              "forward_ad", "vmap", "device", "compile")})
     """A forward that writes into its input changes what every later run starts from: the
     comparisons of these checks would blame layouts or precision for it."""
 
@@ -70,7 +70,7 @@ class MutationCheck:
 
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
-        from gradverify.inputs import Args
+        from gradverify.spec.inputs import Args
 
         outcome = Outcome()
         args = ctx.args("double")
@@ -80,61 +80,79 @@ class MutationCheck:
         tensors = {i: v for i, v in enumerate(values) if isinstance(v, torch.Tensor)}
         before = tk.Snapshot.of(list(tensors.values()))
         with tk.record_saved() as saved:
-            out = ctx.info.cls.apply(*values)
-        applied = calls.Applied(Args(args.names, values, args.differentiable),
-                             list(out) if isinstance(out, tuple) else [out],
-                             single=not isinstance(out, tuple))
-        # mark_dirty rebases the input's history onto this Function: the input comes back as
-        # an output whose grad_fn is the Function's ctx (ctx.dirty_tensors is cleared by then).
-        dirty = {id(o) for _, o in applied.tensors
-                 if applied.ctx is not None and o.grad_fn is applied.ctx}
-        positions = list(tensors)
-        for k in before.changed():
-            pos = positions[k]
-            if id(values[pos]) in dirty:
-                continue
-            name = args.names[pos]
-            outcome.add(Finding(
-                "GV221", Severity.ERROR,
-                f"forward writes into input {name!r} in place without ctx.mark_dirty: the "
-                "caller's tensor changes behind autograd's back", input=name,
-                location=ctx.info.forward_location,
-                hint=f"work on a copy ({name}.clone()), or call ctx.mark_dirty({name}) and return "
-                     "it as an output"))
+            applied = calls.apply(ctx.info, Args(args.names, values, args.differentiable),
+                                  protect_inputs=False)
+        _inputs_written(ctx, applied, before, list(tensors), outcome)
         if applied.ctx is None:
             outcome.summary = "forward checked; no differentiable output for backward"
             return outcome
         changed_after_save = _saved_then_changed(ctx, outcome)
-        stored = [t for t in saved.tensors if isinstance(t, torch.Tensor)]
-        stored += [t for _, t in tk.ctx_tensors(applied.ctx)]
-        saved_snapshot = tk.Snapshot.of(stored)
-        grads = calls.random_grads(applied, ctx.generator("mutation"))
-        grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
-        grad_snapshot = tk.Snapshot.of(grad_tensors)
-        calls.raw_backward(ctx.info, applied, grads)
-        names = _names(stored, values, args.names, applied)
-        for k in saved_snapshot.changed():
-            outcome.add(Finding(
-                "GV222", Severity.ERROR,
-                f"backward writes into the saved tensor {names[k]} in place: a second backward "
-                "or any other user of that tensor sees the changed values",
-                input=names[k].split("'")[1] if names[k].startswith("input") else None,
-                location=ctx.location,
-                hint="use out-of-place ops on saved tensors (x * y, not x.mul_(y))"))
-        outputs = [j for j, g in enumerate(grads) if isinstance(g, torch.Tensor)]
-        for k in grad_snapshot.changed():
-            outcome.add(Finding(
-                "GV223", Severity.ERROR,
-                f"backward writes into its incoming gradient for output {outputs[k]} in place: "
-                "autograd may hand that same tensor to other branches, whose gradients then "
-                "change", output=outputs[k], location=ctx.location,
-                hint="use out-of-place ops on the incoming gradient (grad * 2, not grad.mul_(2))"))
-        outcome.summary = (f"{len(tensors)} input tensor(s), {len(stored)} saved, "
-                           f"{len(grad_tensors)} incoming gradient(s) unchanged"
+        stored, grad_tensors = _backward_writes(ctx, applied, saved.tensors, outcome)
+        outcome.summary = (f"{len(tensors)} input tensor(s), {stored} saved, "
+                           f"{grad_tensors} incoming gradient(s) unchanged"
                            + (f"; {changed_after_save} saved tensor(s) changed after saving, "
                               "without effect on the gradient" if changed_after_save else "")
                            if not outcome.findings else _what_failed(outcome))
         return outcome
+
+
+def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
+                    positions: list[int], outcome: Outcome) -> None:
+    """GV221: the input tensors (at ``positions``, snapshot ``before`` the call) that forward
+    changed without declaring them with ctx.mark_dirty."""
+    # mark_dirty rebases the input's history onto this Function: the input comes back as
+    # an output whose grad_fn is the Function's ctx (ctx.dirty_tensors is cleared by then).
+    dirty = {id(o) for _, o in applied.tensors
+             if applied.ctx is not None and o.grad_fn is applied.ctx}
+    for k in before.changed():
+        pos = positions[k]
+        if id(applied.args.values[pos]) in dirty:
+            continue
+        name = applied.args.names[pos]
+        outcome.add(Finding(
+            "GV221", Severity.ERROR,
+            f"forward writes into input {name!r} in place without ctx.mark_dirty: the "
+            "caller's tensor changes behind autograd's back", input=name,
+            location=ctx.info.forward_location,
+            hint=f"work on a copy ({name}.clone()), or call ctx.mark_dirty({name}) and return "
+                 "it as an output"))
+
+
+def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
+                     outcome: Outcome) -> tuple[int, int]:
+    """Run backward once with snapshots of what it must not write into: the saved tensors
+    (save_for_backward and ctx attributes; GV222) and its incoming gradients (GV223).
+    Returns how many saved tensors and incoming gradients were watched."""
+    import torch
+
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _tensors as tk
+
+    stored = [t for t in saved if isinstance(t, torch.Tensor)]
+    stored += [t for _, t in tk.ctx_tensors(applied.ctx)]
+    saved_snapshot = tk.Snapshot.of(stored)
+    grads = calls.random_grads(applied, ctx.generator("mutation"))
+    grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
+    grad_snapshot = tk.Snapshot.of(grad_tensors)
+    calls.raw_backward(ctx.info, applied, grads)
+    names = _names(stored, applied.args.values, applied.args.names, applied)
+    for k in saved_snapshot.changed():
+        outcome.add(Finding(
+            "GV222", Severity.ERROR,
+            f"backward writes into the saved tensor {names[k]} in place: a second backward "
+            "or any other user of that tensor sees the changed values",
+            input=names[k].split("'")[1] if names[k].startswith("input") else None,
+            location=ctx.location,
+            hint="use out-of-place ops on saved tensors (x * y, not x.mul_(y))"))
+    outputs = [j for j, g in enumerate(grads) if isinstance(g, torch.Tensor)]
+    for k in grad_snapshot.changed():
+        outcome.add(Finding(
+            "GV223", Severity.ERROR,
+            f"backward writes into its incoming gradient for output {outputs[k]} in place: "
+            "autograd may hand that same tensor to other branches, whose gradients then "
+            "change", output=outputs[k], location=ctx.location,
+            hint="use out-of-place ops on the incoming gradient (grad * 2, not grad.mul_(2))"))
+    return len(stored), len(grad_tensors)
 
 
 def _what_failed(outcome: Outcome) -> str:
@@ -165,13 +183,13 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
     frozen = calls.engine_grads(frozen_run, grads, diff)
     from gradverify.checks import _compare as cmp
 
-    affected = [args.names[diff[k]] for k, (a, b) in enumerate(zip(actual, frozen))
+    affected = [args.names[diff[k]] for k, (a, b) in enumerate(zip(actual, frozen, strict=False))
                 if not cmp.grads_close(a, b)]
     if not affected:
         return len(found)
     numeric, directions = probes.directional_difference(ctx.info, ctx.args("double"), grads,
                                                         ctx.generator("mutation-direction"),
-                                                        ctx.tolerance.eps or 1e-6)
+                                                        ctx.tolerance.eps)
     right_frozen = probes.agrees(frozen, directions, numeric)
     right_actual = probes.agrees(actual, directions, numeric)
     if right_actual:
@@ -195,7 +213,7 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
 def _names(stored: list, values: list, arg_names: list[str], applied: Applied) -> list[str]:
     from gradverify.checks import _tensors as tk
 
-    inputs = {n: v for n, v in zip(arg_names, values) if tk.is_tensor(v)}
+    inputs = {n: v for n, v in zip(arg_names, values, strict=False) if tk.is_tensor(v)}
     outputs = dict(applied.tensors)
     labels = {"input": "input {!r}", "output": "output {}", "intermediate": "(an intermediate)"}
     return [labels[kind].format(name)

@@ -10,14 +10,16 @@ requiring grad and under ``torch.no_grad()``, and give the same outputs.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
+    from gradverify.spec.inputs import Args
 
 EXHAUSTIVE_MAX = 4
 """Up to this many differentiable inputs, every subset is tried (at most 15 runs)."""
@@ -78,21 +80,13 @@ CODES = (
 )
 
 
-class NeedsInputGradCheck:
+class NeedsInputGradCheck(Check):
     name = "needs_input_grad"
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
-        import torch
-
-        from gradverify.checks import _calls as calls
-        from gradverify.checks import _compare as cmp
-        from gradverify.checks import _jacobian as jac
-
         outcome = Outcome()
         base = ctx.args("double")
         diff = base.diff_positions
@@ -103,66 +97,58 @@ class NeedsInputGradCheck:
         tried = subsets(diff)
         full_grads: list[Any] | None = None
         for subset in tried:
-            args = base.clone(requires_grad=subset)
-            applied = calls.apply(ctx.info, args)
-            if applied.ctx is None:
-                continue
-            grads = calls.random_grads(applied, ctx.generator("needs_input_grad"))
-            label = _label(args.names, subset, diff)
-            try:
-                raw = calls.raw_backward(ctx.info, applied, grads)
-            except Exception as exc:  # noqa: BLE001 -- user code
-                outcome.add(Finding(
-                    "GV201", Severity.ERROR,
-                    f"with {label}, backward raised {calls.describe_exception(exc)}",
-                    input=args.names[subset[0]],
-                    location=calls.user_location(exc, ctx.info) or ctx.location,
-                    hint="a variable is probably set only inside `if ctx.needs_input_grad[i]:` "
-                         "and used for another input; compute what each gradient needs in its "
-                         "own branch", data={"requires_grad": [args.names[i] for i in subset]}))
+            attempt = self._backward_with(ctx, base, subset, diff, outcome)
+            if attempt is None:
                 continue
             if subset == tuple(diff):
-                full_grads = list(raw)
-            for pos in range(len(args.values)):
-                value = raw[pos] if pos < len(raw) else None
-                name = args.names[pos]
-                if pos in subset:
-                    if value is None:
-                        outcome.add(Finding(
-                            "GV202", Severity.ERROR,
-                            f"with {label}, backward returned None for {name!r}, which needs a "
-                            "gradient", input=name, location=ctx.location,
-                            hint=f"check the index used with ctx.needs_input_grad for {name!r} "
-                                 f"(position {pos} of forward's inputs)"))
-                    elif full_grads is not None and pos < len(full_grads) and \
-                            isinstance(value, torch.Tensor) and \
-                            not cmp.grads_close(value, full_grads[pos]):
-                        diff_value, where = cmp.max_difference(
-                            value.sum_to_size(full_grads[pos].shape)
-                            if value.shape != full_grads[pos].shape else value, full_grads[pos])
-                        outcome.add(Finding(
-                            "GV203", Severity.ERROR,
-                            f"with {label}, backward's gradient for {name!r} differs from the one "
-                            f"computed when every input requires grad (by {diff_value:.3g} at "
-                            f"{jac.format_index(name, where)})", input=name,
-                            location=ctx.location,
-                            hint="the gradient must not depend on which other inputs require "
-                                 "grad; check the needs_input_grad branches"))
-                elif value is not None and isinstance(args.values[pos], torch.Tensor) and \
-                        (args.values[pos].is_floating_point() or args.values[pos].is_complex()) \
-                        and not _passes_through(value, grads):
-                    if not any(f.code == "GV204" and f.input == name for f in outcome.findings):
-                        outcome.add(Finding(
-                            "GV204", Severity.WARNING,
-                            f"with {label}, backward computed a gradient for {name!r}, which does "
-                            "not require grad (autograd drops it: wasted work)", input=name,
-                            location=ctx.location,
-                            hint=f"guard it with `if ctx.needs_input_grad[{pos}]:`"))
+                full_grads = list(attempt.raw)
+            self._judge_gradients(ctx, attempt, full_grads, outcome)
         if reference is not None:
             self._same_outputs(ctx, reference, outcome)
         outcome.summary = (f"{len(tried)} requires-grad subset(s) of {len(diff)} differentiable "
                            "input(s); forward without grad and under no_grad")
         return outcome
+
+    @staticmethod
+    def _backward_with(ctx: CheckContext, base: Args, subset: tuple[int, ...], diff: list[int],
+                       outcome: Outcome) -> _Attempt | None:
+        """backward called directly with only ``subset`` requiring grad: GV201 if it raises.
+        None when there is no gradient to judge (no ctx to call it on, or it raised)."""
+        from gradverify.checks import _calls as calls
+
+        args = base.clone(requires_grad=subset)
+        applied = calls.apply(ctx.info, args)
+        if applied.ctx is None:
+            return None
+        grads = calls.random_grads(applied, ctx.generator("needs_input_grad"))
+        label = _label(args.names, subset, diff)
+        try:
+            raw = calls.raw_backward(ctx.info, applied, grads)
+        except Exception as exc:  # noqa: BLE001 -- user code
+            outcome.add(Finding(
+                "GV201", Severity.ERROR,
+                f"with {label}, backward raised {calls.describe_exception(exc)}",
+                input=args.names[subset[0]],
+                location=calls.user_location(exc, ctx.info) or ctx.location,
+                hint="a variable is probably set only inside `if ctx.needs_input_grad[i]:` "
+                     "and used for another input; compute what each gradient needs in its "
+                     "own branch", data={"requires_grad": [args.names[i] for i in subset]}))
+            return None
+        return _Attempt(args, subset, label, grads, raw)
+
+    @staticmethod
+    def _judge_gradients(ctx: CheckContext, attempt: _Attempt, full_grads: list[Any] | None,
+                         outcome: Outcome) -> None:
+        """Each input's gradient: present and unchanged where it requires grad, absent (or an
+        incoming gradient passed through) where it does not."""
+        for pos in range(len(attempt.args.values)):
+            value = attempt.raw[pos] if pos < len(attempt.raw) else None
+            if pos in attempt.subset:
+                finding = _needed_gradient(ctx, attempt, pos, value, full_grads)
+            else:
+                finding = _unneeded_gradient(ctx, attempt, pos, value, outcome.findings)
+            if finding is not None:
+                outcome.add(finding)
 
     @staticmethod
     def _no_grad_forward(ctx: CheckContext, outcome: Outcome) -> list[Any] | None:
@@ -209,6 +195,75 @@ class NeedsInputGradCheck:
                     f"output {j} differs when no input requires grad", output=j,
                     location=ctx.info.forward_location,
                     hint="forward must compute the same values whatever requires grad"))
+
+
+@dataclass
+class _Attempt:
+    """backward called with one requires-grad subset, and what it returned."""
+
+    args: Args
+    subset: tuple[int, ...]
+    label: str
+    """``only 'x' requiring grad``, for messages."""
+    grads: list[Any]
+    """The incoming gradients backward was called with."""
+    raw: tuple[Any, ...]
+    """backward's own return value."""
+
+
+def _needed_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: Any,
+                     full_grads: list[Any] | None) -> Finding | None:
+    """For an input that requires grad: GV202 when backward returned None, GV203 when the
+    gradient differs from the one computed with every input requiring grad."""
+    import torch
+
+    from gradverify.checks import _compare as cmp
+    from gradverify.checks import _jacobian as jac
+
+    name = attempt.args.names[pos]
+    if value is None:
+        return Finding(
+            "GV202", Severity.ERROR,
+            f"with {attempt.label}, backward returned None for {name!r}, which needs a "
+            "gradient", input=name, location=ctx.location,
+            hint=f"check the index used with ctx.needs_input_grad for {name!r} "
+                 f"(position {pos} of forward's inputs)")
+    if full_grads is None or pos >= len(full_grads) or not isinstance(value, torch.Tensor) \
+            or cmp.grads_close(value, full_grads[pos]):
+        return None
+    full = full_grads[pos]
+    diff_value, where = cmp.max_difference(
+        value.sum_to_size(full.shape) if value.shape != full.shape else value, full)
+    return Finding(
+        "GV203", Severity.ERROR,
+        f"with {attempt.label}, backward's gradient for {name!r} differs from the one "
+        f"computed when every input requires grad (by {diff_value:.3g} at "
+        f"{jac.format_index(name, where)})", input=name,
+        location=ctx.location,
+        hint="the gradient must not depend on which other inputs require "
+             "grad; check the needs_input_grad branches")
+
+
+def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: Any,
+                       findings: list[Finding]) -> Finding | None:
+    """For a floating input that does not require grad: GV204 (once per input) when backward
+    computed a gradient for it rather than None or an incoming gradient passed through."""
+    import torch
+
+    name = attempt.args.names[pos]
+    x = attempt.args.values[pos]
+    if value is None or not isinstance(x, torch.Tensor) \
+            or not (x.is_floating_point() or x.is_complex()) \
+            or _passes_through(value, attempt.grads):
+        return None
+    if any(f.code == "GV204" and f.input == name for f in findings):
+        return None
+    return Finding(
+        "GV204", Severity.WARNING,
+        f"with {attempt.label}, backward computed a gradient for {name!r}, which does "
+        "not require grad (autograd drops it: wasted work)", input=name,
+        location=ctx.location,
+        hint=f"guard it with `if ctx.needs_input_grad[{pos}]:`")
 
 
 def _passes_through(value: Any, grads: list[Any]) -> bool:

@@ -16,14 +16,18 @@ correct digits. The spec's `checks: {precision: {dtype: bfloat16}}` checks anoth
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Option, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
+    import torch
+
+    from gradverify.checks._compare import Mismatch
     from gradverify.context import CheckContext
+    from gradverify.spec.inputs import Args
 
 DTYPES = ("float32", "float16", "bfloat16", "complex64")
 
@@ -33,7 +37,8 @@ CODES = (
          "In the working dtype (float32/float16/bfloat16), an output or gradient is inf or NaN "
          "where float64 is finite.",
          "float64 gradient checks hide overflow: exp(89) is inf in float32, exp(12) in float16.",
-         "def forward(ctx, x):\n    e = x.exp()\n    return (e / e.sum()).log()   # naive log-softmax",
+         "def forward(ctx, x):\n    e = x.exp()\n"
+         "    return (e / e.sum()).log()   # naive log-softmax",
          "Use a stable formula: subtract the maximum before exp, use logsumexp, log1p, expm1."),
     Code("GV322", "low-precision-error",
          "In the working dtype, an output or gradient is far from float64 computed on the same "
@@ -56,19 +61,41 @@ CODES = (
 )
 
 
-class PrecisionCheck:
+class PrecisionCheck(Check):
     name = "precision"
     default = True
     summary = "the working dtype stays finite and close to float64"
     codes = CODES
     options = (Option("dtype", str, "working dtype to check (default: the spec's)", DTYPES),)
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _compare as cmp
+
+        working = self._working_args(ctx)
+        dtype = _working_dtype(working)
+        if dtype is None:
+            return Outcome.skip("no floating-point input")
+        if dtype in (torch.float64, torch.complex128):
+            return Outcome.skip("the working dtype is float64")
+        # The float64 run sees exactly the working-dtype values (widened).
+        double = _widened(ctx.args("widened"), working)
+        diff = double.diff_positions
+        reference, grads = self._reference_run(ctx, double)
+        label = str(dtype).removeprefix("torch.")
+        try:
+            ours = calls.forward_backward(ctx.info, working, grads, diff)
+        except Exception as exc:  # noqa: BLE001 -- user code
+            return self._unsupported(ctx, exc, label)
+        names = [double.names[i] for i in diff]
+        return self._measure(ctx, ours, reference, names, dtype, label)
+
+    @staticmethod
+    def _working_args(ctx: CheckContext) -> Args:
+        """The arguments in the working dtype: the spec's, or the `dtype` option's for every
+        floating-point tensor."""
+        import torch
 
         working = ctx.args("working")
         override = ctx.options.get("dtype")
@@ -77,78 +104,124 @@ class PrecisionCheck:
             working.values = [v.detach().to(target).requires_grad_(v.requires_grad)
                               if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                               for v in working.values]
-        floating = [v for v in working.values if isinstance(v, torch.Tensor)
-                    and (v.is_floating_point() or v.is_complex())]
-        if not floating:
-            return Outcome.skip("no floating-point input")
-        dtype = floating[0].dtype
-        if dtype in (torch.float64, torch.complex128):
-            return Outcome.skip("the working dtype is float64")
-        # The float64 run sees exactly the working-dtype values (widened).
-        double = ctx.args("widened")
-        double.values = [w.detach().to(d.dtype).requires_grad_(d.requires_grad)
-                         if isinstance(d, torch.Tensor) and (d.is_floating_point()
-                                                             or d.is_complex()) else d
-                         for w, d in zip(working.values, double.values)]
-        diff = double.diff_positions
+        return working
+
+    @staticmethod
+    def _reference_run(ctx: CheckContext, double: Args
+                       ) -> tuple[tuple[list[Any], list[Any]], list[torch.Tensor | None] | None]:
+        """The float64 run, and the incoming gradients both runs use (None when no output is
+        differentiable)."""
+        from gradverify.checks import _calls as calls
+
         reference_run = calls.apply(ctx.info, double)
         grads = calls.random_grads(reference_run, ctx.generator("precision")) \
             if reference_run.differentiable else None
-        reference = calls.forward_backward(ctx.info, double, grads, diff)
-        label = str(dtype).removeprefix("torch.")
-        try:
-            ours = calls.forward_backward(ctx.info, working, grads, diff)
-        except Exception as exc:  # noqa: BLE001 -- user code
-            outcome = Outcome()
-            outcome.add(Finding(
-                "GV323", Severity.ERROR, f"the Function raised {calls.describe_exception(exc)} in "
-                f"{label}", location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
-                hint=f"support {label} inputs, or declare the dtype the Function works in"))
-            return outcome
+        reference = calls.forward_backward(ctx.info, double, grads, double.diff_positions)
+        return reference, grads
+
+    @staticmethod
+    def _unsupported(ctx: CheckContext, exc: Exception, label: str) -> Outcome:
+        """The Function raised in its working dtype: GV323, and nothing left to compare."""
+        from gradverify.checks import _calls as calls
+
+        outcome = Outcome()
+        outcome.add(Finding(
+            "GV323", Severity.ERROR, f"the Function raised {calls.describe_exception(exc)} in "
+            f"{label}",
+            location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
+            hint=f"support {label} inputs, or declare the dtype the Function works in"))
+        return outcome
+
+    @staticmethod
+    def _measure(ctx: CheckContext, ours: tuple[list[Any], list[Any]],
+                 reference: tuple[list[Any], list[Any]], names: list[str],
+                 dtype: torch.dtype, label: str) -> Outcome:
+        """Every output and gradient against float64: inf/NaN is an overflow (GV321), a relative
+        error past the dtype's limits a loss of precision (GV322)."""
+        from gradverify.checks import _compare as cmp
+
         warn, fail = cmp.precision_limits(dtype)
         outcome = Outcome()
-        names = [double.names[i] for i in diff]
         worst = 0.0
         for mismatch in cmp.measure_runs(ours, reference, names):
             where = ctx.info.forward_location if mismatch.output is not None else ctx.location
             if mismatch.non_finite or mismatch.data.get("reason") != "error":
-                outcome.add(Finding(
-                    "GV321", Severity.ERROR, f"in {label}, {mismatch.describe()}",
-                    input=mismatch.input, output=mismatch.output, location=where,
-                    hint="an intermediate overflows or underflows in low precision: use a "
-                         "stable formula (subtract the max before exp, log1p/expm1, "
-                         "logsumexp), or compute it in float32/float64 internally",
-                    data=mismatch.data))
+                outcome.add(_overflow(mismatch, label, where))
                 continue
-            error = mismatch.data["relative_error"]
-            worst = max(worst, error)
-            if error <= warn:
-                continue
-            severity = Severity.ERROR if error > fail else Severity.WARNING
-            limit = (f"fewer than two digits right (limit {fail:g} for {label})"
-                     if severity == Severity.ERROR else
-                     f"{label} should stay within {warn:g}")
-            outcome.add(Finding(
-                "GV322", severity, f"in {label}, {mismatch.describe()}: {limit}",
-                input=mismatch.input, output=mismatch.output, location=where,
-                hint="the formula loses precision (cancellation such as 1 - cos x or "
-                     "n*x - sum(x), large unscaled sums, a division by a small difference); "
-                     "rearrange it, or compute that step in float64",
-                data={**mismatch.data, "warn_limit": warn, "fail_limit": fail}))
+            worst = max(worst, mismatch.data["relative_error"])
+            loss = _precision_loss(mismatch, label, warn, fail, where)
+            if loss is not None:
+                outcome.add(loss)
         outcome.data["worst_relative_error"] = worst
-        if not outcome.findings:
-            outcome.summary = (f"{label} outputs and gradients within {warn:g} of float64 "
-                               "(relative norm)")
-        else:
-            def what(f: Finding) -> str:
-                return f"gradient for {f.input!r}" if f.input else f"output {f.output}"
-
-            overflow = [what(f) for f in outcome.findings if f.code == "GV321"]
-            lossy = [what(f) for f in outcome.findings if f.code == "GV322"]
-            parts = ([f"inf/NaN in {', '.join(dict.fromkeys(overflow))}"] if overflow else []) \
-                + ([f"{', '.join(dict.fromkeys(lossy))} off"] if lossy else [])
-            outcome.summary = f"{label}: {'; '.join(parts)}"
+        outcome.summary = _summary(outcome.findings, label, warn)
         return outcome
+
+
+def _working_dtype(working: Args) -> torch.dtype | None:
+    """The dtype of the first floating-point or complex tensor input; None when there is none."""
+    import torch
+
+    floating = [v for v in working.values if isinstance(v, torch.Tensor)
+                and (v.is_floating_point() or v.is_complex())]
+    return floating[0].dtype if floating else None
+
+
+def _widened(double: Args, working: Args) -> Args:
+    """``double`` with each floating-point or complex tensor replaced by its working-dtype value
+    widened back, so that input rounding is never blamed on the formula."""
+    import torch
+
+    double.values = [w.detach().to(d.dtype).requires_grad_(d.requires_grad)
+                     if isinstance(d, torch.Tensor) and (d.is_floating_point()
+                                                         or d.is_complex()) else d
+                     for w, d in zip(working.values, double.values, strict=False)]
+    return double
+
+
+def _overflow(mismatch: Mismatch, label: str, where: str | None) -> Finding:
+    """GV321: inf/NaN (or a result missing) in the working dtype where float64 has a value."""
+    return Finding(
+        "GV321", Severity.ERROR, f"in {label}, {mismatch.describe()}",
+        input=mismatch.input, output=mismatch.output, location=where,
+        hint="an intermediate overflows or underflows in low precision: use a "
+             "stable formula (subtract the max before exp, log1p/expm1, "
+             "logsumexp), or compute it in float32/float64 internally",
+        data=mismatch.data)
+
+
+def _precision_loss(mismatch: Mismatch, label: str, warn: float, fail: float,
+                    where: str | None) -> Finding | None:
+    """GV322 when the relative error is past ``warn``: a warning, an error past ``fail``."""
+    error = mismatch.data["relative_error"]
+    if error <= warn:
+        return None
+    severity = Severity.ERROR if error > fail else Severity.WARNING
+    limit = (f"fewer than two digits right (limit {fail:g} for {label})"
+             if severity == Severity.ERROR else
+             f"{label} should stay within {warn:g}")
+    return Finding(
+        "GV322", severity, f"in {label}, {mismatch.describe()}: {limit}",
+        input=mismatch.input, output=mismatch.output, location=where,
+        hint="the formula loses precision (cancellation such as 1 - cos x or "
+             "n*x - sum(x), large unscaled sums, a division by a small difference); "
+             "rearrange it, or compute that step in float64",
+        data={**mismatch.data, "warn_limit": warn, "fail_limit": fail})
+
+
+def _summary(findings: list[Finding], label: str, warn: float) -> str:
+    """One line: within the limit, or which outputs and gradients overflow or lose precision."""
+    if not findings:
+        return f"{label} outputs and gradients within {warn:g} of float64 (relative norm)"
+    overflow = [_subject(f) for f in findings if f.code == "GV321"]
+    lossy = [_subject(f) for f in findings if f.code == "GV322"]
+    parts = ([f"inf/NaN in {', '.join(dict.fromkeys(overflow))}"] if overflow else []) \
+        + ([f"{', '.join(dict.fromkeys(lossy))} off"] if lossy else [])
+    return f"{label}: {'; '.join(parts)}"
+
+
+def _subject(finding: Finding) -> str:
+    """What a finding is about: ``gradient for 'x'`` or ``output 0``."""
+    return f"gradient for {finding.input!r}" if finding.input else f"output {finding.output}"
 
 
 CHECK = PrecisionCheck()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -33,13 +33,11 @@ CODES = (
 )
 
 
-class ReferenceCheck:
+class ReferenceCheck(Check):
     name = "reference"
     default = True
     summary = "outputs and gradients match a plain-PyTorch reference (spec `reference:`)"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
     needs_reference = True
     """Selected only for specs that name a reference."""
 

@@ -13,14 +13,16 @@ import gc
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     import torch
 
+    from gradverify.checks._calls import Applied
     from gradverify.context import CheckContext
+    from gradverify.spec.inputs import Args
 
 
 CODES = (
@@ -51,20 +53,19 @@ CODES = (
          "changed the gradient.",
          "save_for_backward protects a tensor through its version counter, but a sparse tensor "
          "does not share the counter of the indices and values it was built from: an in-place "
-         "change to them after forward goes unnoticed. A limit of torch rather than a bug in the Function, and rarely hit in practice, hence a note, not a failure.",
+         "change to them after forward goes unnoticed. A limit of torch rather than a bug in the "
+         "Function, and rarely hit in practice, hence a note, not a failure.",
          "a = torch.sparse_coo_tensor(indices, values, shape)\nctx.save_for_backward(a, b)",
          "Save indices and values with save_for_backward and build the sparse tensor in "
          "backward, or build it from clones."),
 )
 
 
-class SavedTensorsCheck:
+class SavedTensorsCheck(Check):
     name = "saved_tensors"
     default = True
     summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
@@ -73,8 +74,8 @@ class SavedTensorsCheck:
         outcome = Outcome()
         with tk.record_saved() as saved:
             applied = calls.differentiable_call(ctx)
-        if isinstance(applied, str):
-            return Outcome.skip(applied)
+        if isinstance(applied, calls.NothingToDifferentiate):
+            return applied.skip()
         args = applied.args
         kept = tk.ctx_tensors(applied.ctx)
         outputs = [o for _, o in applied.tensors]
@@ -173,7 +174,6 @@ class SavedTensorsCheck:
     def _in_place(ctx: CheckContext, outcome: Outcome) -> None:
         """Change each input and output in place after forward: backward must notice."""
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _compare as cmp
         from gradverify.checks import _tensors as tk
 
         generator_salt = "saved_tensors"
@@ -182,25 +182,15 @@ class SavedTensorsCheck:
         applied = calls.apply(ctx.info, base)
         grads = calls.random_grads(applied, ctx.generator(generator_salt))
         expected = calls.engine_grads(applied, grads, diff)
-        targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
-                                          if tk.is_tensor(base.values[i])]
-        targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
+        names = [base.names[i] for i in diff]
         unchanged: list[str] = []
         tolerance = max(1e-10, ctx.tolerance.nondet_tol)
-        for label, which in targets:
-            args = ctx.args("double")
-            if isinstance(which, int) and ctx.info.uses_mark_dirty:
-                continue  # mark_dirty Functions run on clones: the caller's input is not theirs
-            run = calls.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
-            tensor = run.outputs[which[1]] if isinstance(which, tuple) else args.values[which]
-            # torch.sparse_coo_tensor(indices, values) aliases its arguments without sharing
-            # their version counter: no save_for_backward can protect that memory. (Read from
-            # ctx, not with saved_tensors_hooks, which would switch the version check off.)
-            sparse_alias = [t for t in _saved(run.ctx) if tk.is_sparse(t)
-                            and set(tk.storages(t)) & set(tk.storages(tensor))]
+        for label, which in _targets(ctx, base, applied):
+            run, tensor = _fresh_run(ctx, which)
+            sparse_alias = _sparse_aliases(run, tensor)
             try:
                 tk.modify_in_place(tensor)
-                got = calls.engine_grads(run, grads, diff)
+                got: list[torch.Tensor | None] | Exception = calls.engine_grads(run, grads, diff)
             except tk.Unsupported as exc:
                 unchanged.append(f"{label} ({exc})")
                 continue
@@ -208,35 +198,88 @@ class SavedTensorsCheck:
                 if tk.is_protection(exc):
                     continue  # autograd protected the user: exactly what should happen
                 got = exc
-            if isinstance(got, Exception):
-                effect = (f"backward raised {calls.describe_exception(got)} instead of autograd's "
-                          "version-counter error")
-            else:
-                wrong = [base.names[diff[p]] for p, (a, b) in enumerate(zip(got, expected))
-                         if not cmp.grads_close(a, b, atol=tolerance)]
-                if not wrong:
-                    continue
-                effect = f"the gradient for {wrong[0]!r} silently changed"
-            if sparse_alias:
-                outcome.add(Finding(
-                    "GV214", Severity.INFO,
-                    f"after {label} was changed in place, {effect}: a saved "
-                    f"{tk.kind(sparse_alias[0])} tensor shares its memory, and sparse tensors "
-                    "do not share the version counter of the tensors they are built from",
-                    input=label.split("'")[1] if label.startswith("input") else None,
-                    location=ctx.info.forward_location,
-                    hint="save the indices and values with save_for_backward and build the "
-                         "sparse tensor in backward, or build it from clones"))
-                continue
-            outcome.add(Finding(
-                "GV213", Severity.ERROR,
-                f"after {label} was changed in place, {effect}: backward reads it unprotected",
-                input=label.split("'")[1] if label.startswith("input") else None,
-                location=ctx.location,
-                hint="save it with ctx.save_for_backward instead of a ctx attribute (or a "
-                     ".data alias), so that autograd raises 'modified by an inplace operation'"))
+            effect = _effect(got, expected, names, tolerance)
+            if effect is not None:
+                outcome.add(_unprotected(ctx, label, effect, sparse_alias))
         if unchanged:
             outcome.data["not_changed_in_place"] = unchanged
+
+
+def _targets(ctx: CheckContext, base: Args, applied: Applied) -> list[tuple[str, Any]]:
+    """What gets changed in place, labelled: each tensor input (by position) and each tensor
+    output (as ``("out", j)``)."""
+    from gradverify.checks import _tensors as tk
+
+    targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
+                                      if tk.is_tensor(base.values[i])]
+    targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
+    # mark_dirty Functions run on clones: the caller's input is not theirs
+    return [(label, which) for label, which in targets
+            if not (isinstance(which, int) and ctx.info.uses_mark_dirty)]
+
+
+def _fresh_run(ctx: CheckContext, which: Any) -> tuple[Applied, torch.Tensor]:
+    """A fresh call, and the tensor ``which`` names in it (an input or an output)."""
+    from gradverify.checks import _calls as calls
+
+    args = ctx.args("double")
+    run = calls.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
+    tensor = run.outputs[which[1]] if isinstance(which, tuple) else args.values[which]
+    return run, tensor
+
+
+def _sparse_aliases(run: Applied, tensor: torch.Tensor) -> list[torch.Tensor]:
+    """Saved sparse tensors that share memory with ``tensor``.
+
+    torch.sparse_coo_tensor(indices, values) aliases its arguments without sharing their
+    version counter: no save_for_backward can protect that memory. (Read from ctx, not with
+    saved_tensors_hooks, which would switch the version check off.)"""
+    from gradverify.checks import _tensors as tk
+
+    return [t for t in _saved(run.ctx) if tk.is_sparse(t)
+            and set(tk.storages(t)) & set(tk.storages(tensor))]
+
+
+def _effect(got: list[torch.Tensor | None] | Exception, expected: list[torch.Tensor | None],
+            names: list[str], tolerance: float) -> str | None:
+    """What changing a tensor in place did to backward (``got``, its gradients or what it
+    raised), or None when the gradients for the inputs ``names`` are unchanged."""
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _compare as cmp
+
+    if isinstance(got, Exception):
+        return (f"backward raised {calls.describe_exception(got)} instead of autograd's "
+                "version-counter error")
+    wrong = [names[p] for p, (a, b) in enumerate(zip(got, expected, strict=False))
+             if not cmp.grads_close(a, b, atol=tolerance)]
+    if not wrong:
+        return None
+    return f"the gradient for {wrong[0]!r} silently changed"
+
+
+def _unprotected(ctx: CheckContext, label: str, effect: str,
+                 sparse_alias: list[torch.Tensor]) -> Finding:
+    """The finding for a change that backward did not notice: a note (GV214) when a saved
+    sparse tensor aliases the changed one (a limit of torch), else GV213."""
+    from gradverify.checks import _tensors as tk
+
+    if sparse_alias:
+        return Finding(
+            "GV214", Severity.INFO,
+            f"after {label} was changed in place, {effect}: a saved "
+            f"{tk.kind(sparse_alias[0])} tensor shares its memory, and sparse tensors "
+            "do not share the version counter of the tensors they are built from",
+            input=label.split("'")[1] if label.startswith("input") else None,
+            location=ctx.info.forward_location,
+            hint="save the indices and values with save_for_backward and build the "
+                 "sparse tensor in backward, or build it from clones")
+    return Finding(
+        "GV213", Severity.ERROR,
+        f"after {label} was changed in place, {effect}: backward reads it unprotected",
+        input=label.split("'")[1] if label.startswith("input") else None,
+        location=ctx.location,
+        hint="save it with ctx.save_for_backward instead of a ctx attribute (or a "
+             ".data alias), so that autograd raises 'modified by an inplace operation'")
 
 
 def _saved(ctx: Any) -> list[torch.Tensor]:

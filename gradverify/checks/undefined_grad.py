@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Option, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.report.results import Finding, Severity
+from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -33,13 +33,11 @@ CODES = (
 )
 
 
-class UndefinedGradCheck:
+class UndefinedGradCheck(Check):
     name = "undefined_grad"
     default = True
     summary = "using only some outputs of a multi-output Function works and gives right gradients"
     codes = CODES
-    options: tuple[Option, ...] = ()
-    requires = ("contract",)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
@@ -48,8 +46,8 @@ class UndefinedGradCheck:
         from gradverify.checks import _compare as cmp
 
         applied = calls.differentiable_call(ctx)
-        if isinstance(applied, str):
-            return Outcome.skip(applied)
+        if isinstance(applied, calls.NothingToDifferentiate):
+            return applied.skip()
         args, diff = applied.args, applied.args.diff_positions
         used = applied.differentiable
         outcome = Outcome()
@@ -73,9 +71,10 @@ class UndefinedGradCheck:
                 others = [str(k) for k in used if k != j]
                 unused = (f"output {others[0]} unused" if len(others) == 1 else
                           f"outputs {', '.join(others)} unused")
+                arrives = "its gradient arrives" if len(others) == 1 else \
+                    "their gradients arrive"
                 none_note = ("; forward called set_materialize_grads(False), so "
-                             f"{'its gradient arrives' if len(others) == 1 else 'their gradients arrive'}"
-                             " as None" if not materialize else "")
+                             f"{arrives} as None" if not materialize else "")
                 plain = _plain(exc)
                 outcome.add(Finding(
                     "GV231", Severity.ERROR,
@@ -129,12 +128,11 @@ class UndefinedGradCheck:
         note = (" (forward called set_materialize_grads(False), so they arrive as None)"
                 if not materialize else " (they arrive as zeros)")
         if error is not None:
-            exc = error
             outcome.add(Finding(
                 "GV231", Severity.ERROR,
                 f"with every output's gradient undefined{note}, backward raised "
-                f"{calls.describe_exception(exc)}{_plain(exc)}",
-                location=calls.user_location(exc, ctx.info) or ctx.location,
+                f"{calls.describe_exception(error)}{_plain(error)}",
+                location=calls.user_location(error, ctx.info) or ctx.location,
                 hint="return None (or zeros) for every input when every incoming gradient is "
                      "None: `if grad is None: return None`" if not materialize else
                      "backward must accept zero incoming gradients"))

@@ -1,8 +1,6 @@
 """y = x @ W^T + b with an optional bias, honouring ctx.needs_input_grad."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch.autograd import Function
 
@@ -10,7 +8,7 @@ from torch.autograd import Function
 class LinearFunction(Function):
     @staticmethod
     def forward(ctx, input: torch.Tensor, weight: torch.Tensor,
-                bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+                bias: torch.Tensor | None = None) -> torch.Tensor:
         ctx.save_for_backward(input, weight, bias)
         output = input @ weight.t()
         if bias is not None:

@@ -34,10 +34,13 @@ class SparseDenseMatmul(Function):
 
 
 def make_sparse_inputs(generator: torch.Generator, dtype: torch.dtype, dims: dict):
-    """A factory: a random sparse [R, C] matrix with NNZ entries and a dense [C, K] matrix."""
+    """A factory: a random sparse [R, C] matrix with NNZ distinct entries (no position drawn
+    twice) and a dense [C, K] matrix."""
     r, c, k, nnz = dims["R"], dims["C"], dims["K"], dims["NNZ"]
-    rows = torch.randint(0, r, (nnz,), generator=generator)
-    cols = torch.randint(0, c, (nnz,), generator=generator)
+    if nnz > r * c:
+        raise ValueError(f"NNZ={nnz} entries do not fit in an [R, C] = [{r}, {c}] matrix")
+    positions = torch.randperm(r * c, generator=generator)[:nnz]
+    rows, cols = positions // c, positions % c
     values = torch.randn(nnz, generator=generator, dtype=torch.float64).to(dtype)
     dense = torch.randn(c, k, generator=generator, dtype=torch.float64).to(dtype)
     return {"indices": torch.stack([rows, cols]), "values": values.requires_grad_(),

@@ -13,8 +13,8 @@ from typing import Any
 
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
+from gradverify.spec.yamlio import flow_scalar
 from gradverify.target import FunctionInfo
-from gradverify.yamlio import flow_scalar
 
 
 @dataclass(frozen=True)
@@ -137,4 +137,4 @@ def write(target: str, output: str | None, *, force: bool) -> list[tuple[str | N
     return written
 
 
-__all__ = ["Written", "spec_for", "render", "dim_sizes", "write", "infos"]
+__all__ = ["Written", "dim_sizes", "infos", "render", "spec_for", "write"]

@@ -81,6 +81,8 @@ def read_source(info: FunctionInfo) -> dict[str, Hints]:
     """Hints per parameter from forward's source (empty when the source cannot be read)."""
     forward = _underlying(inspect.getattr_static(info.cls, "forward"))
     hints = {p.name: Hints() for p in info.params}
+    if forward is None:
+        return hints
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
     except (OSError, TypeError, SyntaxError):
@@ -93,8 +95,9 @@ def read_source(info: FunctionInfo) -> dict[str, Hints]:
     return hints
 
 
-def _name(node: ast.AST) -> str | None:
-    return node.id if isinstance(node, ast.Name) else None
+def _name(node: ast.AST) -> str:
+    """The name a node is (``x``), or "" (no parameter is named so)."""
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _assign_shape(node: ast.AST, hints: dict[str, Hints]) -> None:
@@ -172,19 +175,19 @@ def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
                 and func not in ("sparse_coo_tensor", "bincount"):
             position += 1
         if position < len(positional) and positional[position] in hints:
-            hints[positional[position]].integer = True  # type: ignore[index]
+            hints[positional[position]].integer = True
     if func in _SIZE_CALLS:
         for name in positional:
             if name in hints:
                 hints[name].size = True
     if func == "sparse_coo_tensor" and len(positional) > 2 and positional[2] in hints:
-        hints[positional[2]].size = True  # type: ignore[index]
+        hints[positional[2]].size = True
     for keyword in node.keywords:
         if keyword.arg in ("minlength", "num_classes", "num_segments", "dim_size", "size") \
                 and _name(keyword.value) in hints:
-            hints[_name(keyword.value)].size = True  # type: ignore[index]
+            hints[_name(keyword.value)].size = True
     if func == "range" and positional and positional[0] in hints:
-        hints[positional[0]].size = True  # type: ignore[index]
+        hints[positional[0]].size = True
 
 
 def _subscript_use(node: ast.AST, hints: dict[str, Hints]) -> None:
@@ -192,7 +195,7 @@ def _subscript_use(node: ast.AST, hints: dict[str, Hints]) -> None:
     if isinstance(node, ast.Subscript):
         index = _name(node.slice)
         if index in hints:
-            hints[index].integer = True  # type: ignore[index]
+            hints[index].integer = True
 
 
 def _annotation(param: Param) -> str:
@@ -220,9 +223,9 @@ def _guess(param: Param, hint: Hints) -> Guess:
     name, annotation = param.name, _annotation(param)
     default = param.default
     tensor_annotation = "Tensor" in annotation
-    if default is not _MISSING and not tensor_annotation and default is not None:
-        if isinstance(default, (bool, int, float, str)):
-            return Guess(name, "default", value=default, why="forward's default")
+    if default is not _MISSING and not tensor_annotation and default is not None \
+            and isinstance(default, (bool, int, float, str)):
+        return Guess(name, "default", value=default, why="forward's default")
     if annotation in ("int",) or (not tensor_annotation and COUNT_NAMES.match(name)
                                   and not hint.integer) or (hint.size and not hint.integer
                                                             and not SHAPE_NAMES.match(name)):

@@ -105,11 +105,11 @@ def evaluate(info: FunctionInfo, guesses: list[Guess]) -> Attempt:
 def _evaluate(info: FunctionInfo, guesses: list[Guess], seed: int) -> Attempt:
     import torch
 
-    from gradverify.binding import bind
     from gradverify.checks import _calls as calls
     from gradverify.errors import InputError
-    from gradverify.inputs import InputMaker
-    from gradverify.specfile import from_dict
+    from gradverify.spec.binding import bind
+    from gradverify.spec.file import from_dict
+    from gradverify.spec.inputs import InputMaker
 
     try:
         spec = from_dict(spec_dict(guesses))

@@ -1,18 +1,22 @@
-"""Report model and output formats. Each format is a ``render(report, verbose) -> str``."""
+"""The report's renderings. Each format is a ``render(report, verbose) -> str``; the formats a
+user can choose are ``gradverify.options.FORMATS``."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from gradverify.report import console, github, jsonfmt, junit, markdown
-from gradverify.report.model import Report
+from gradverify.results import Report, set_text_renderer
 
 Renderer = Callable[[Report, bool], str]
 
-FORMATS: dict[str, Renderer] = {
+RENDERERS: dict[str, Renderer] = {
     "plain": console.render_plain,
     "json": jsonfmt.render,
     "junit": junit.render,
     "markdown": markdown.render,
     "github": github.render,
 }
-"""File formats by name; ``rich`` is the coloured console form of ``plain``."""
+"""Each format of ``options.FORMATS`` by name but ``rich``, the coloured console form of
+``plain``."""
+
+set_text_renderer(console.render_plain)

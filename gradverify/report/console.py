@@ -18,13 +18,13 @@ import textwrap
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
-from gradverify.report.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 from gradverify.report.text import CHAR, LABEL, finding_line
+from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from gradverify.report.model import Report
+    from gradverify.results import Report
 
 WIDTH = 100
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.report.console import summary_line
-from gradverify.report.results import Severity, Status
+from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
-    from gradverify.report.model import Report
+    from gradverify.results import Report
 
 
 def _data(text: str) -> str:

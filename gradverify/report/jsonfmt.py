@@ -5,10 +5,10 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from gradverify.report.results import CaseResult, CheckResult, Finding
+from gradverify.results import CaseResult, CheckResult, Finding
 
 if TYPE_CHECKING:
-    from gradverify.report.model import Report
+    from gradverify.results import Report
 
 SCHEMA = 1
 
@@ -26,7 +26,8 @@ def _clean(value: Any) -> Any:
 
 def _finding(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
-            "output": f.output, "hint": f.hint, "location": f.location, "data": _clean(dict(f.data))}
+            "output": f.output, "hint": f.hint, "location": f.location,
+            "data": _clean(dict(f.data))}
 
 
 def _check(c: CheckResult) -> dict[str, Any]:

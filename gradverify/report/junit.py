@@ -8,27 +8,22 @@ last testsuite named ``gradverify``.
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-import xml.etree.ElementTree as ET
-
-from gradverify.report.results import CheckResult, Finding, Status
+from gradverify.report.text import finding_text
+from gradverify.results import CheckResult, Status
 
 if TYPE_CHECKING:
-    from gradverify.report.model import Report
-
-
-def _finding_text(f: Finding) -> str:
-    where = f"{f.location}: " if f.location else ""
-    hint = f"\n  note: {f.hint}" if f.hint else ""
-    return f"{where}{f.severity.value}: {f.message} [{f.code}]{hint}"
+    from gradverify.results import Report
 
 
 def _testcase(suite: ET.Element, classname: str, case: str, check: CheckResult,
               strict: bool) -> None:
     element = ET.SubElement(suite, "testcase", classname=classname, name=f"{case}::{check.name}",
                             time=f"{check.duration_s:.3f}")
-    text = "\n".join(_finding_text(f) for f in check.findings)
+    text = "\n".join(finding_text(f, check.name, expected=check.status == Status.XFAIL)
+                     for f in check.findings)
     first = next((f for f in check.findings if f.severity.value == "error"), None)
     message = f"{first.code}: {first.message}" if first else check.summary
     if check.status == Status.FAIL or (strict and check.status in (Status.WARN, Status.XPASS)):

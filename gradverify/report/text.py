@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from gradverify.report.results import Finding, Severity, Status
+from gradverify.results import Finding, Severity, Status
 
 LABEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
@@ -24,3 +24,15 @@ def finding_line(finding: Finding, check: str | None = None, *, expected: bool =
 
 def hint_line(finding: Finding) -> str | None:
     return f"note: {finding.hint}" if finding.hint else None
+
+
+def finding_text(finding: Finding, check: str | None = None, *, expected: bool = False,
+                 explain: bool = False) -> str:
+    """The finding line and, indented below it, its note (and, with ``explain``, the command
+    that explains its code): what the JUnit XML and the pytest plugin show of a finding."""
+    lines = [finding_line(finding, check, expected=expected)]
+    if finding.hint:
+        lines.append(f"  {hint_line(finding)}")
+        if explain:
+            lines.append(f"  explain: gradverify explain {finding.code}")
+    return "\n".join(lines)

@@ -52,7 +52,7 @@ class SparseMM(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
+        a, _ = ctx.saved_tensors
         return None, torch.sparse.mm(a.t(), grad)
 
 

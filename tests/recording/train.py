@@ -1,13 +1,15 @@
 import sys
+
 import torch
-from ops import ScatterAdd, SegmentSum, MaskedScale, SparseMM, SortPair, Unfold8
+
+from ops import MaskedScale, ScatterAdd, SegmentSum, SortPair, SparseMM, Unfold8
 
 torch.manual_seed(0)
 N, C, K = 64, 16, 10
 w = torch.randn(C, C, requires_grad=True)
 dense = torch.randn(32, C) * (torch.rand(32, C) < 0.1)
 a = dense.to_sparse()
-for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 2):
+for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 2):
     x = torch.randn(N, C) @ w
     index = torch.randint(0, K, (N,))
     y = ScatterAdd.apply(x, index, K)

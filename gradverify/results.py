@@ -1,11 +1,13 @@
-"""What a run finds: statuses, findings and the results of checks and cases, as frozen
-dataclasses that the formatters render and never change. The whole run is
-``gradverify.report.model.Report``.
+"""The data model of a run, below the checks and the renderers: statuses, findings, the results
+of checks and cases, and the report with the one place that turns them into an exit code
+(``Report.exit_code``). Frozen dataclasses that the formatters render and never change; the
+report does not render itself (``raise_for_failures`` takes its text from the renderer that
+``gradverify.report`` registers when imported).
 """
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,3 +138,69 @@ class Settings:
     strict: bool = False
     empty_ok: bool = False
     """Nothing selected is success (pre-commit with no relevant changed file)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    settings: Settings
+    results: tuple[CaseResult, ...] = ()
+    errors: tuple[ErrorEntry, ...] = ()
+    duration_s: float = 0.0
+    versions: Mapping[str, str] = field(default_factory=dict)
+    """gradverify, torch and python versions."""
+    notes: tuple[str, ...] = ()
+    """Messages about what was (not) selected; they never change the exit code."""
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Status}
+        for case in self.results:
+            for check in case.checks:
+                counts[check.status.value] += 1
+        return counts
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The one place that turns a report into an exit code."""
+        if any(e.internal for e in self.errors):
+            return ExitCode.INTERNAL
+        if self.errors:
+            return ExitCode.INPUT
+        if not self.results:
+            return ExitCode.OK if self.settings.empty_ok else ExitCode.NOTHING_SELECTED
+        bad = {Status.FAIL, Status.ERROR}
+        if self.settings.strict:
+            bad |= {Status.WARN, Status.XPASS}
+        if any(c.status in bad for case in self.results for c in case.checks):
+            return ExitCode.FAILED
+        return ExitCode.OK
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == ExitCode.OK
+
+    def raise_for_failures(self) -> None:
+        """Raise ``VerificationFailed`` (an AssertionError) with the plain report if not ok."""
+        if not self.ok:
+            raise VerificationFailed(_render(self))
+
+
+class VerificationFailed(AssertionError):
+    """Raised by ``Report.raise_for_failures``; its message is the plain-text report."""
+
+
+_RENDERER: list[Callable[[Report], str]] = []
+"""The plain-text renderer, set by ``gradverify.report`` (which sits above this model): the
+report never imports a renderer."""
+
+
+def set_text_renderer(render: Callable[[Report], str]) -> None:
+    _RENDERER[:] = [render]
+
+
+def _render(report: Report) -> str:
+    if _RENDERER:
+        return _RENDERER[0](report)
+    return "\n".join(f"{case.target} :: {case.case}: {check.name} {check.status.value}"
+                     for case in report.results for check in case.checks
+                     if check.status in (Status.FAIL, Status.ERROR)) + \
+        "".join(f"\n{error.code}: {error.message}" for error in report.errors)

@@ -5,8 +5,8 @@ shrinks to a small size (2, 3, 4, ... in the order of the recorded sizes, so tha
 stay different and transposition bugs stay visible). An integer tensor whose values index a dim
 keeps its range tied to that dim (``high: N``), and an int argument equal to a dim's size follows
 the dim. The shrunk case is then tried in a separate process (``python -m
-gradverify.recordspec``): where forward raises, a dim backs off towards its recorded size in
-halving steps until forward runs. Writing the specs is ``gradverify.recordwrite``.
+gradverify.recording.shrink``): where forward raises, a dim backs off towards its recorded size in
+halving steps until forward runs. Writing the specs is ``gradverify.recording.write``.
 """
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+from gradverify.recording.spool import Observation
 
 _NAMES = ("N", "C", "L", "D", "H", "W", "K", "M", "P", "Q", "R", "S", "T", "U", "V")
 PROBE_TIMEOUT = 120.0
@@ -25,37 +27,51 @@ MIN_TIED_INT = 8
 (axis numbers, kernel sizes) stay as they were."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Draft:
-    """One recorded call as a case: dims with recorded and chosen sizes, arguments as YAML
-    text (with ``{dim}`` placeholders resolved at write time), and what needs a factory."""
+    """One recorded call as a case: dims with recorded and chosen sizes, arguments as spec
+    values (a size that follows a dim is a ``Dim``, resolved at write time), and what needs a
+    factory. Frozen: backing off returns new drafts."""
 
-    recorded: dict[str, int]
-    sizes: dict[str, int]
-    args: list[tuple[str, Any, str]]
+    recorded: Mapping[str, int]
+    sizes: Mapping[str, int]
+    args: tuple[tuple[str, Any, str], ...]
     """(name, value as a spec mapping or literal, comment)."""
     dtype: str | None
-    factory: list[str]
+    factory: tuple[str, ...]
     """Why the case needs a factory, which gradverify writes (sparse, one-hot, constant)."""
-    todo: list[str]
+    todo: tuple[str, ...]
     """Why the case needs a factory that gradverify cannot write (callables, objects)."""
     signature: str
-    raw: list[dict[str, Any]] = field(default_factory=list)
-    dims_of: dict[int, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    raw: tuple[Mapping[str, Any], ...]
+    """The recorded arguments, as ``capture.describe`` wrote them."""
+    dims_of: Mapping[int, str]
+    """The dim named by each recorded size."""
+    notes: tuple[str, ...] = ()
+
+    def at_recorded_sizes(self) -> Draft:
+        return replace(self, sizes=dict(self.recorded))
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    """Where the size search ended: the sizes, and notes on how it got there."""
+
+    sizes: Mapping[str, int]
+    notes: tuple[str, ...] = ()
 
 
 # ----------------------------------------------------------------------------- drafting
 
 
-def draft(observation: Mapping[str, Any]) -> Draft:
-    args = observation["args"]
+def draft(observation: Observation) -> Draft:
+    args = list(observation.args)
     sizes: list[int] = []
     for arg in args:
-        for shape in _shapes(arg):
+        for shape in shapes(arg):
             sizes += [s for s in shape if s > 1 and s not in sizes]
     for arg in args:  # a count such as num_segments or num_classes: a dim of its own
-        sizes += [v for v in _ints(arg) if v >= MIN_TIED_INT and v not in sizes]
+        sizes += [v for v in ints(arg) if v >= MIN_TIED_INT and v not in sizes]
     names = {size: (_NAMES[i] if i < len(_NAMES) else f"D{i}") for i, size in enumerate(sizes)}
     shrunk = {size: 2 + rank for rank, size in enumerate(sorted(sizes))}
     recorded = {names[s]: s for s in sizes}
@@ -72,30 +88,30 @@ def draft(observation: Mapping[str, Any]) -> Draft:
         out.append((arg["name"], value, comment))
     signature = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     notes = []
-    if not observation.get("grad_enabled", True) and not any_grad:
+    if not observation.grad_enabled and not any_grad:
         notes.append("recorded under torch.no_grad(): every floating input is checked as "
                      "differentiable")
-    return Draft(recorded, chosen, out, dtype, factory, todo, signature, list(args), names,
-                 notes)
+    return Draft(recorded, chosen, tuple(out), dtype, tuple(factory), tuple(todo), signature,
+                 tuple(args), names, tuple(notes))
 
 
-def _shapes(arg: Mapping[str, Any]) -> list[list[int]]:
+def shapes(arg: Mapping[str, Any]) -> list[list[int]]:
     if arg["kind"] == "tensor":
         return [arg["shape"]]
     if arg["kind"] in ("tuple", "list"):
-        return [s for item in arg["items"] for s in _shapes(item)]
+        return [s for item in arg["items"] for s in shapes(item)]
     return []
 
 
-def _ints(arg: Mapping[str, Any]) -> list[int]:
+def ints(arg: Mapping[str, Any]) -> list[int]:
     if arg["kind"] == "value" and type(arg["value"]) is int:
         return [arg["value"]]
     if arg["kind"] in ("tuple", "list"):
-        return [v for item in arg["items"] for v in _ints(item)]
+        return [v for item in arg["items"] for v in ints(item)]
     return []
 
 
-def _tensors(args: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _tensors(args: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     found = []
     for arg in args:
         if arg["kind"] == "tensor":
@@ -105,7 +121,7 @@ def _tensors(args: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return found
 
 
-def _arg(arg: Mapping[str, Any], names: dict[int, str], siblings: list[Mapping[str, Any]],
+def _arg(arg: Mapping[str, Any], names: Mapping[int, str], siblings: Sequence[Mapping[str, Any]],
          dtype: str | None, any_grad: bool, factory: list[str], todo: list[str]
          ) -> tuple[Any, str]:
     kind = arg["kind"]
@@ -129,7 +145,7 @@ def _arg(arg: Mapping[str, Any], names: dict[int, str], siblings: list[Mapping[s
     return _tensor(arg, names, siblings, dtype, any_grad, factory, label)
 
 
-def _tensor(arg: Mapping[str, Any], names: dict[int, str], siblings: list[Mapping[str, Any]],
+def _tensor(arg: Mapping[str, Any], names: Mapping[int, str], siblings: Sequence[Mapping[str, Any]],
             dtype: str | None, any_grad: bool, factory: list[str], label: str) -> tuple[Any, str]:
     shape = [Dim(names[s]) if s in names else s for s in arg["shape"]]
     recorded = f"recorded {arg['shape']} {arg['dtype']}"
@@ -156,12 +172,12 @@ def _tensor(arg: Mapping[str, Any], names: dict[int, str], siblings: list[Mappin
     if constant is not None:
         if constant in (0, 1):
             spec["init"] = "zeros" if constant == 0 else "ones"
-            return spec, "; ".join(notes + ["constant"])
+            return spec, "; ".join([*notes, "constant"])
         factory.append(f"{label} is constant ({constant})")
         return None, recorded
     if not floating:
         low, high = arg.get("min", 0), arg.get("max", 9)
-        dim = _indexed_dim(low, high, arg, siblings, names)
+        dim = indexed_dim(low, high, arg, siblings, names)
         spec["init"] = "randint"
         if dim is not None:
             spec["high"] = Dim(dim)
@@ -181,44 +197,44 @@ def _tensor(arg: Mapping[str, Any], names: dict[int, str], siblings: list[Mappin
     return spec, "; ".join(notes)
 
 
-def _indexed_dim(low: int, high: int, arg: Mapping[str, Any], siblings: list[Mapping[str, Any]],
-                 names: dict[int, str]) -> str | None:
+def indexed_dim(low: int, high: int, arg: Mapping[str, Any], siblings: Sequence[Mapping[str, Any]],
+                 names: Mapping[int, str]) -> str | None:
     """The dim whose positions the values index: the smallest size, among the other
     arguments' dims, that all values fit below."""
     if low < 0:
         return None
     sizes = sorted({s for other in siblings if other is not arg
-                    for s in [*(s for shape in _shapes(other) for s in shape), *_ints(other)]
+                    for s in [*(s for shape in shapes(other) for s in shape), *ints(other)]
                     if s > high and s in names})
     return names[sizes[0]] if sizes else None
 
 
-def Dim(name: str) -> dict[str, str]:  # noqa: N802 -- reads as a type in the drafts
+def Dim(name: str) -> dict[str, str]:
     """A size, or a value, that follows the dim ``name``."""
     return {"$dim": name}
 
 
-def Seq(kind: str, items: list[Any]) -> dict[str, Any]:  # noqa: N802
+def Seq(kind: str, items: list[Any]) -> dict[str, Any]:
     return {"$seq": kind, "items": items}
 
 
-def _is_dim(value: Any) -> bool:
+def is_dim(value: Any) -> bool:
     return isinstance(value, dict) and "$dim" in value
 
 
 # ----------------------------------------------------------------------------- spec dicts
 
 
-def case_dict(args: list[Any], dtype: str | None, sizes: Mapping[str, int],
+def case_dict(args: Sequence[Any], dtype: str | None, sizes: Mapping[str, int],
               name: str) -> dict[str, Any]:
     """A drafted case as ``gradverify.specfile.from_dict`` reads it, at ``sizes``: in a tensor's
     ``shape`` and ``high`` a dim stays a name; a plain value that follows a dim is its size."""
     def tensor(spec: dict[str, Any]) -> dict[str, Any]:
-        return {k: ([d["$dim"] if _is_dim(d) else d for d in v] if k == "shape" else
-                    v["$dim"] if _is_dim(v) else v) for k, v in spec.items()}
+        return {k: ([d["$dim"] if is_dim(d) else d for d in v] if k == "shape" else
+                    v["$dim"] if is_dim(v) else v) for k, v in spec.items()}
 
     def value(v: Any) -> Any:
-        if _is_dim(v):
+        if is_dim(v):
             return sizes[v["$dim"]]
         if isinstance(v, dict) and "$seq" in v:
             return {v["$seq"]: [value(i) for i in v["items"]]}
@@ -236,27 +252,28 @@ def case_dict(args: list[Any], dtype: str | None, sizes: Mapping[str, int],
 # ----------------------------------------------------------------------------- backing off
 
 
-def back_off(target: str, drafts: list[Draft]) -> None:
-    """Try each draft's shrunk case in a separate process; where forward raises, sizes back off
-    towards the recorded ones (see ``_search``). Updates ``sizes`` and ``notes`` in place."""
+def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
+    """The drafts with their shrunk sizes tried in a separate process: where forward raises,
+    sizes back off towards the recorded ones (``search_sizes``). Drafts that need a factory are
+    returned as they are."""
     todo = [d for d in drafts if not d.factory and not d.todo and d.sizes]
     if not todo:
-        return
+        return list(drafts)
     request = {"target": target, "drafts": [
         {"args": d.args, "dtype": d.dtype, "shrunk": d.sizes, "recorded": d.recorded}
         for d in todo]}
     try:
-        done = subprocess.run([sys.executable, "-m", "gradverify.recordspec"],
+        done = subprocess.run([sys.executable, "-m", "gradverify.recording.shrink"],
                               input=json.dumps(request), capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT)
         answer = json.loads(done.stdout.strip().splitlines()[-1])
-    except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-        for d in todo:
-            d.notes.append(f"the shrunk sizes were not tried: the probe failed ({type(exc).__name__})")
-        return
-    for d, result in zip(todo, answer["drafts"]):
-        d.sizes = result["sizes"]
-        d.notes += result["notes"]
+        choices = {id(d): SizeChoice(r["sizes"], tuple(r["notes"]))
+                   for d, r in zip(todo, answer["drafts"], strict=True)}
+    except (subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
+        note = f"the shrunk sizes were not tried: the probe failed ({type(exc).__name__})"
+        choices = {id(d): SizeChoice(d.sizes, (note,)) for d in todo}
+    return [replace(d, sizes=choices[id(d)].sizes, notes=d.notes + choices[id(d)].notes)
+            if id(d) in choices else d for d in drafts]
 
 
 def _probe_main() -> None:
@@ -274,44 +291,47 @@ def _probe_main() -> None:
             for d in request["drafts"]]}))
         return
     for d in request["drafts"]:
-        results.append(_search(info, d["args"], d["dtype"], d["shrunk"], d["recorded"]))
+        def error(sizes: Mapping[str, int], d: dict[str, Any] = d) -> str | None:
+            return _forward_error(info, case_dict(d["args"], d["dtype"], sizes, "probe"))
+
+        choice = search_sizes(d["shrunk"], d["recorded"], error)
+        results.append({"sizes": dict(choice.sizes), "notes": list(choice.notes)})
     print(json.dumps({"drafts": results}))
 
 
-def _search(info: Any, args: list[Any], dtype: str | None, shrunk: dict[str, int],
-            recorded: dict[str, int]) -> dict[str, Any]:
-    """Sizes at which forward runs: the shrunk ones; else the first dim that, at its recorded
-    size, makes forward run, halved from there while forward still runs; else every dim from
-    its recorded size, halved one by one."""
-    def error(sizes: Mapping[str, int]) -> str | None:
-        return _forward_error(info, case_dict(args, dtype, sizes, "probe"))
-
+def search_sizes(shrunk: Mapping[str, int], recorded: Mapping[str, int],
+                 error: Callable[[Mapping[str, int]], str | None]) -> SizeChoice:
+    """Sizes at which ``error`` (forward's error at given sizes, or None) is None: the shrunk
+    ones; else the first dim that, at its recorded size, makes forward run, halved from there
+    while forward still runs; else every dim from its recorded size, halved one by one. Never
+    below a dim's shrunk size."""
     first = error(shrunk)
     if first is None:
-        return {"sizes": shrunk, "notes": []}
+        return SizeChoice(dict(shrunk))
     culprits = [d for d in shrunk if error({**shrunk, d: recorded[d]}) is None]
     if culprits:
         sizes, names = dict(shrunk), culprits[:1]
     else:
         if error(recorded) is not None:
-            return {"sizes": shrunk, "notes": [f"forward raised at the shrunk sizes and at the "
-                                               f"recorded ones: {first}"]}
+            return SizeChoice(dict(shrunk), (f"forward raised at the shrunk sizes and at the "
+                                             f"recorded ones: {first}",))
         sizes, names = dict(recorded), list(recorded)
     for dim in names:
         size = recorded[dim]
         while size // 2 >= shrunk[dim] and error({**sizes, dim: size // 2}) is None:
             size //= 2
         sizes[dim] = size
-    return {"sizes": sizes, "notes": [f"backed off to {', '.join(f'{d}={sizes[d]}' for d in names)}"
-                                      f": at the shrunk sizes forward raised {first}"]}
+    backed = ", ".join(f"{d}={sizes[d]}" for d in names)
+    return SizeChoice(sizes, (f"backed off to {backed}: at the shrunk sizes forward raised "
+                              f"{first}",))
 
 
 def _forward_error(info: Any, case: dict[str, Any]) -> str | None:
     import torch
 
-    from gradverify.binding import bind
-    from gradverify.inputs import InputMaker
-    from gradverify.specfile import from_dict
+    from gradverify.spec.binding import bind
+    from gradverify.spec.file import from_dict
+    from gradverify.spec.inputs import InputMaker
 
     try:
         spec = from_dict({"target": info.target, "cases": [case]})

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gradverify.errors import shown_path
 from gradverify.files import write_text
-from gradverify.yamlio import flow_scalar
-from gradverify.recordspec import MIN_TIED_INT, Draft, _indexed_dim, _is_dim, back_off, draft
-
+from gradverify.recording.shrink import MIN_TIED_INT, Draft, back_off, draft, indexed_dim, is_dim
+from gradverify.recording.spool import Observation, Spool
+from gradverify.spec.yamlio import flow_scalar
 
 
 @dataclass
@@ -30,16 +30,16 @@ class Written:
 
 
 
-def write_specs(observations: list[dict[str, Any]], out: Path, *, limit: int, force: bool,
-                shrink: bool, origin: str, compiled: set[str]) -> Written:
+def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: bool,
+                origin: str) -> Written:
     written = Written()
-    by_target: dict[str, list[dict[str, Any]]] = {}
-    for obs in observations:
-        calls = by_target.setdefault(obs["target"], [])
-        if len(calls) < limit and obs["args"] not in [c["args"] for c in calls]:
+    by_target: dict[str, list[Observation]] = {}
+    for obs in spool.observations:
+        calls = by_target.setdefault(obs.target, [])
+        if len(calls) < limit and obs.args not in [c.args for c in calls]:
             calls.append(obs)
-    if "*" in compiled:
-        compiled.discard("*")
+    compiled = spool.compiled - {"*"}
+    if "*" in spool.compiled:
         written.notes.append("torch.compile compiled code while recording: calls of custom "
                              "Functions inside compiled regions are not seen, only eager ones; "
                              "to record them, run in eager mode (TORCHDYNAMO_DISABLE=1 "
@@ -56,11 +56,7 @@ def write_specs(observations: list[dict[str, Any]], out: Path, *, limit: int, fo
     out.mkdir(parents=True, exist_ok=True)
     for target, calls in by_target.items():
         drafts = [draft(c) for c in calls]
-        if shrink:
-            back_off(target, drafts)
-        else:
-            for d in drafts:
-                d.sizes = dict(d.recorded)
+        drafts = back_off(target, drafts) if shrink else [d.at_recorded_sizes() for d in drafts]
         first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
         broken = _invalid(first) if first.exists() and not force else None
         path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
@@ -99,10 +95,8 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
         fresh = [d for d in drafts if f"signature {d.signature}" not in existing]
         if not fresh:
             return path, None, 0
-        names = set(_case_names(existing))
-        body = _cases(fresh, names, factories, append=True)
+        body = _cases(fresh, set(_case_names(existing)), factories)
         return path, existing.rstrip("\n") + "\n" + body, len(fresh)
-    names: set[str] = set()
     if factories.exists():
         factories.unlink()  # --force: rewritten with the spec
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -114,11 +108,11 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
                    "# `if __name__ == \"__main__\":` block); move the Function to a module if\n"
                    "# the script does work at import.\n")
     text = header + f"version: 1\ntarget: {target}\ncases:\n"
-    text += _cases(drafts, names, factories, append=False)
+    text += _cases(drafts, set(), factories)
     return path, text, len(drafts)
 
 
-def _cases(drafts: list[Draft], names: set[str], factories: Path, *, append: bool) -> str:
+def _cases(drafts: list[Draft], names: set[str], factories: Path) -> str:
     """The cases' text; factories that gradverify can write go to ``factories``."""
     body, code = "", []
     for d in drafts:
@@ -159,7 +153,7 @@ def _recorded(arg: Mapping[str, Any]) -> str:
     return arg["kind"]
 
 
-def _expr(arg: Mapping[str, Any], d: Draft, siblings: list[Mapping[str, Any]]) -> str:
+def _expr(arg: Mapping[str, Any], d: Draft, siblings: Sequence[Mapping[str, Any]]) -> str:
     kind = arg["kind"]
     if kind == "value":
         v = arg["value"]
@@ -183,7 +177,7 @@ def _expr(arg: Mapping[str, Any], d: Draft, siblings: list[Mapping[str, Any]]) -
         expr = f"torch.full({shape}, {arg['constant']!r}, dtype={dtype})"
     elif not floating:
         low, high = arg.get("min", 0), arg.get("max", 9)
-        dim = _indexed_dim(low, high, arg, siblings, d.dims_of)
+        dim = indexed_dim(low, high, arg, siblings, d.dims_of)
         bound = f'dims["{dim}"]' if dim else str(high + 1)
         expr = f"torch.randint({low if not dim else 0}, {bound}, {shape}, generator=g)"
     elif arg.get("positive"):
@@ -207,7 +201,7 @@ def _invalid(path: Path) -> str | None:
     """Why an existing spec file is not valid (it is never appended to: the new cases go to
     a file of their own), or None."""
     from gradverify.errors import InputError
-    from gradverify.specfile import load_file
+    from gradverify.spec.file import load_file
 
     try:
         load_file(path)
@@ -263,7 +257,7 @@ def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
 
 
 def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
-    if _is_dim(value):
+    if is_dim(value):
         return str(sizes[value["$dim"]])
     if isinstance(value, dict) and "$seq" in value:
         return "{" + value["$seq"] + ": [" + ", ".join(_yaml(v, sizes) for v in value["items"]) \
@@ -272,9 +266,9 @@ def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
         parts = []
         for k, v in value.items():
             if k == "shape":
-                parts.append("shape: [" + ", ".join(d["$dim"] if _is_dim(d) else str(d)
+                parts.append("shape: [" + ", ".join(d["$dim"] if is_dim(d) else str(d)
                                                     for d in v) + "]")
-            elif _is_dim(v):
+            elif is_dim(v):
                 parts.append(f"{k}: {v['$dim']}")
             else:
                 parts.append(f"{k}: {_yaml(v, sizes)}")

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gradverify.binding import Bound, Default, names_for, resolve_shape
 from gradverify.errors import InputError, did_you_mean
-from gradverify.report.results import InputInfo
-from gradverify.spec import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
+from gradverify.results import InputInfo
+from gradverify.spec.binding import Bound, Default, names_for, resolve_shape
+from gradverify.spec.model import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
 from gradverify.target import _MISSING, FunctionInfo
 
 if TYPE_CHECKING:
@@ -86,8 +86,8 @@ def describe(name: str, value: Any) -> InputInfo:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return InputInfo(name, "tensor", tuple(value.shape), str(value.dtype).removeprefix("torch."),
-                         value.requires_grad)
+        return InputInfo(name, "tensor", tuple(value.shape),
+                         str(value.dtype).removeprefix("torch."), value.requires_grad)
     kind = "none" if value is None else type(value).__name__
     return InputInfo(name, kind if kind in ("bool", "int", "float", "str", "tuple", "list", "none")
                      else "other")
@@ -107,7 +107,8 @@ ROLES = ("double", "working", "widened")
 class InputMaker:
     """Makes a case's arguments once, then hands out fresh clones per role."""
 
-    def __init__(self, case: Case, bound: Bound, info: FunctionInfo, seed: int, device: str) -> None:
+    def __init__(self, case: Case, bound: Bound, info: FunctionInfo, seed: int,
+                 device: str) -> None:
         self.case = case
         self.bound = bound
         self.info = info
@@ -290,16 +291,19 @@ def _generate(arg: TensorArg, shape: tuple[int, ...], generator: torch.Generator
     elif init == "rand":
         out = torch.rand(shape, generator=generator, dtype=real)
     elif init == "uniform":
-        out = params["low"] + (params["high"] - params["low"]) * torch.rand(shape, generator=generator,
-                                                                           dtype=real)
+        unit = torch.rand(shape, generator=generator, dtype=real)
+        low, high = float(params["low"]), float(params["high"])
+        out = low + (high - low) * unit
     elif init == "normal":
-        out = params["mean"] + params["std"] * torch.randn(shape, generator=generator, dtype=real)
+        out = float(params["mean"]) + float(params["std"]) * torch.randn(
+            shape, generator=generator, dtype=real)
     elif init == "positive":
         out = 0.5 + 1.5 * torch.rand(shape, generator=generator, dtype=real)
     elif init == "randint":
         out = torch.randint(int(params["low"]), int(params["high"]), shape, generator=generator)
     elif init == "bernoulli":
-        out = torch.bernoulli(torch.full(shape, float(params["p"]), dtype=real), generator=generator)
+        out = torch.bernoulli(torch.full(shape, float(params["p"]), dtype=real),
+                              generator=generator)
     elif init == "zeros":
         out = torch.zeros(shape, dtype=real)
     elif init == "ones":

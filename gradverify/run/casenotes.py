@@ -3,17 +3,17 @@
 running out of memory (GV016), and an internal error while setting the case up (GV011)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from gradverify import leftovers, torchstate
-from gradverify.binding import case_tensors
+from gradverify import torchstate
 from gradverify.context import CheckContext
-from gradverify.report.results import CheckResult, Finding, Severity, Status
+from gradverify.results import CheckResult, Finding, Severity, Status
+from gradverify.run import leftovers
+from gradverify.spec.binding import case_tensors
 from gradverify.target import FunctionInfo
 
 
-def nothing_verified_row(ctx: CheckContext) -> list[CheckResult]:
-    nothing = _nothing_verified(ctx.results)
+def nothing_verified_row(ctx: CheckContext, nothing: str | None) -> list[CheckResult]:
+    """GV013, when a check found that the case has no gradient to check although it should
+    (``nothing``: why, as that check said)."""
     if not nothing:
         return []
     return [CheckResult(
@@ -79,16 +79,16 @@ def oom_finding(exc: BaseException, ctx: CheckContext, during: str) -> Finding:
                    hint="use smaller shapes: gradient bugs show on a few elements per dim")
 
 
-def _nothing_verified(results: Mapping[str, CheckResult]) -> str | None:
-    """Why no gradient was checked, when the reason says the case verified nothing (not an
-    integer-valued Function, which has no gradient to check)."""
-    first = results.get("gradcheck")
-    if first is None or first.status != Status.SKIP:
-        return None
-    reason = first.summary
-    if reason.startswith("no input requires grad") or "although output" in reason:
-        return reason
-    return None
+def global_state_row(info: FunctionInfo, before: list[Finding], during: list[str]
+                     ) -> list[CheckResult]:
+    """GV012: the global state changed before the case (``before``, by an import) or by it
+    (``during``); gradverify restored it."""
+    state = before + state_changes(info, during, before=False)
+    if not state:
+        return []
+    return [CheckResult(name="global_state", status=Status.WARN, duration_s=0.0,
+                        summary="global state was changed; gradverify restored it",
+                        findings=tuple(state))]
 
 
 def state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> list[Finding]:

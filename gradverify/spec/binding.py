@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
-from gradverify.spec import COMPLEX, Case, SeqArg, Spec, TensorArg
+from gradverify.spec.model import COMPLEX, Case, SeqArg, Spec, TensorArg
 from gradverify.target import _MISSING, FunctionInfo, Param
 
 MAX_CASE_BYTES = 2 * 1024**3
@@ -50,7 +50,7 @@ def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
                        f"*args parameter of forward, which {signature} "
                        f"{'names ' + repr(star) if star else 'does not have'})", f".{name}")
     if case.by_name:
-        given = {name: arg for name, arg in case.args}
+        given = {str(name): arg for name, arg in case.args}  # by name: every name is set
         spread = given.pop(star, None) if star else None
         names = [p.name for p in positional]
         for name in given:

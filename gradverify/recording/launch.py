@@ -1,21 +1,21 @@
 """``gradverify record -- python train.py ARGS``: the script runs in a child process with
-recording on (``python -m gradverify.recordrun``), its output and exit code passing through;
+recording on (``python -m gradverify.recording.launch``), its output and exit code passing through;
 then the parent writes the specs from the spool."""
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import subprocess
 import re
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradverify.recorder import DEFAULT_LIMIT, _Recorder, compiled_graphs, install, read_spool
-
+from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, compiled_graphs, install
+from gradverify.recording.spool import read_spool
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
@@ -45,12 +45,11 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
                  exclude: Sequence[str] = (), limit: int = DEFAULT_LIMIT, force: bool = False,
                  shrink: bool = True) -> tuple[int, Any]:
     """Run the command with recording on, in a child process whose output and exit code pass
-    through; then write the specs. Returns (the command's exit code, ``recordspec.Written``)."""
+    through; then write the specs. Returns (the command's exit code, ``write.Written``)."""
     import subprocess
 
-    from gradverify.recordwrite import write_specs
-
     from gradverify.files import check_folder
+    from gradverify.recording.write import write_specs
 
     target = command_target(command)
     check_folder(out, option="-o/--output")  # before the script runs, not after
@@ -58,14 +57,13 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
-        child = subprocess.Popen([sys.executable, "-m", "gradverify.recordrun", str(config),
+        child = subprocess.Popen([sys.executable, "-m", "gradverify.recording.launch", str(config),
                                   *target])
         received: list[int] = []
         with _passing_signals(child, received):
             code = child.wait()
-        observations, compiled = read_spool(Path(spool))
-        written = write_specs(observations, out, limit=limit, force=force, shrink=shrink,
-                              origin=f"`{' '.join(command)}`", compiled=compiled)
+        written = write_specs(read_spool(Path(spool)), out, limit=limit, force=force,
+                              shrink=shrink, origin=f"`{' '.join(command)}`")
     if received:  # stopped as the script would be without gradverify: 128 + the signal
         return 128 + received[0], written
     return code, written
@@ -109,8 +107,8 @@ def _terminal_reached_child() -> bool:
 
 
 def boot(argv: list[str]) -> None:
-    """``python -m gradverify.recordrun CONFIG [-m] TARGET ARGS...``: run a script or module as
-    ``__main__`` with recording on; started by ``gradverify record``."""
+    """``python -m gradverify.recording.launch CONFIG [-m] TARGET ARGS...``: run a script or
+    module as ``__main__`` with recording on; started by ``gradverify record``."""
     import runpy
 
     config = json.loads(Path(argv[0]).read_text())
@@ -121,12 +119,16 @@ def boot(argv: list[str]) -> None:
     script = None if module else str(Path(rest[0]).resolve())
     import atexit
 
-    recorder = _Recorder(Path(config["spool"]), config["include"], config["exclude"],
-                         config["limit"], script=script)
+    recorder = Recorder(Path(config["spool"]), config["include"], config["exclude"],
+                        config["limit"], script=script)
     install(recorder)
     main_pid = os.getpid()
-    atexit.register(lambda: compiled_graphs() and os.getpid() == main_pid
-                    and recorder._write({"compiled": "*"}))
+
+    def note_compiled() -> None:  # at the script's exit, not in its forked workers
+        if compiled_graphs() and os.getpid() == main_pid:
+            recorder.append({"compiled": "*"})
+
+    atexit.register(note_compiled)
     sys.argv = list(rest)
     if module:
         sys.path.insert(0, os.getcwd())

@@ -1,14 +1,15 @@
-"""Recording what custom Functions really see, for ``gradverify record`` and ``gradverify.record()``.
+"""Recording what custom Functions really see, for ``gradverify record`` and
+``gradverify.record()``.
 
 While recording, ``torch.autograd.Function.apply`` is wrapped. A call of a user-defined Function
 (not torch's own: classes from ``torch``, ``functorch`` and gradverify are never recorded) is
 described once per distinct argument signature, up to ``limit`` signatures per class; after that
 the class is skipped with one set lookup. A description is metadata only (shapes, dtypes and a
 few value facts, computed once under ``no_grad``), never a tensor. It is appended at once to a
-spool file of the process (``<pid>.jsonl``), so that forked DataLoader workers, and the script
-process that ``gradverify record -- python train.py`` starts (``gradverify.recordrun``), report
-to the process that writes the specs. Recording never raises into the user's code: a value it cannot describe is recorded
-as needing a factory.
+spool file of the process (``<pid>.jsonl``, read back by ``spool``), so that forked DataLoader
+workers, and the script process that ``gradverify record -- python train.py`` starts
+(``gradverify.recording.launch``), report to the process that writes the specs. Recording never
+raises into the user's code: a value it cannot describe is recorded as needing a factory.
 """
 from __future__ import annotations
 
@@ -23,9 +24,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import shown_path
+from gradverify.recording.spool import read_spool
+
+if TYPE_CHECKING:
+    from torch.autograd import Function
 
 _INTERNAL = ("torch", "functorch", "gradverify", "_gradverify_user_")
 DEFAULT_LIMIT = 3
@@ -41,7 +46,10 @@ class Recording:
     """Distinct signatures seen, over every class."""
 
 
-class _Recorder:
+class Recorder:
+    """Describes the calls of user-defined Functions into a spool folder, one line of JSON a
+    call; shared by every thread of the process, and safe to fork."""
+
     def __init__(self, spool: Path, include: Sequence[str], exclude: Sequence[str], limit: int,
                  script: str | None) -> None:
         self.spool = spool
@@ -49,9 +57,9 @@ class _Recorder:
         self.exclude = tuple(exclude)
         self.limit = limit
         self.script = script
-        self.skip: set[type] = set()
-        self.seen: dict[type, set[Any]] = {}
-        self.params: dict[type, list[str]] = {}
+        self.skip: set[type[Function]] = set()
+        self.seen: dict[type[Function], set[Any]] = {}
+        self.params: dict[type[Function], list[str]] = {}
         self.lock = threading.Lock()
         import torch
 
@@ -59,7 +67,7 @@ class _Recorder:
 
     # -- the hot path: one set lookup for a class skipped or full, else a signature
 
-    def see(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def see(self, cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if cls in self.skip:
             return
         try:
@@ -70,7 +78,7 @@ class _Recorder:
                     return
                 seen = self.seen.setdefault(cls, set())
             if self.compiling():  # traced, not run: nothing to describe
-                self._write({"compiled": self.target(cls)})
+                self.append({"compiled": self.target(cls)})
                 return
             signature = tuple([_signature(a) for a in args])
             if kwargs:
@@ -87,7 +95,7 @@ class _Recorder:
         except Exception:  # noqa: BLE001 -- recording must never break the user's run
             self.skip.add(cls)
 
-    def _describe(self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _describe(self, cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import torch
 
         names = self._names(cls)
@@ -98,12 +106,12 @@ class _Recorder:
                 described.append({"name": name, **describe(value)})
             for key, value in kwargs.items():
                 described.append({"name": key, **describe(value)})
-        self._write({"target": self.target(cls), "args": described,
+        self.append({"target": self.target(cls), "args": described,
                      "grad_enabled": torch.is_grad_enabled()})
 
     # -- helpers
 
-    def _wanted(self, cls: type) -> bool:
+    def _wanted(self, cls: type[Function]) -> bool:
         module = getattr(cls, "__module__", "") or ""
         if module.split(".")[0] in _INTERNAL or module.startswith(_INTERNAL[-1]):
             return False
@@ -112,7 +120,7 @@ class _Recorder:
             return False
         return not any(fnmatch.fnmatchcase(target, p) for p in self.exclude)
 
-    def target(self, cls: type) -> str:
+    def target(self, cls: type[Function]) -> str:
         module = cls.__module__
         if module == "__main__":
             main = self.script or getattr(sys.modules.get("__main__"), "__file__", None)
@@ -120,21 +128,23 @@ class _Recorder:
                 module = shown_path(Path(main).resolve())
         return f"{module}:{cls.__qualname__}"
 
-    def _names(self, cls: type) -> list[str]:
+    def _names(self, cls: type[Function]) -> list[str]:
         if cls not in self.params:
             from torch.autograd.function import _is_setup_context_defined
 
             try:
-                params = list(inspect.signature(cls.forward).parameters.values())  # type: ignore[attr-defined]
+                params = list(inspect.signature(cls.forward).parameters.values())
             except (TypeError, ValueError):
                 params = []
-            if params and not _is_setup_context_defined(cls.setup_context):  # type: ignore[attr-defined]
+            if params and not _is_setup_context_defined(cls.setup_context):
                 params = params[1:]  # ctx
             self.params[cls] = [p.name for p in params
                                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         return self.params[cls]
 
-    def _write(self, entry: dict[str, Any]) -> None:
+    def append(self, entry: dict[str, Any]) -> None:
+        """Append one entry to this process's spool file: a described call, or
+        ``{"compiled": target}``."""
         line = json.dumps(entry, default=str) + "\n"
         path = self.spool / f"{os.getpid()}.jsonl"
         with self.lock, open(path, "a", encoding="utf-8") as f:
@@ -229,12 +239,12 @@ def _facts(x: Any) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- the hook
 
-_ACTIVE: _Recorder | None = None
+_ACTIVE: Recorder | None = None
 _ORIGINAL: Any = None
 _Tensor: Any = type(None)  # torch.Tensor once installed; no torch import before that
 
 
-def install(recorder: _Recorder) -> None:
+def install(recorder: Recorder) -> None:
     global _ACTIVE, _ORIGINAL
     from torch.autograd.function import Function
 
@@ -242,7 +252,7 @@ def install(recorder: _Recorder) -> None:
         raise RuntimeError("gradverify is already recording")
     original = Function.__dict__["apply"]
 
-    def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+    def apply(cls: type[Function], *args: Any, **kwargs: Any) -> Any:
         active = _ACTIVE
         if active is not None:
             active.see(cls, args, kwargs)
@@ -277,24 +287,6 @@ def compiled_graphs() -> int:
         return 0
 
 
-def read_spool(spool: Path) -> tuple[list[dict[str, Any]], set[str]]:
-    """Every observation in the spool, in order of first appearance, and the targets seen
-    only inside compiled regions."""
-    observations: list[dict[str, Any]] = []
-    compiled: set[str] = set()
-    for path in sorted(spool.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a worker killed mid-line
-            if "compiled" in entry:
-                compiled.add(entry["compiled"])
-            else:
-                observations.append(entry)
-    return observations, compiled
-
-
 @contextlib.contextmanager
 def record(out: str | os.PathLike[str] = "specs/recorded", *, include: Sequence[str] = (),
            exclude: Sequence[str] = (), limit: int = DEFAULT_LIMIT, force: bool = False,
@@ -303,7 +295,7 @@ def record(out: str | os.PathLike[str] = "specs/recorded", *, include: Sequence[
     to ``out``. The yielded ``Recording`` lists the files written once the block has ended."""
     result = Recording()
     with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool:
-        recorder = _Recorder(Path(spool), include, exclude, limit, script=None)
+        recorder = Recorder(Path(spool), include, exclude, limit, script=None)
         graphs = compiled_graphs()
         install(recorder)
         try:
@@ -311,12 +303,12 @@ def record(out: str | os.PathLike[str] = "specs/recorded", *, include: Sequence[
         finally:
             uninstall()
             if compiled_graphs() > graphs:
-                recorder._write({"compiled": "*"})
-        from gradverify.recordwrite import write_specs
+                recorder.append({"compiled": "*"})
+        from gradverify.recording.write import write_specs
 
-        observations, compiled = read_spool(Path(spool))
+        seen = read_spool(Path(spool))
         script = shown_path(Path(sys.argv[0] or ".").resolve())
-        written = write_specs(observations, Path(out), limit=limit, force=force, shrink=shrink,
-                              origin=f"gradverify.record() in {script}", compiled=compiled)
+        written = write_specs(seen, Path(out), limit=limit, force=force, shrink=shrink,
+                              origin=f"gradverify.record() in {script}")
         result.written, result.notes, result.calls = written.paths, written.notes, \
-            len(observations)
+            len(seen.observations)

@@ -1,7 +1,7 @@
 """Worker processes: a case that segfaults, aborts or hangs becomes that case's error.
 
 The parent never imports torch. Each worker is a fresh interpreter (``python -m
-gradverify.worker``, talking over a socket pair) that imports the targets, runs one case at a
+gradverify.run.worker``, talking over a socket pair) that imports the targets, runs one case at a
 time and sends back its frozen ``CaseResult``. Workers are started before the parent reads any
 spec, so their torch import overlaps with the parent's own work. A worker that dies is
 replaced; one that exceeds ``--timeout`` on a case is killed and replaced. Worker output (user
@@ -25,18 +25,16 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from gradverify import worker as worker_process
 from gradverify.discover import Plan
-from gradverify.report.results import CaseResult, ErrorEntry
-from gradverify.tasks import RunOptions, Task, failed_case, mark_interrupted
+from gradverify.errors import interrupt_signal
+from gradverify.options import RunOptions
+from gradverify.results import CaseResult, ErrorEntry
+from gradverify.run import worker as worker_process
+from gradverify.run.tasks import Outcomes, Task, TasksInterrupted, failed_case, mark_interrupted
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
 
-DEFAULT_TIMEOUT = 300.0
-"""Seconds a case may run in a worker before it is killed (``--timeout`` changes it)."""
-
-Outcomes = dict[int, tuple[CaseResult | None, list[ErrorEntry]]]
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -64,7 +62,7 @@ class Pool:
     def __init__(self, options: RunOptions) -> None:
         self.options = options
         self.jobs = max(1, options.jobs)
-        self.timeout = options.timeout if options.timeout is not None else DEFAULT_TIMEOUT
+        self.timeout = options.timeout
         self.workers: list[_Worker] = []
         self.versions: dict[str, str] = {}
         self._logs = tempfile.TemporaryDirectory(prefix="gradverify-")
@@ -94,7 +92,7 @@ class Pool:
         # Its own session: the terminal's Ctrl-C reaches the parent alone (which stops the
         # workers), and everything a worker starts can be killed with its process group.
         process = subprocess.Popen(
-            [sys.executable, "-m", "gradverify.worker", str(theirs.fileno()), str(log),
+            [sys.executable, "-m", "gradverify.run.worker", str(theirs.fileno()), str(log),
              str(self._threads)],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
             preexec_fn=worker_process.die_with_parent(), start_new_session=True)
@@ -176,19 +174,20 @@ class Pool:
         module = target.rpartition(":")[0] or target
         return ErrorEntry(target, None, "GV003",
                           f"importing {module} {how}: the module ends or hangs the process "
-                          f"when imported (os._exit, a native abort, a wait){worker_process.log_tail(worker.log)}")
+                          "when imported (os._exit, a native abort, a wait)"
+                          + worker_process.log_tail(worker.log))
 
     def run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None) -> Outcomes:
         """Every task's outcome. On an interrupt (SIGINT, SIGTERM, SIGHUP) the workers are
-        stopped and the interrupt is re-raised with ``outcomes`` attached: what finished, and
-        the rest as interrupted errors."""
+        stopped and ``TasksInterrupted`` raised, with what finished and the rest as interrupted
+        errors."""
         outcomes: Outcomes = {}
         try:
             return self._run(tasks, progress, outcomes)
         except KeyboardInterrupt as exc:
             self.stop()
-            exc.outcomes = mark_interrupted(tasks, outcomes, exc)  # type: ignore[attr-defined]
-            raise
+            raise TasksInterrupted(mark_interrupted(tasks, outcomes, exc),
+                                   interrupt_signal(exc)) from exc
 
     def stop(self, grace: float = 2.0) -> None:
         """Terminate every worker, then kill those still alive after ``grace`` seconds (and
@@ -316,7 +315,8 @@ class Pool:
             return None, [ErrorEntry(job.target, job.spec.path if job.spec else None, "GV003",
                                      f"importing {job.target.rpartition(':')[0]} "
                                      f"{_ended(worker)}: the module ends the process when "
-                                     f"imported{worker_process.log_tail(worker.log, worker.log_offset)}")]
+                                     "imported"
+                                     + worker_process.log_tail(worker.log, worker.log_offset))]
         message = (f"the process running this case died ({_death(worker)})"
                    f"{' during ' + worker.check if worker.check else ''}"
                    f"{worker_process.log_tail(worker.log, worker.log_offset)}")

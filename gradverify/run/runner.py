@@ -15,11 +15,12 @@ from typing import Any
 
 from gradverify._version import __version__
 from gradverify.discover import Job, Plan, resolve_deferred
-from gradverify.execute import execute
-from gradverify.report.results import CaseResult, ErrorEntry, Finding, Settings, Severity
-from gradverify.report.model import Report
-from gradverify.spec import Case, TensorArg
-from gradverify.tasks import RunOptions, Task, mark_interrupted
+from gradverify.errors import RunInterrupted, interrupt_signal
+from gradverify.options import RunOptions
+from gradverify.results import CaseResult, ErrorEntry, Report, Settings
+from gradverify.run.execute import execute
+from gradverify.run.tasks import Outcomes, Task, TasksInterrupted, mark_interrupted
+from gradverify.spec.model import Case, TensorArg
 
 
 def versions() -> dict[str, str]:
@@ -33,22 +34,23 @@ def run(plan: Plan, options: RunOptions,
         progress: Callable[[int, int, str], None] | None = None, pool: Any = None,
         started: float | None = None) -> Report:
     """Run every selected case of the plan, in-process or in worker processes (``pool``, a
-    ``gradverify.pool.Pool``, may be started early by the caller; ``started``, a
-    ``time.perf_counter()`` value, then counts that early start in the duration)."""
+    ``gradverify.run.pool.Pool``, may be started early by the caller; ``started``, a
+    ``time.perf_counter()`` value, then counts that early start in the duration). An interrupt
+    raises ``RunInterrupted`` with the report of what finished."""
     started = time.perf_counter() if started is None else started
-    outcomes: dict[int, tuple[CaseResult | None, list[ErrorEntry]]] = {}
+    outcomes: Outcomes = {}
     if options.isolate:
-        from gradverify.pool import Pool
+        from gradverify.run.pool import Pool
 
         with contextlib.nullcontext(pool) if pool is not None else Pool(options) as pool:
             plan = pool.discover(plan)
             tasks = plan_tasks(plan.jobs, options)
             try:
                 outcomes = pool.run(tasks, progress)
-            except KeyboardInterrupt as exc:
-                exc.report = _report(plan, tasks, exc.outcomes,  # type: ignore[attr-defined]
-                                     options, pool.versions.get("torch"), started)
-                raise
+            except TasksInterrupted as exc:
+                report = _report(plan, tasks, exc.outcomes, options, pool.versions.get("torch"),
+                                 started)
+                raise RunInterrupted(report, exc.signum) from exc
             torch_version = pool.versions.get("torch")
     else:
         plan = resolve_deferred(plan)
@@ -63,10 +65,9 @@ def run(plan: Plan, options: RunOptions,
                 with contextlib.redirect_stdout(sys.stderr):
                     outcomes[task.index] = execute(task, options, cache)
         except KeyboardInterrupt as exc:
-            exc.report = _report(plan, tasks,  # type: ignore[attr-defined]
-                                 mark_interrupted(tasks, outcomes, exc), options, torch_version,
-                                 started)
-            raise
+            report = _report(plan, tasks, mark_interrupted(tasks, outcomes, exc), options,
+                             torch_version, started)
+            raise RunInterrupted(report, interrupt_signal(exc)) from exc
     return _report(plan, tasks, outcomes, options, torch_version, started)
 
 
@@ -147,24 +148,23 @@ def _collect(tasks: list[Task], outcomes: Mapping[int, tuple[CaseResult | None, 
         for error in task_errors:
             if error not in errors:  # a job's binding error comes back from each of its cases
                 errors.append(error)
-    results = [r for job in sorted(by_job) for r in _note_fast_only(by_job[job])]
+    results = [r for job in sorted(by_job) for r in _across_cases(by_job[job])]
     return results, errors
 
 
-def _note_fast_only(results: list[CaseResult]) -> list[CaseResult]:
-    """When no case of a spec ran gradcheck in slow mode, say so once (GV124)."""
-    modes = [c.mode for r in results for c in r.checks if c.name == "gradcheck" and c.mode]
-    if not modes or any("slow" in m for m in modes):
-        return results
-    first = results[0]
-    checks = []
-    for c in first.checks:
-        if c.name == "gradcheck":
-            note = Finding("GV124", Severity.INFO,
-                           "no case of this spec is small enough for slow-mode gradcheck, so "
-                           "errors confined to a few elements can go unseen",
-                           hint="add a case with small shapes of distinct sizes (batch 1 and "
-                                "batch > 1)")
-            c = replace(c, findings=c.findings + (note,))
-        checks.append(c)
-    return [replace(first, checks=tuple(checks)), *results[1:]]
+def _across_cases(results: list[CaseResult]) -> list[CaseResult]:
+    """What each check finds about its rows in every case of one spec (``Check.across_cases``),
+    added to its row in the first case that has one."""
+    from gradverify.registry import REGISTRY
+
+    for name, check in REGISTRY.items():
+        rows = [c for r in results for c in r.checks if c.name == name]
+        found = tuple(check.across_cases(rows)) if rows else ()
+        if not found:
+            continue
+        first = next(i for i, r in enumerate(results) if any(c.name == name for c in r.checks))
+        checks = tuple(replace(c, findings=c.findings + found) if c.name == name else c
+                       for c in results[first].checks)
+        results = [*results[:first], replace(results[first], checks=checks),
+                   *results[first + 1:]]
+    return results

@@ -1,13 +1,13 @@
 """What a spec is: frozen dataclasses for specs, cases and arguments, and the tables (dtypes,
 inits, keys) they are validated against. Reading and validating spec files is
-``gradverify.specfile``. Never imports torch.
+``gradverify.spec.file``. Never imports torch.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 # Canonical dtype names, and the aliases torch also accepts.
 DTYPES: dict[str, str] = {
@@ -40,7 +40,8 @@ INITS: dict[str, dict[str, float]] = {
 }
 FLOAT_ONLY_INITS = {"randn", "rand", "uniform", "normal", "positive", "spd"}
 INIT_PARAMS = ("low", "high", "mean", "std", "p")
-TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "device") + INIT_PARAMS
+TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "device",
+               *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "reference", "dims", "tolerance", "checks", "expect", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
@@ -76,6 +77,21 @@ class Tolerance:
 
     def astuple(self) -> tuple[float | None, ...]:
         return (self.atol, self.rtol, self.eps, self.nondet_tol)
+
+    def resolved(self) -> ResolvedTolerance:
+        """Every value: this level's where set, else the default (gradcheck's)."""
+        full = self.over(DEFAULT_TOLERANCE)
+        return ResolvedTolerance(*(float(v) for v in full.astuple() if v is not None))
+
+
+@dataclass(frozen=True)
+class ResolvedTolerance:
+    """The tolerances a check runs with: every level resolved, each value set."""
+
+    atol: float
+    rtol: float
+    eps: float
+    nondet_tol: float
 
 
 DEFAULT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-3, eps=1e-6, nondet_tol=0.0)
@@ -134,7 +150,7 @@ class SeqArg:
     line: int | None = None
 
 
-Arg = Union[TensorArg, ValueArg, SeqArg]
+Arg = TensorArg | ValueArg | SeqArg
 
 
 @dataclass(frozen=True)

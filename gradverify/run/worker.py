@@ -1,5 +1,5 @@
-"""A worker process (``python -m gradverify.worker FD LOG THREADS``): imports targets and runs
-one case at a time for the parent's ``gradverify.pool.Pool``, sending back frozen results over
+"""A worker process (``python -m gradverify.run.worker FD LOG THREADS``): imports targets and runs
+one case at a time for the parent's ``gradverify.run.pool.Pool``, sending back frozen results over
 its socket. Its output goes to the log file; it runs in a session of its own."""
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from gradverify.report.results import ErrorEntry
-from gradverify.tasks import Task
+from gradverify.results import ErrorEntry
+from gradverify.run.tasks import Task
 
 
 def worker_main(conn: Connection, log_path: str, threads: int) -> None:
@@ -34,7 +34,7 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     torchstate.baseline()  # before any user module is imported
     from gradverify import target
     from gradverify.discover import resolve_deferred
-    from gradverify.execute import execute
+    from gradverify.run.execute import execute
 
     target.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
     cache: dict[int, Any] = {}
@@ -50,7 +50,7 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
         if kind == "discover":
             sent = [0, 0, 0]  # jobs, errors, notes already sent
 
-            def discovering(target: str, found: Any) -> None:
+            def discovering(target: str, found: Any, sent: list[int] = sent) -> None:
                 news = (found.jobs[sent[0]:], found.errors[sent[1]:], found.notes[sent[2]:])
                 sent[:] = [len(found.jobs), len(found.errors), len(found.notes)]
                 conn.send(("discovering", target, *news))

@@ -13,14 +13,14 @@ import yaml
 from gradverify.errors import SpecError, did_you_mean
 
 
-class LDict(dict):  # type: ignore[type-arg]
+class LDict(dict[Any, Any]):
     """A dict that knows its own line and the line of each key (1-based)."""
 
     line: int = 0
     key_lines: dict[Any, int]
 
 
-class LList(list):  # type: ignore[type-arg]
+class LList(list[Any]):
     """A list that knows its own line and the line of each item (1-based)."""
 
     line: int = 0
@@ -183,7 +183,8 @@ class Reader:
     def line_of(container: Any, key: Any, default: int | None) -> int | None:
         if isinstance(container, LDict):
             return container.key_lines.get(key, container.line) or default
-        if isinstance(container, LList) and isinstance(key, int) and key < len(container.item_lines):
+        if isinstance(container, LList) and isinstance(key, int) \
+                and key < len(container.item_lines):
             return container.item_lines[key]
         return getattr(container, "line", None) or default
 
@@ -192,7 +193,8 @@ class Reader:
             raise self.fail(f"expected {what} (a mapping), got {kind_of(value)}", line, key)
         for k in value:
             if not isinstance(k, str):
-                raise self.fail(f"keys must be strings, got {k!r}", self.line_of(value, k, line), key)
+                raise self.fail(f"keys must be strings, got {k!r}", self.line_of(value, k, line),
+                                key)
         return value
 
     def known_keys(self, value: Mapping[str, Any], allowed: Sequence[str], line: int | None,
@@ -200,7 +202,8 @@ class Reader:
         for k in value:
             if k not in allowed:
                 raise self.fail(f"unknown key {k!r}{did_you_mean(k, allowed)}; allowed keys: "
-                                f"{', '.join(allowed)}", self.line_of(value, k, line), join_key(key, k))
+                                f"{', '.join(allowed)}", self.line_of(value, k, line),
+                                join_key(key, k))
 
     def number(self, value: Any, line: int | None, key: str, *, minimum: float | None = None,
                positive: bool = False, integer: bool = False) -> Any:

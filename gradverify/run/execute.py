@@ -5,25 +5,26 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify import casenotes, leftovers, torchstate
+from gradverify import torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job
 from gradverify.errors import InputError
-from gradverify.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
-from gradverify.inputs import InputMaker, case_seed
+from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
-from gradverify.report.results import (CaseResult, CheckResult, ErrorEntry, Finding, Severity,
-                                       Status, worst)
-from gradverify.spec import DEFAULT_TOLERANCE, Arg, Case, SeqArg, Spec, TensorArg, Tolerance
+from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status, worst
+from gradverify.run import casenotes, leftovers
+from gradverify.run.tasks import Task
+from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
+from gradverify.spec.inputs import InputMaker, case_seed
+from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg
 from gradverify.target import FunctionInfo
-from gradverify.tasks import RunOptions, Task
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
 
 
 @dataclass
@@ -101,32 +102,20 @@ def infer_spec(info: FunctionInfo) -> Spec:
 
 
 def selected_checks(spec: Spec, case: Case, options: RunOptions) -> list[Check]:
+    """The checks that run on ``case``: switched on at some level (``RunOptions``), with a
+    reference to compare against where they need one, and on an accelerator where they need
+    one (unless named by ``--only``)."""
     chosen = []
     for name, check in REGISTRY.items():
-        if options.only is not None:
-            on = name in options.only
-        else:
-            on = options.config_checks.get(name, check.default)
-            for level in (spec.checks, case.checks):
-                if name in level:
-                    on = level[name].enabled
-        if name in options.skip:
-            on = False
-        if getattr(check, "needs_reference", False) and not spec.reference:
-            on = False  # nothing to compare against
-        if getattr(check, "needs_accelerator", False) and options.device == "cpu" \
+        if not options.check_enabled(name, check.default, spec, case):
+            continue
+        if check.needs_reference and not spec.reference:
+            continue  # nothing to compare against
+        if check.needs_accelerator and options.device == "cpu" \
                 and (options.only is None or name not in options.only):
-            on = False  # runs with --device cuda
-        if on:
-            chosen.append(check)
+            continue  # runs with --device cuda
+        chosen.append(check)
     return chosen
-
-
-def resolve_tolerance(spec: Spec, case: Case, options: RunOptions) -> Tolerance:
-    tol = options.base_tolerance.over(DEFAULT_TOLERANCE)
-    tol = spec.tolerance.over(tol)
-    tol = case.tolerance.over(tol)
-    return options.tolerance.over(tol)
 
 
 def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions,
@@ -136,95 +125,108 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     """Run one case; returns its result, or an input error (a factory that failed).
     Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
     started = time.perf_counter()
-    seed = case_seed(options.seed, info.target, case.name)
     ctx = CheckContext(info=info, spec=spec, case=case,
-                       maker=InputMaker(case, bound, info, seed, options.device),
-                       tolerance=resolve_tolerance(spec, case, options), mode=options.mode,
+                       maker=InputMaker(case, bound, info,
+                                        case_seed(options.seed, info.target, case.name),
+                                        options.device),
+                       tolerance=options.tolerance_for(spec, case), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
                        smallest=smallest, reference=reference)
-    checks = [c for c in selected_checks(spec, case, options)
-              if first or not getattr(c, "static", False)]
+    checks = [c for c in selected_checks(spec, case, options) if first or not c.static]
     running = leftovers.snapshot()
-    state = casenotes.state_changes(info, torchstate.restore(), before=True)
-    check_results: list[CheckResult] = []
-    internal: ErrorEntry | None = None
+    rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
     inputs: tuple[Any, ...] = ()
-    during: list[str] = []
     try:
         if on_check:
             on_check("inputs")
         inputs = ctx.args("working").info()
         ctx.args("double")  # both roles made up front: running out of memory is said once
-        check_results, internal = _run_checks(ctx, checks, on_check, during)
-        check_results += casenotes.nothing_verified_row(ctx)
+        _run_checks(ctx, checks, options, on_check, rows)
+        rows.checks += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
     except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
-        row = casenotes.inputs_failed(exc, ctx)
-        check_results.append(row)
-        if row.findings[0].code == "GV011":
-            internal = ErrorEntry(info.target, spec.path, "GV011",
-                                  str(row.findings[0].data.get("traceback", "")), internal=True)
-    during += [c for c in torchstate.restore() if c not in during]
-    state += casenotes.state_changes(info, during, before=False)
-    if state:
-        check_results.append(CheckResult(
-            name="global_state", status=Status.WARN, duration_s=0.0,
-            summary="global state was changed; gradverify restored it", findings=tuple(state)))
-    check_results += casenotes.left_running_row(ctx, running)
+        rows.setup_failed(casenotes.inputs_failed(exc, ctx), ctx)
+    rows.restore()
+    rows.checks += casenotes.global_state_row(info, rows.state, rows.changed)
+    rows.checks += casenotes.left_running_row(ctx, running)
     return CaseResult(target=info.target, spec=spec.path, case=case.name,
-                      status=worst([c.status for c in check_results], Status.SKIP),
+                      status=worst([c.status for c in rows.checks], Status.SKIP),
                       duration_s=time.perf_counter() - started, inputs=inputs,
-                      checks=tuple(check_results), inferred=spec.inferred), internal
+                      checks=tuple(rows.checks), inferred=spec.inferred), rows.internal
 
 
-def _run_checks(ctx: CheckContext, checks: list[Check],
-                on_check: Callable[[str], None] | None, during: list[str]
-                ) -> tuple[list[CheckResult], ErrorEntry | None]:
-    """Each selected check in order, after forward was probed once; ``during`` collects what
-    the Function changed in the global state (restored before each check)."""
+@dataclass
+class _Rows:
+    """What one case's run collects as it goes."""
+
+    state: list[Finding]
+    """Global state changed before the case (by an import): GV012."""
+    checks: list[CheckResult] = field(default_factory=list)
+    internal: ErrorEntry | None = None
+    """The first bug of gradverify's met (exit 4)."""
+    changed: list[str] = field(default_factory=list)
+    """What the Function changed in torch's global state, restored before each check."""
+    nothing_verified: str | None = None
+    """Why the case verifies nothing, from the first check that said so (GV013)."""
+
+    def restore(self) -> None:
+        self.changed += [c for c in torchstate.restore() if c not in self.changed]
+
+    def add(self, ctx: CheckContext, result: CheckResult, internal: str | None) -> None:
+        if internal is not None and self.internal is None:
+            self.internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011", internal,
+                                       internal=True)
+        self.checks.append(result)
+
+    def setup_failed(self, row: CheckResult, ctx: CheckContext) -> None:
+        traceback_text = row.findings[0].data.get("traceback") \
+            if row.findings[0].code == "GV011" else None
+        self.add(ctx, row, str(traceback_text) if traceback_text is not None else None)
+
+
+def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
+                on_check: Callable[[str], None] | None, rows: _Rows) -> None:
+    """Each selected check in order, after forward was probed once, each on the baseline
+    (torch's defaults), whatever the previous one's calls of the Function did."""
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
     forward_error = _probe_forward(ctx)
     carrier: str | None = None
     """The check whose row carries forward's error: the root cause is said once, and every
     other check that needs forward is skipped, pointing at it."""
-    internal: ErrorEntry | None = None
-    results: list[CheckResult] = []
     for check in checks:
         if on_check:
             on_check(check.name)
-        # Each check runs on the baseline, whatever the previous one's calls of the Function did.
-        during += [c for c in torchstate.restore() if c not in during]
-        if forward_error is not None and not getattr(check, "static", False):
+        rows.restore()
+        if forward_error is not None and not check.static:
             if carrier is None:
                 carrier = check.name
-                results.append(CheckResult(check.name, Status.ERROR, 0.0,
-                                           _first_clause(forward_error.message),
-                                           (forward_error,)))
+                rows.add(ctx, CheckResult(check.name, Status.ERROR, 0.0,
+                                          _first_clause(forward_error.message),
+                                          (forward_error,)), None)
             else:
-                results.append(CheckResult(check.name, Status.SKIP, 0.0,
-                                           f"skipped: forward raised (see {carrier})"))
+                rows.add(ctx, CheckResult(check.name, Status.SKIP, 0.0,
+                                          f"skipped: forward raised (see {carrier})"), None)
             continue
-        result, error = _run_one(ctx, check)
-        if error is not None and internal is None:
-            internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011", error, internal=True)
+        ctx.options = options.check_options(check.name, ctx.spec, ctx.case)
+        result, outcome, internal = _run_one(ctx, check)
+        if outcome.nothing_verified and rows.nothing_verified is None:
+            rows.nothing_verified = outcome.summary
         ctx.results[check.name] = result
-        results.append(result)
-    return results, internal
+        rows.add(ctx, result, internal)
 
 
-def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, str | None]:
+def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str | None]:
     """One check: skipped when a prerequisite failed, its exceptions classified, its status
-    turned into xfail/xpass by the spec's ``expect:``. Returns the result and, for a bug of
-    gradverify's, its traceback."""
+    turned into xfail/xpass by the spec's ``expect:``. Returns the result, the check's own
+    outcome and, for a bug of gradverify's, its traceback."""
     t0 = time.perf_counter()
     blocked = _blocked_by(check, ctx.results)
     error = None
     if blocked:
         outcome = Outcome.skip(blocked)
     else:
-        ctx.options = _options(check.name, ctx.spec, ctx.case)
         try:
             outcome = check.run(ctx)
         except KeyboardInterrupt:
@@ -244,7 +246,7 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, str | None]:
         summary=_failure_summary(status, outcome) or outcome.summary
         or ("ok" if status == Status.PASS else status.value),
         findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
-        data=outcome.data), error
+        data=outcome.data), outcome, error
 
 
 def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> str | None:
@@ -253,14 +255,13 @@ def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> str | None:
     derivative of a declared surrogate gradient, which is well defined); or an earlier check
     found a defect that makes this one's results consequences of it (forward writing into its
     input: every later comparison of runs would blame something else)."""
-    after_expected = getattr(check, "runs_after_expected_failure_of", ())
     for name in check.requires:
         status = results[name].status if name in results else None
         if status in (Status.FAIL, Status.ERROR) or \
-                (status == Status.XFAIL and name not in after_expected):
+                (status == Status.XFAIL and name not in check.runs_after_expected_failure_of):
             return f"skipped: {name} failed"
     for name, result in results.items():
-        invalidates = getattr(REGISTRY.get(name), "invalidates", {})
+        invalidates = REGISTRY[name].invalidates if name in REGISTRY else {}
         for finding in result.findings:
             if check.name in invalidates.get(finding.code, ()):
                 return f"skipped: a consequence of {finding.code} (see {name})"
@@ -284,14 +285,6 @@ def _failure_summary(status: Status, outcome: Outcome) -> str | None:
     return _first_clause(found[0].message) + more
 
 
-def _options(name: str, spec: Spec, case: Case) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for level in (spec.checks, case.checks):
-        if name in level:
-            options.update(level[name].options)
-    return options
-
-
 def _probe_forward(ctx: CheckContext) -> Finding | None:
     """Call forward once on the float64 inputs; a raise makes every check of the case an error."""
     from gradverify.checks import _calls as calls
@@ -301,7 +294,7 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
-        shapes = ", ".join(f"{i.name}: {list(i.shape)} {i.dtype}" if i.kind == "tensor"
+        shapes = ", ".join(f"{i.name}: {list(i.shape or ())} {i.dtype}" if i.kind == "tensor"
                            else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
         if ctx.spec.inferred:
             hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "

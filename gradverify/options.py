@@ -1,0 +1,166 @@
+"""What a run is asked to do, built in one place: a flag (command line or ``verify()``) over the
+spec, over ``[tool.gradverify]``, over the default.
+
+``RunOptions.from_config(config, **flags)`` is the one constructor, used by the command line,
+``verify()`` and the pytest plugin; the levels that belong to a spec and a case (tolerances,
+check switches and check options) are resolved at the case by its methods. The choices of each
+option are listed here, once (gradcheck's ``MODES`` with the rest of its modes, in
+``checks/_modes.py``).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks._modes import MODES
+from gradverify.errors import UsageError
+from gradverify.spec.model import DEVICE_RE, Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
+
+if TYPE_CHECKING:
+    from gradverify.config import Config
+
+FORMATS = ("rich", "plain", "json", "junit", "markdown", "github")
+"""Report formats (``--format``, ``format =``)."""
+DEVICES = ("cpu", "cuda")
+"""The device types; ``--device``, ``device =`` and ``verify(device=)`` also take an index
+(``cuda:1``), as torch writes devices (``spec.model.DEVICE_RE``)."""
+DEFAULT_SEED = 0
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a case may run before its worker is killed (isolated runs)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of one run, every level above the spec resolved."""
+
+    seed: int = DEFAULT_SEED
+    device: str = "cpu"
+    mode: str = "auto"
+    only: tuple[str, ...] | None = None
+    """Run only these checks (the flag, else ``only =``); None: every selected check."""
+    skip: tuple[str, ...] = ()
+    cases: tuple[str, ...] = ()
+    """Glob patterns on case names; empty means every case."""
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    """Flag tolerances: over every spec."""
+    config_tolerance: Tolerance = field(default_factory=Tolerance)
+    """``[tool.gradverify] tolerance``: under every spec."""
+    config_checks: Mapping[str, CheckSetting] = field(default_factory=dict)
+    """``[tool.gradverify] checks``: under every spec."""
+    verbose: bool = False
+    strict: bool = False
+    isolate: bool = False
+    """Run cases in worker processes (crashes and hangs become that case's error)."""
+    jobs: int = 1
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds per case before its worker is killed (isolated runs only)."""
+    shard: tuple[int, int] | None = None
+    """(K, N): run the K-th of N stable slices of the cases (1-based)."""
+    changed: bool = False
+    """TARGETs are changed files (pre-commit); nothing to check is success."""
+
+    @classmethod
+    def from_config(cls, config: Config, *, seed: int | None = None, device: str | None = None,
+                    mode: str | None = None, only: Iterable[str] | None = None,
+                    skip: Iterable[str] | None = None, cases: Iterable[str] = (),
+                    atol: float | None = None, rtol: float | None = None,
+                    eps: float | None = None, strict: bool | None = None,
+                    jobs: int | str | None = None, timeout: float | None = None,
+                    shard: str | None = None, isolate: bool = False, changed: bool = False,
+                    verbose: bool = False) -> RunOptions:
+        """The options of a run: each flag given (not None) over ``config`` (pyproject) over
+        the default. Raises ``UsageError`` for a value no run can take."""
+        from gradverify.registry import unknown_check
+
+        only = tuple(only) if only is not None else config.only
+        skip = tuple(skip) if skip is not None else config.skip
+        for option, names in (("only", only or ()), ("skip", skip)):
+            for name in names:
+                problem = unknown_check(name)
+                if problem is not None:
+                    raise UsageError(f"{option}: {problem}")
+        device = device or config.device or DEVICES[0]
+        if not DEVICE_RE.match(device):
+            raise UsageError(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+        if device.startswith("cuda"):
+            _require_cuda()
+        if timeout is not None and not timeout > 0:
+            raise UsageError(f"timeout: must be > 0 seconds, got {timeout}")
+        return cls(
+            seed=seed if seed is not None else
+            config.seed if config.seed is not None else DEFAULT_SEED,
+            device=device, mode=_choice("mode", mode or config.mode or MODES[0], MODES),
+            only=only, skip=skip, cases=tuple(cases),
+            tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps),
+            config_tolerance=config.tolerance, config_checks=config.checks,
+            verbose=verbose, strict=bool(strict if strict is not None else config.strict),
+            isolate=isolate, jobs=parse_jobs(jobs if jobs is not None else config.jobs),
+            timeout=timeout if timeout is not None else
+            config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
+            shard=parse_shard(shard), changed=changed)
+
+    # -- the levels of a spec and a case
+
+    def tolerance_for(self, spec: Spec, case: Case) -> ResolvedTolerance:
+        """Flag over case over spec over pyproject over gradcheck's defaults."""
+        return self.tolerance.over(case.tolerance.over(spec.tolerance.over(
+            self.config_tolerance))).resolved()
+
+    def check_enabled(self, name: str, default: bool, spec: Spec, case: Case) -> bool:
+        """``only`` decides alone; else case over spec over pyproject over the check's
+        default; ``skip`` turns a check off at every level."""
+        if name in self.skip:
+            return False
+        if self.only is not None:
+            return name in self.only
+        on = default
+        for level in (self.config_checks, spec.checks, case.checks):
+            if name in level:
+                on = level[name].enabled
+        return on
+
+    def check_options(self, name: str, spec: Spec, case: Case) -> dict[str, Any]:
+        """The check's options: case over spec over pyproject."""
+        options: dict[str, Any] = {}
+        for level in (self.config_checks, spec.checks, case.checks):
+            if name in level:
+                options.update(level[name].options)
+        return options
+
+
+def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise UsageError(f"{option}: expected one of: {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def parse_jobs(value: int | str | None) -> int:
+    """``-j N`` or ``auto`` (the number of cores)."""
+    if value is None:
+        return 1
+    if value == "auto":
+        return os.cpu_count() or 1
+    text = str(value)
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise UsageError(f"-j/--jobs: expected a positive integer or 'auto', got {value!r}")
+    return int(text)
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """``K/N``: the K-th of N slices."""
+    if value is None:
+        return None
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise UsageError(f"--shard: expected K/N with 1 <= K <= N, like 2/4; got {value!r}")
+    return int(k), int(n)
+
+
+def _require_cuda() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda: CUDA is not available on this machine (torch "
+                         f"{torch.__version__}, torch.cuda.is_available() is False)")

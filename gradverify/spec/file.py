@@ -1,0 +1,263 @@
+"""Spec files (YAML, version 1) into the frozen dataclasses of ``gradverify.spec.model``, validated
+before anything runs.
+
+Never imports torch: dtype and init names are checked against the tables in
+``gradverify.spec.model``, so that spec validation stays fast. Errors are ``SpecError`` with
+``file:line`` and the key path.
+
+One validator walks the whole document, key by key, so that every error carries its file, line
+and key path: a case's arguments are read by ``spec.args``, the settings a spec shares with
+``[tool.gradverify]`` by ``spec.settings``, plain YAML values by ``yamlio.Reader``.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gradverify.errors import SpecError, shown_path
+from gradverify.spec.args import ArgsReader, dims_used
+from gradverify.spec.model import (
+    CASE_KEYS,
+    DIM_RE,
+    MAX_SWEEP,
+    SPEC_KEYS,
+    Arg,
+    Case,
+    Spec,
+    Tolerance,
+    is_target_string,
+)
+from gradverify.spec.yamlio import join_key, kind_of, load_documents, looks_like_spec
+
+# ----------------------------------------------------------------------------- loading
+
+
+MAX_SPEC_BYTES = 16 * 1024**2
+"""A spec file is small: a larger YAML file is refused before it is parsed."""
+
+
+def load_file(path: str | Path) -> list[Spec]:
+    """All specs of one YAML file (a ``---`` stream may hold several). A file that is not a spec
+    (a data file in the spec folder, say) is told apart from its start, cheaply."""
+    path = Path(path)
+    shown = shown_path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(f"not a spec: {size / 1024**2:.1f} MiB is far larger than a spec "
+                            f"(at most {MAX_SPEC_BYTES // 1024**2} MiB); move the file out of the "
+                            "spec folder or add it to `exclude` in [tool.gradverify]",
+                            file=shown, line=None, code="GV001")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec file: {exc.strerror or exc}", file=shown, line=None,
+                        code="GV001") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save the spec as UTF-8",
+                        file=shown, line=line, code="GV001") from None
+    return load_text(text, shown)
+
+
+PRESCAN_BYTES = 64 * 1024
+"""Above this size a file is first checked to start as a spec (cheap, from its first event);
+smaller ones get the full validator's messages (did-you-mean, lines) at once."""
+
+
+def load_text(text: str, file: str | None = None) -> list[Spec]:
+    why_not = looks_like_spec(text, SPEC_KEYS) if len(text) > PRESCAN_BYTES else None
+    if why_not:
+        raise SpecError(f"not a gradverify spec: {why_not}; move the file out of the spec folder "
+                        "or add it to `exclude` in [tool.gradverify]", file=file, line=1,
+                        code="GV001")
+    documents = [(doc, line) for doc, line in load_documents(text, file) if doc is not None]
+    if not documents:
+        raise SpecError("empty spec file: expected a mapping with 'target' and 'cases' "
+                        "(run `gradverify init mod:Class` for a skeleton)",
+                        file=file, line=None, code="GV001")
+    specs, errors = [], []
+    for doc, line in documents:  # every document of a stream is validated
+        try:
+            specs.append(_Validator(file).spec(doc, line))
+        except SpecError as exc:
+            errors += [exc, *exc.others]
+    if errors:
+        raise _together(errors)
+    return specs
+
+
+def from_dict(data: Mapping[str, Any], *, file: str | None = None) -> Spec:
+    """Validate a spec given as a Python mapping (the same keys as the YAML format)."""
+    return _Validator(file).spec(data, None)
+
+
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+class _Validator(ArgsReader):
+    """Walks one spec document; every error names its file, line and key path. A case's
+    arguments are read by ``ArgsReader``; the settings a spec shares with ``[tool.gradverify]``
+    (tolerance, checks) by ``SettingsReader``."""
+
+    def reference(self, value: Any, line: int | None, key: str) -> str:
+        text = self.string(value, line, key)
+        if not is_target_string(text):
+            raise self.fail("expected 'package.module:Name' or 'path/to/file.py:Name', got "
+                            f"{text!r}", line, key)
+        return text
+
+    # -- the spec
+
+    def spec(self, doc: Any, doc_line: int | None) -> Spec:
+        """A spec document. Every error in it is found, not only the first: each part (the
+        top-level keys, each case) is validated on its own, and all errors are raised together
+        (the first, with the others attached)."""
+        errors: list[SpecError] = []
+
+        def attempt(read: Any, *args: Any, default: Any = None) -> Any:
+            try:
+                return read(*args)
+            except SpecError as exc:
+                errors.append(exc)
+                return default
+
+        data = self.mapping(doc, doc_line, "", "a spec")
+        line = getattr(data, "line", None) or doc_line
+        attempt(self.known_keys, data, SPEC_KEYS, line, "")
+        at = lambda k: self.line_of(data, k, line)  # noqa: E731
+        if "version" in data and data["version"] != 1:
+            errors.append(self.fail(f"unsupported spec version {data['version']!r}; this "
+                                    "gradverify reads version 1", at("version"), "version"))
+        target = attempt(self.reference, data["target"], at("target"), "target") \
+            if "target" in data else None
+        reference = attempt(self.reference, data["reference"], at("reference"), "reference") \
+            if "reference" in data else None
+        raw_dims = data.get("dims", {})
+        # when a dim is invalid, its uses are not errors of their own (one root cause)
+        dims = attempt(self.dims, raw_dims, at("dims"), "dims", default={
+            name: (1,) for name in raw_dims if isinstance(name, str)}
+            if isinstance(raw_dims, dict) else {})
+        tolerance = attempt(self.tolerance, data.get("tolerance", {}), at("tolerance"),
+                            "tolerance", default=Tolerance())
+        checks = attempt(self.checks, data.get("checks", {}), at("checks"), "checks", default={})
+        expect = attempt(self.expect, data.get("expect", {}), at("expect"), "expect", default={})
+        cases: list[Case] = []
+        raw_cases = data.get("cases")
+        if "cases" not in data:
+            errors.append(self.fail("missing key 'cases': a list of cases, each with 'args' or "
+                                    "'factory'", line, "cases"))
+        elif not isinstance(raw_cases, list) or not raw_cases:
+            errors.append(self.fail(f"expected a non-empty list of cases, got "
+                                    f"{kind_of(raw_cases)}", at("cases"), "cases"))
+        else:
+            seen: dict[str, str] = {}
+            for index, raw in enumerate(raw_cases):
+                key = f"cases[{index}]"
+                made = attempt(self.case, raw, self.line_of(raw_cases, index, line), key, index,
+                               dims, default=[])
+                for case in made:
+                    if case.name in seen:
+                        errors.append(self.fail(f"duplicate case name {case.name!r} (also "
+                                                f"{seen[case.name]})", case.line, f"{key}.name"))
+                    seen[case.name] = key
+                    cases.append(case)
+        if errors:
+            raise _together(errors)
+        return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
+                    reference=reference, tolerance=tolerance, checks=checks, expect=expect)
+
+    def dims(self, value: Any, line: int | None, key: str) -> dict[str, tuple[int, ...]]:
+        data = self.mapping(value, line, key, "named sizes like {N: [1, 4], D: 3}")
+        dims: dict[str, tuple[int, ...]] = {}
+        for name, raw in data.items():
+            at = self.line_of(data, name, line)
+            if not DIM_RE.match(name):
+                raise self.fail("a dim name must be an identifier like N or batch", at,
+                                join_key(key, name))
+            sizes = raw if isinstance(raw, list) else [raw]
+            if not sizes:
+                raise self.fail("a sweep needs at least one size", at, join_key(key, name))
+            dims[name] = tuple(self.size(s, at, join_key(key, name)) for s in sizes)
+        return dims
+
+    def expect(self, value: Any, line: int | None, key: str) -> dict[str, str]:
+        data = self.mapping(value, line, key, "expected failures like {gradcheck: \"reason\"}")
+        result = {}
+        for name, reason in data.items():
+            at = self.line_of(data, name, line)
+            self.check_name(name, at, join_key(key, name))
+            result[name] = self.string(reason, at, join_key(key, name)).strip()
+        return result
+
+    # -- cases
+
+    def case(self, raw: Any, line: int | None, key: str, index: int,
+             spec_dims: dict[str, tuple[int, ...]]) -> list[Case]:
+        data = self.mapping(raw, line, key, "a case with 'args' or 'factory'")
+        line = getattr(data, "line", None) or line
+        self.known_keys(data, CASE_KEYS, line, key)
+        at = lambda k: self.line_of(data, k, line)  # noqa: E731
+        name = self.string(data["name"], at("name"), f"{key}.name").strip() if "name" in data \
+            else f"case{index}"
+        if "args" in data and "factory" in data:
+            raise self.fail("give either 'args' or 'factory', not both", line, key)
+        if "args" not in data and "factory" not in data:
+            raise self.fail("missing 'args' (forward's arguments) or 'factory' (a callable that "
+                            "makes them)", line, key)
+        dims = dict(spec_dims)
+        dims.update(self.dims(data.get("dims", {}), at("dims"), f"{key}.dims"))
+        dtype = self.dtype(data["dtype"], at("dtype"), f"{key}.dtype") if "dtype" in data \
+            else "float32"
+        base = Case(name=name, dtype=dtype, line=line,
+                    tolerance=self.tolerance(data.get("tolerance", {}), at("tolerance"),
+                                             f"{key}.tolerance"),
+                    checks=self.checks(data.get("checks", {}), at("checks"), f"{key}.checks"),
+                    expect=self.expect(data.get("expect", {}), at("expect"), f"{key}.expect"))
+        if "factory" in data:
+            if isinstance(data["factory"], str) and data["factory"].startswith("TODO"):
+                raise self.fail(
+                    f"this case needs a factory that gradverify could not write ({data['factory']}"
+                    "); write `def make(generator, dtype, device, dims)` returning forward's "
+                    "arguments as a tuple, and give it here as 'module:make'", at("factory"),
+                    f"{key}.factory")
+            base = replace(base, factory=self.reference(data["factory"], at("factory"),
+                                                         f"{key}.factory"))
+            args: tuple[tuple[str | None, Arg], ...] = ()
+            by_name = False
+            used = list(dims)
+        else:
+            args, by_name = self.args(data["args"], at("args"), f"{key}.args", dims)
+            used = dims_used(args)
+        swept = [d for d in dims if d in used and len(dims[d]) > 1]
+        fixed = {d: sizes[0] for d, sizes in dims.items()}
+        combos = list(itertools.product(*(dims[d] for d in swept)))
+        if len(combos) > MAX_SWEEP:
+            raise self.fail(f"the dims sweep makes {len(combos)} cases (at most {MAX_SWEEP})",
+                            at("dims") or line, f"{key}.dims")
+        cases = []
+        for combo in combos:
+            values = dict(fixed, **dict(zip(swept, combo)))
+            label = ",".join(f"{d}={v}" for d, v in zip(swept, combo))
+            cases.append(replace(base, name=f"{name}[{label}]" if label else name, args=args,
+                                 by_name=by_name, dims=values))
+        return cases
+
+
+def _together(errors: list[SpecError]) -> SpecError:
+    """The first error, carrying the others (``others``), in file order."""
+    flat: list[SpecError] = []
+    for error in errors:
+        flat += [e for e in (error, *error.others) if all(e is not f for f in flat)]
+    flat.sort(key=lambda e: e.line or 0)
+    first = flat[0]
+    first.others = flat[1:]
+    for rest in flat[1:]:
+        rest.others = []
+    return first

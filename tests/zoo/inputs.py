@@ -1,0 +1,131 @@
+"""Correct Functions on inputs that naive checks mishandle: sparse tensors, tensor subclasses,
+factory-made arguments.
+
+Each must pass every check (no single check is concerned).
+"""
+from __future__ import annotations
+
+import torch
+from torch.autograd import Function
+
+from zoo import factory_case
+
+# ============================================================================ correct
+
+
+def make_sparse_coo(generator, dtype):
+    indices = torch.tensor([[0, 1, 1, 2], [2, 0, 1, 2]])
+    values = torch.randn(4, generator=generator, dtype=torch.float64).to(dtype)
+    matrix = torch.sparse_coo_tensor(indices, values, (3, 3)).coalesce()
+    dense = torch.randn(3, 2, generator=generator, dtype=torch.float64).to(dtype)
+    return {"matrix": matrix, "x": dense.requires_grad_()}
+
+
+class SparseInputMatmul(Function):
+    """A sparse COO *input* (not requiring grad) times a dense input. naive checks: clones,
+    equality, storage bytes and non-contiguous copies of a sparse input."""
+
+    SPEC = factory_case("make_sparse_coo")
+
+    @staticmethod
+    def forward(ctx, matrix, x):
+        ctx.save_for_backward(matrix)
+        return torch.sparse.mm(matrix, x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (matrix,) = ctx.saved_tensors
+        return None, torch.sparse.mm(matrix.t(), grad)
+
+
+def make_sparse_csr(generator, dtype):
+    inputs = make_sparse_coo(generator, dtype)
+    inputs["matrix"] = inputs["matrix"].to_sparse_csr()
+    return inputs
+
+
+class SparseCsrInputMatmul(Function):
+    """A sparse CSR input, which has no ``_indices()`` and no storage of its own. naive
+    saved_tensors/mutation: storage and equality on CSR."""
+
+    SPEC = factory_case("make_sparse_csr")
+
+    @staticmethod
+    def forward(ctx, matrix, x):
+        ctx.save_for_backward(matrix)
+        return matrix @ x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (matrix,) = ctx.saved_tensors
+        return None, matrix.to_dense().t() @ grad
+
+
+class Tagged(torch.Tensor):
+    """A tensor subclass that adds nothing (as units or named-tensor libraries do)."""
+
+
+def make_subclass_input(generator, dtype):
+    x = torch.randn(2, 3, generator=generator, dtype=torch.float64).to(dtype)
+    return {"x": x.as_subclass(Tagged).requires_grad_(), "w": torch.nn.Parameter(
+        torch.randn(3, generator=generator, dtype=torch.float64).to(dtype))}
+
+
+class SubclassInputs(Function):
+    """A tensor-subclass input and an nn.Parameter. naive checks: storage, equality and
+    in-place changes on a subclass."""
+
+    SPEC = factory_case("make_subclass_input")
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        grad_x = grad * w if ctx.needs_input_grad[0] else None
+        grad_w = (grad * x).sum(0) if ctx.needs_input_grad[1] else None
+        return grad_x, grad_w
+
+
+class SortedIndex(torch.Tensor):
+    """An int64 index that knows it is sorted (torch_geometric's EdgeIndex): every op but
+    clone returns a plain tensor, so detach() or a transpose drops the class and its flag."""
+
+    is_sorted = True
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if func is torch.Tensor.clone:
+            return out
+        return torch._C._disabled_torch_function_impl(func, types, args, kwargs or {}) \
+            if isinstance(out, SortedIndex) else out
+
+
+def make_sorted_index(generator):
+    index = torch.sort(torch.randint(0, 4, (7,), generator=generator)).values
+    return index.as_subclass(SortedIndex), torch.randn(7, 3, generator=generator), 4
+
+
+class SegmentSumSortedIndex(Function):
+    """A segment sum that needs its index's sort flag. naive saved_tensors/layout/mutation:
+    copying the index through detach() or a transpose loses the subclass, and forward raises
+    AttributeError ('Tensor' object has no attribute 'is_sorted'), every check an error."""
+
+    SPEC = factory_case("make_sorted_index")
+
+    @staticmethod
+    def forward(ctx, index, src, size):
+        if not index.is_sorted:
+            raise ValueError("index must be sorted")
+        ctx.save_for_backward(index)
+        return src.new_zeros(size, src.shape[1]).index_add(0, index.as_subclass(torch.Tensor),
+                                                           src)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return None, grad.index_select(0, index.as_subclass(torch.Tensor)), None
