@@ -22,8 +22,10 @@ def __getattr__(name: str) -> Any:
 
         return record
     if name in ("Report", "VerificationFailed"):
-        from gradverify import report, results  # report: registers the text renderer
+        import importlib
 
-        del report
+        from gradverify import results
+
+        importlib.import_module("gradverify.report")  # registers raise_for_failures' text
         return getattr(results, name)
     raise AttributeError(f"module 'gradverify' has no attribute {name!r}")

@@ -56,28 +56,28 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     The checks run with torch's defaults (grad mode on, ...) whatever state the caller is in
     (inside ``torch.no_grad()``, say); the caller's state is given back afterwards.
     """
-    from gradverify import config, report, torchstate  # report: the text of raise_for_failures
-    from gradverify.options import RunOptions
+    import importlib
+
+    from gradverify import config, torchstate
     from gradverify.target import ensure_cwd_on_path
 
-    del report
+    importlib.import_module("gradverify.report")  # registers raise_for_failures' text
     ensure_cwd_on_path()
+    loaded = config.load()
     options = RunOptions.from_config(
-        config.load(), only=None if checks is None else tuple(checks),
+        loaded, only=None if checks is None else tuple(checks),
         skip=None if skip is None else tuple(skip), seed=seed, device=device, mode=mode,
         cases=cases, strict=strict, atol=atol, rtol=rtol, eps=eps)
     with torchstate.isolated():
-        return _verify(function, spec, options)
+        return _verify(function, spec, options, loaded)
 
 
-def _verify(function: Any, spec: Any, options: RunOptions) -> Report:
-    from gradverify import config as config_mod
+def _verify(function: Any, spec: Any, options: RunOptions, config: Config) -> Report:
     from gradverify.discover import Discoverer, Job, Plan
     from gradverify.run.runner import run
     from gradverify.spec import file as spec_mod
     from gradverify.target import introspect, normalise
 
-    config = config_mod.load()
     if isinstance(function, str):
         target, cls = function, None
     else:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.errors import InputError, UsageError
-from gradverify.spec.model import DEVICE_RE, CheckSetting, Tolerance
+from gradverify.spec.model import CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader
 from gradverify.spec.yamlio import kind_of
 
@@ -85,7 +85,7 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
     """``[tool.gradverify]`` read by the validator that reads specs (``SettingsReader``): a value
     is accepted, or refused with the same message, in either file."""
     from gradverify.errors import shown_path
-    from gradverify.options import FORMATS, MODES, parse_jobs
+    from gradverify.options import DEVICE_RE, FORMATS, MODES, parse_jobs
 
     read = SettingsReader(f"{shown_path(file) if file else 'pyproject.toml'}: [tool.gradverify]")
     read.known_keys(section, KEYS, None, "")
@@ -111,7 +111,7 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
         values["device"] = read.string(section["device"], None, "device")
         if not DEVICE_RE.match(values["device"]):
             raise read.fail(f"expected cpu, cuda or cuda:N, got {values['device']!r}", None,
-                            "device")
+                            "device")  # CUDA's availability is a question for the run
     for key, choices in (("mode", MODES), ("format", FORMATS)):
         if key in section:
             values[key] = read.choice(section[key], choices, None, key)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.config import Config
-from gradverify.errors import InputError
+from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.spec.model import Spec, is_target_string
@@ -51,8 +51,8 @@ def spec_files(directory: Path, config: Config) -> list[Path]:
 
 
 def _error(exc: InputError, target: str | None = None, spec: str | None = None) -> ErrorEntry:
-    return ErrorEntry(target=target, spec=spec or getattr(exc, "file", None), code=exc.code,
-                      message=str(exc))
+    file = exc.file if isinstance(exc, SpecError) else None
+    return ErrorEntry(target=target, spec=spec or file, code=exc.code, message=str(exc))
 
 
 class Discoverer:
@@ -136,8 +136,8 @@ class Discoverer:
     def _load(self, path: Path) -> list[Spec] | None:
         try:
             return load_file(path)
-        except InputError as exc:
-            for each in [exc, *getattr(exc, "others", [])]:  # every error in the file
+        except SpecError as exc:
+            for each in [exc, *exc.others]:  # every error in the file
                 self.plan.errors.append(_error(each, spec=str(path)))
             return None
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gradverify.config import Config
 from gradverify.discover import SPEC_SUFFIXES, Discoverer, resolves_to, spec_files
-from gradverify.errors import InputError
+from gradverify.errors import SpecError
 from gradverify.spec.file import load_file
 
 
@@ -14,8 +14,8 @@ def _spec_lines(files: list[Path]) -> Iterator[str]:
     for file in files:
         try:
             specs = load_file(file)
-        except InputError as exc:
-            for each in [exc, *getattr(exc, "others", [])]:
+        except SpecError as exc:
+            for each in [exc, *exc.others]:
                 yield f"{each.where}: invalid spec: {each.message}  [{each.code}]"
             continue
         for spec in specs:

@@ -10,13 +10,14 @@ option are listed here, once (gradcheck's ``MODES`` with the rest of its modes, 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES
-from gradverify.errors import UsageError
-from gradverify.spec.model import DEVICE_RE, Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
+from gradverify.errors import UsageError, did_you_mean, one_of
+from gradverify.spec.model import Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
 
 if TYPE_CHECKING:
     from gradverify.config import Config
@@ -24,8 +25,11 @@ if TYPE_CHECKING:
 FORMATS = ("rich", "plain", "json", "junit", "markdown", "github")
 """Report formats (``--format``, ``format =``)."""
 DEVICES = ("cpu", "cuda")
-"""The device types; ``--device``, ``device =`` and ``verify(device=)`` also take an index
-(``cuda:1``), as torch writes devices (``spec.model.DEVICE_RE``)."""
+"""The device types a run takes; ``--device``, ``device =`` and ``verify(device=)`` also take an
+index (``cuda:1``), as torch writes devices."""
+DEVICE_RE = re.compile(rf"^({'|'.join(DEVICES)})(:\d+)?$")
+DEFAULT_DEVICE = "cpu"
+DEFAULT_MODE = "auto"
 DEFAULT_SEED = 0
 DEFAULT_TIMEOUT = 300.0
 """Seconds a case may run before its worker is killed (isolated runs)."""
@@ -36,8 +40,8 @@ class RunOptions:
     """The options of one run, every level above the spec resolved."""
 
     seed: int = DEFAULT_SEED
-    device: str = "cpu"
-    mode: str = "auto"
+    device: str = DEFAULT_DEVICE
+    mode: str = DEFAULT_MODE
     only: tuple[str, ...] | None = None
     """Run only these checks (the flag, else ``only =``); None: every selected check."""
     skip: tuple[str, ...] = ()
@@ -76,25 +80,25 @@ class RunOptions:
 
         only = tuple(only) if only is not None else config.only
         skip = tuple(skip) if skip is not None else config.skip
-        for option, names in (("only", only or ()), ("skip", skip)):
-            for name in names:
-                problem = unknown_check(name)
-                if problem is not None:
-                    raise UsageError(f"{option}: {problem}")
-        device = device or config.device or DEVICES[0]
-        if not DEVICE_RE.match(device):
-            raise UsageError(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
-        if device.startswith("cuda"):
-            _require_cuda()
+        for name in (*(only or ()), *skip):
+            problem = unknown_check(name)
+            if problem is not None:
+                raise UsageError(problem)
+        device = check_device(device or config.device or DEFAULT_DEVICE)
         if timeout is not None and not timeout > 0:
             raise UsageError(f"timeout: must be > 0 seconds, got {timeout}")
+        config_checks = config.checks
+        if mode is not None:  # the flag is over [tool.gradverify], its checks' `mode` included
+            config_checks = {name: replace(setting, options={
+                k: v for k, v in setting.options.items() if k != "mode"})
+                for name, setting in config.checks.items()}
         return cls(
             seed=seed if seed is not None else
             config.seed if config.seed is not None else DEFAULT_SEED,
-            device=device, mode=_choice("mode", mode or config.mode or MODES[0], MODES),
+            device=device, mode=_choice("mode", mode or config.mode or DEFAULT_MODE, MODES),
             only=only, skip=skip, cases=tuple(cases),
             tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps),
-            config_tolerance=config.tolerance, config_checks=config.checks,
+            config_tolerance=config.tolerance, config_checks=config_checks,
             verbose=verbose, strict=bool(strict if strict is not None else config.strict),
             isolate=isolate, jobs=parse_jobs(jobs if jobs is not None else config.jobs),
             timeout=timeout if timeout is not None else
@@ -131,9 +135,19 @@ class RunOptions:
 
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise UsageError(f"{option}: expected one of: {', '.join(choices)}; got {value!r}")
+    if value not in choices:  # as a spec or pyproject says it
+        raise UsageError(f"{option}: invalid value {value!r}{did_you_mean(value, choices)}; "
+                         f"{one_of(choices)}")
     return value
+
+
+def check_device(device: str) -> str:
+    """A device a run can take (``cpu``, ``cuda``, ``cuda:1``); CUDA must be available."""
+    if not DEVICE_RE.match(device):
+        raise UsageError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda"):
+        _require_cuda(device)
+    return device
 
 
 def parse_jobs(value: int | str | None) -> int:
@@ -158,9 +172,13 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     return int(k), int(n)
 
 
-def _require_cuda() -> None:
+def _require_cuda(device: str) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise UsageError("--device cuda: CUDA is not available on this machine (torch "
+        raise UsageError(f"device {device!r}: CUDA is not available on this machine (torch "
                          f"{torch.__version__}, torch.cuda.is_available() is False)")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s), numbered from 0")

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gradverify.options import RunOptions
 from gradverify.results import CheckResult, Severity, Status
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # pytest's own type for repr_failure
+
+    from gradverify.config import Config
+    from gradverify.options import RunOptions
 
 
 class GradverifyWarning(UserWarning):
@@ -35,21 +37,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "the spec folders of [tool.gradverify] (default specs/)")
 
 
-_CONFIG = pytest.StashKey[Any]()
+_CONFIG = pytest.StashKey["Config"]()
+_OPTIONS = pytest.StashKey["RunOptions"]()
 
 
-def _config(config: pytest.Config) -> Any:
-    from gradverify import config as config_mod
-
-    if _CONFIG not in config.stash:
-        config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
+def _config(config: pytest.Config) -> Config:
     return config.stash[_CONFIG]
+
+
+def _options(config: pytest.Config) -> RunOptions:
+    """The run's options, from ``[tool.gradverify]`` as the command line reads them."""
+    return config.stash[_OPTIONS]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gradverify: a gradverify check of a spec case")
     if not config.getoption("gradverify"):
         return
+    from gradverify import config as config_mod
+    from gradverify.errors import InputError, UsageError
+    from gradverify.options import RunOptions
+
+    try:  # once per session: a bad setting stops it before anything is collected
+        config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
+        config.stash[_OPTIONS] = RunOptions.from_config(config.stash[_CONFIG])
+    except (InputError, UsageError) as exc:
+        code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""
+        raise pytest.UsageError(f"gradverify: {exc}{code}") from None
     source = getattr(config, "args_source", None)
     explicit = source == pytest.Config.ArgsSource.ARGS if source is not None else bool(config.args)
     if not explicit:
@@ -70,20 +84,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return SpecFile.from_parent(parent, path=file_path)
 
 
-def _options(config: pytest.Config) -> RunOptions:
-    """The run's options, from ``[tool.gradverify]`` as the command line reads them."""
-    from gradverify.errors import UsageError
-    from gradverify.options import RunOptions
-
-    try:
-        return RunOptions.from_config(_config(config))
-    except UsageError as exc:
-        raise pytest.UsageError(f"gradverify: {exc}") from None
-
-
 class SpecFile(pytest.File):
     def collect(self) -> Any:
-        from gradverify.errors import InputError
+        from gradverify.errors import InputError, SpecError
         from gradverify.spec.file import load_file
         from gradverify.target import ensure_cwd_on_path
 
@@ -93,7 +96,7 @@ class SpecFile(pytest.File):
         except InputError as exc:
             # One failing item, not a collection error: the rest of the session runs.
             yield BrokenSpec.from_parent(self, name="spec", message=f"{exc}  [{exc.code}]",
-                                         line=getattr(exc, "line", None))
+                                         line=exc.line if isinstance(exc, SpecError) else None)
             return
         for spec in specs:
             if spec.target is None:
@@ -193,14 +196,15 @@ class CaseNode(pytest.Collector):
 
 class CheckItem(pytest.Item):
     def runtest(self) -> None:
-        case: CaseNode = self.parent  # type: ignore[assignment]
+        case = self.parent
+        assert isinstance(case, CaseNode)
         result, error = case.result()
         if result is None:
             raise CheckFailed(error.message if error else "the case could not run")
         check = next((c for c in result.checks if c.name == self.name), None)
         if check is None:
             pytest.skip("not run for this case")
-        _report(check, bool(_options(self.config).strict))
+        _report(check, _options(self.config).strict)
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CheckFailed):

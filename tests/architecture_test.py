@@ -3,7 +3,10 @@ check that imports no other check, tensor kinds in one place.
 
 Imports are read with ``ast``, function-level (lazy) ones included: a lazy import still makes an
 arrow, it only hides the circle from Python. Imports under ``if TYPE_CHECKING:`` never run and
-are left out. ``from pkg import mod`` is an arrow to ``pkg.mod``, not to ``pkg``.
+are left out. ``from pkg import mod`` is an arrow to ``pkg.mod``, and importing ``pkg.mod`` runs
+``pkg/__init__.py``: an arrow to ``pkg`` too (unless the importer is inside ``pkg``). A package's
+``__getattr__`` (PEP 562) runs only when a user asks the package for a name, never when one of
+its modules is imported: its imports are left out.
 """
 from __future__ import annotations
 
@@ -25,14 +28,14 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("renderers", ("gradverify.report",)),
     ("a run", ("gradverify.run", "gradverify.discover")),
     # spec files and pyproject: check names and options are validated against the registry
-    ("settings", ("gradverify.spec", "gradverify.spec.file", "gradverify.spec.settings",
+    ("settings", ("gradverify.spec.file", "gradverify.spec.args", "gradverify.spec.settings",
                   "gradverify.spec.yamlio", "gradverify.config", "gradverify.options")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
     ("a case", ("gradverify.context", "gradverify.target", "gradverify.spec.inputs",
                 "gradverify.spec.binding", "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
-                   "gradverify.spec.model", "gradverify.files", "gradverify._version",
-                   "gradverify.examples")),
+                   "gradverify.spec", "gradverify.spec.model", "gradverify.files",
+                   "gradverify._version", "gradverify.examples")),
 ]
 """The README's table "Where the code lives", enforced."""
 
@@ -72,13 +75,30 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
+def _lazy_reexport_nodes(tree: ast.Module, path: Path) -> set[int]:
+    """The nodes of a package's module-level ``__getattr__``."""
+    if path.name != "__init__.py":
+        return set()
+    return {id(n) for stmt in tree.body
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__"
+            for n in ast.walk(stmt)}
+
+
+def _packages_run(target: str, importer: str, modules: dict[str, Path]) -> set[str]:
+    """The packages whose ``__init__`` importing ``target`` runs, but those the importer is in
+    (already running)."""
+    parts = target.split(".")
+    return {p for p in (".".join(parts[:i]) for i in range(1, len(parts)))
+            if p in modules and not (importer == p or importer.startswith(p + "."))}
+
+
 def import_graph(root: Path) -> dict[str, set[str]]:
     """Module -> the package's modules it imports (anywhere in it, lazily or not)."""
     modules = _modules(root)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
-        skipped = _type_checking_nodes(tree)
+        skipped = _type_checking_nodes(tree) | _lazy_reexport_nodes(tree, path)
         targets: set[str] = set()
         for node in ast.walk(tree):
             if id(node) in skipped:
@@ -93,7 +113,8 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     base = ".".join(here + ([node.module] if node.module else []))
                 targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                             for a in node.names}
-        graph[name] = {t for t in targets if t in modules and t != name}
+        found = {t for t in targets if t in modules and t != name}
+        graph[name] = found | {p for t in found for p in _packages_run(t, name, modules)}
     return graph
 
 
@@ -160,6 +181,20 @@ def test_the_circle_finder_sees_lazy_imports_and_skips_type_checking(tmp_path):
                               "    from pkg import d\n")
     (pkg / "d.py").write_text("from . import c\n")
     assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
+
+
+def test_importing_a_module_runs_its_packages_init_unless_lazily(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("from pkg.sub import leaf\n")
+    (pkg / "sub" / "__init__.py").write_text("from pkg.sub import high\n")
+    (pkg / "sub" / "leaf.py").write_text("")
+    (pkg / "sub" / "high.py").write_text("from pkg import low\n")
+    assert cycles(import_graph(pkg)) == [["pkg.low", "pkg.sub", "pkg.sub.high"]]
+    (pkg / "sub" / "__init__.py").write_text(
+        "def __getattr__(name):\n    from pkg.sub import high\n    return high\n")
+    assert cycles(import_graph(pkg)) == []
 
 
 def test_no_module_is_long_without_saying_why():

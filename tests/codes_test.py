@@ -73,3 +73,17 @@ def test_check_modules_do_not_import_torch_at_import_time():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_check_declarations_are_consistent():
+    for name, check in REGISTRY.items():
+        assert set(check.runs_after_expected_failure_of) <= set(check.requires), name
+        assert set(check.requires) <= set(REGISTRY), name
+        assert set(check.invalidates) <= set(CODES), name
+
+
+def test_every_format_has_a_renderer():
+    from gradverify.options import FORMATS
+    from gradverify.report import RENDERERS
+
+    assert set(FORMATS) == set(RENDERERS) | {"rich"}

@@ -110,6 +110,9 @@ def test_nothing_verified_is_a_warning_and_fails_under_strict(project):
     assert "nothing was verified: no input requires grad" in result.flat
     assert "GV013" in result.output
     assert run_cli("check", "specs/frozen.yaml", "--strict").code == 1
+    # gradcheck says so: without it (turned off, or not selected), nothing claims it
+    only_contract = run_cli("check", "specs/frozen.yaml", "--strict", "--only", "contract")
+    assert only_contract.code == 0 and "GV013" not in only_contract.output
 
 
 def test_integer_valued_functions_are_not_flagged_as_unverified(project):

@@ -64,11 +64,11 @@ class NothingToDifferentiate:
     reason: str
     verifies_nothing: bool
     """The case could have had a gradient (no input requires grad, or a floating output is
-    not differentiable): it verifies nothing (GV013). False for an integer-valued Function,
-    which has no gradient to check."""
+    not differentiable): gradcheck then says the case verifies nothing (GV013). False for an
+    integer-valued Function, which has no gradient to check."""
 
     def skip(self) -> Outcome:
-        return Outcome.skip(self.reason, nothing_verified=self.verifies_nothing)
+        return Outcome.skip(self.reason)
 
 
 def differentiable_call(ctx: Any) -> Applied | NothingToDifferentiate:

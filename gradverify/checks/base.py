@@ -5,6 +5,7 @@ read (for ``explain``, ``--only`` validation and spec validation) without import
 """
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,7 +28,7 @@ class Option:
     choices: tuple[Any, ...] | None = None
 
 
-class Check:
+class Check(abc.ABC):
     """Base of every check: what the runner needs to know about it is declared here, with its
     default, and each check module's class overrides what differs. ``run`` is the check."""
 
@@ -55,12 +56,13 @@ class Check:
     needs_accelerator: ClassVar[bool] = False
     """Runs only with ``--device cuda`` (or when named by ``--only``)."""
 
+    @abc.abstractmethod
     def run(self, ctx: CheckContext) -> Outcome:
-        raise NotImplementedError
+        """Run the check on one case and say what it found."""
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
         """Findings about this check's rows in every case of one spec (in case order), added to
-        the first row: what no single case can tell. None by default."""
+        the first row: what no single case can tell. No findings by default."""
         return []
 
 

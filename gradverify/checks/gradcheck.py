@@ -109,7 +109,8 @@ class GradcheckCheck(Check):
 
         view = calls.differentiable_view(ctx)
         if isinstance(view, calls.NothingToDifferentiate):
-            return view.skip()
+            # gradcheck speaks for the case: with nothing to differentiate it verified nothing
+            return Outcome.skip(view.reason, nothing_verified=view.verifies_nothing)
         entries = jac.jacobian_entries(view.inputs, view.outputs)
         outcome = Outcome(data={"jacobian_entries": entries})
         # On the graph of the view's own call, before gradcheck perturbs anything.

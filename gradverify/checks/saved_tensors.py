@@ -291,12 +291,13 @@ def _saved(ctx: Any) -> list[torch.Tensor]:
         return []
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def _bytes(count: int) -> str:
+    n = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 CHECK = SavedTensorsCheck()

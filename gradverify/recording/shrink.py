@@ -227,7 +227,7 @@ def is_dim(value: Any) -> bool:
 
 def case_dict(args: Sequence[Any], dtype: str | None, sizes: Mapping[str, int],
               name: str) -> dict[str, Any]:
-    """A drafted case as ``gradverify.specfile.from_dict`` reads it, at ``sizes``: in a tensor's
+    """A drafted case as ``gradverify.spec.file.from_dict`` reads it, at ``sizes``: in a tensor's
     ``shape`` and ``high`` a dim stays a name; a plain value that follows a dim is its size."""
     def tensor(spec: dict[str, Any]) -> dict[str, Any]:
         return {k: ([d["$dim"] if is_dim(d) else d for d in v] if k == "shape" else

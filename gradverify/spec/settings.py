@@ -72,9 +72,14 @@ class SettingsReader(Reader):
     def strings(self, value: Any, line: int | None, key: str) -> tuple[str, ...]:
         """A string, or a list of strings."""
         items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(s, str) and s for s in items):
+        if not isinstance(items, list):
             raise self.fail(f"expected a string or a list of strings, got {kind_of(value)}",
                             line, key)
+        for index, item in enumerate(items):
+            if not isinstance(item, str) or not item:
+                got = "an empty string" if item == "" else kind_of(item)
+                raise self.fail(f"item {index} should be a non-empty string, got {got}",
+                                line, key)
         return tuple(items)
 
     def check_name(self, name: Any, line: int | None, key: str) -> str:
