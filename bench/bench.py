@@ -104,6 +104,18 @@ def main() -> None:
     rows.append(("record: 100 training steps, 5 Functions", recorded, plain,
                  "<= 1.05x without recording", "ok" if recorded / plain <= 1.05 else "MISSED"))
 
+    # A custom op (opcheck's four tests included) against the same math as a Function class.
+    # The first op of a run imports torch._dynamo for op_aot_dispatch (a cost paid once per
+    # run); the second row is the cost of one more op target in the same run.
+    op1, fn1 = (timed(gradverify("check", f"specs/customop_{k}.yaml"), HERE, repeat)
+                for k in ("op", "fn"))
+    op2, fn2 = (timed(gradverify("check", f"specs/customop_{k}2.yaml"), HERE, repeat)
+                for k in ("op", "fn"))
+    rows.append(("custom op vs Function class, 3 cases", op1, fn1, "<= 1.5x (whole command)",
+                 "ok" if op1 / fn1 <= 1.5 else "MISSED"))
+    rows.append(("  one more op vs one more Function", op2 - op1, fn2 - fn1, "<= 1.5x",
+                 "ok" if (op2 - op1) / (fn2 - fn1) <= 1.5 else "MISSED"))
+
     print(f"gradverify benchmarks: python {platform.python_version()}, {os.cpu_count()} cores, "
           f"median of {repeat}")
     print(f"{'measurement':<40}{'ours':>9}{'baseline':>10}{'ratio':>8}  bar")

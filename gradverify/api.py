@@ -43,11 +43,14 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
            checks: Iterable[str] | None = None, skip: Iterable[str] | None = None,
            seed: int | None = None, device: str | None = None, mode: str | None = None,
            cases: Iterable[str] = (), strict: bool | None = None, atol: float | None = None,
-           rtol: float | None = None, eps: float | None = None) -> Report:
-    """Verify one Function and return the report (``report.ok``, ``report.raise_for_failures()``).
+           rtol: float | None = None, eps: float | None = None,
+           init_args: Mapping[str, Any] | None = None) -> Report:
+    """Verify one target and return the report (``report.ok``, ``report.raise_for_failures()``).
 
-    ``function``: the Function class or ``"mod:Class"``. ``spec``: a spec file path, a mapping
-    with the keys of the YAML format (``{"cases": [{"args": [{"shape": [3, 4]}]}]}``), a
+    ``function``: a Function class, a custom op, a plain function or an ``nn.Module`` class
+    (built with ``init_args``, else the spec's), or its name (``"mod:Class"``, ``"ns::op"``).
+    ``spec``: a spec file path, a mapping with the keys of the YAML format
+    (``{"cases": [{"args": [{"shape": [3, 4]}]}]}``), a
     ``gradverify.spec.Spec``, or None (a spec under the spec folders naming the target, else
     inputs inferred from forward's signature). ``checks``: run only these. The other keywords
     are the command line's flags (``--skip``, ``--seed``, ...): as there, each one not given
@@ -69,22 +72,26 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
         skip=None if skip is None else tuple(skip), seed=seed, device=device, mode=mode,
         cases=cases, strict=strict, atol=atol, rtol=rtol, eps=eps)
     with torchstate.isolated():
-        return _verify(function, spec, options, loaded)
+        return _verify(function, spec, options, loaded, init_args)
 
 
-def _verify(function: Any, spec: Any, options: RunOptions, config: Config) -> Report:
+def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
+            init_args: Mapping[str, Any] | None = None) -> Report:
     from gradverify.discover import Discoverer, Job, Plan
+    from gradverify.kinds import MODULE, introspect, kind_of_object
     from gradverify.run.runner import run
     from gradverify.spec import file as spec_mod
-    from gradverify.target import introspect, normalise
+    from gradverify.target import normalise
 
     if isinstance(function, str):
         target, cls = function, None
+    elif kind_of_object(function) == MODULE:  # built when the run prepares it
+        target, cls = normalise(function.__qualname__, function), function
     else:
         info = introspect(function)
         target, cls = normalise(info.target, function), function
     if spec is None:
-        if cls is None:
+        if cls is None and init_args is None:
             return run(Discoverer(config).run([target]), options)  # in-process: no deferral
         matched = [s for s in Discoverer(config).folder_specs() if s.target == target]
         resolved: Any = matched[0] if matched else None
@@ -95,4 +102,4 @@ def _verify(function: Any, spec: Any, options: RunOptions, config: Config) -> Re
         resolved = spec_mod.from_dict(spec)
     else:
         resolved = spec
-    return run(Plan(jobs=[Job(target, resolved, cls)]), options)
+    return run(Plan(jobs=[Job(target, resolved, cls, init_args)]), options)

@@ -5,6 +5,7 @@ Spec files and directories are read without importing torch; only ``mod:Class``,
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ class Job:
     spec: Spec | None
     cls: Any = None
     """The Function class itself, when the caller already has it (the Python API)."""
+    init_args: Mapping[str, Any] | None = None
+    """A module target's constructor arguments given to ``verify`` (else the spec's)."""
 
 
 @dataclass

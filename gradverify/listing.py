@@ -42,26 +42,46 @@ def list_items(where: list[str], config: Config) -> Iterator[str]:
 
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
-    from gradverify.target import ensure_cwd_on_path, functions_in, import_module, introspect
+    from gradverify.kinds import targets_in
+    from gradverify.target import ensure_cwd_on_path, import_module
     from gradverify.torchstate import import_torch
 
     import_torch()
     ensure_cwd_on_path()
     module = import_module(name)
-    classes = functions_in(module)
-    if not classes:
-        yield f"{name}: no torch.autograd.Function subclasses"
+    found = targets_in(module)
+    if not found:
+        yield (f"{name}: no torch.autograd.Function subclasses, custom ops or nn.Module "
+               "classes")
         return
     specs = Discoverer(config).folder_specs()
-    for cls in classes:
-        info = introspect(cls)
-        owner = next((spec.where for spec in specs if resolves_to(spec, cls)), None)
-        traits = ["forward(ctx, ...)" if info.style == "ctx" else "setup_context"]
-        if info.once_differentiable:
-            traits.append("backward @once_differentiable")
-        if info.has_jvp:
-            traits.append("jvp")
+    for attr, obj in found:
+        target, traits = _describe(f"{module.__name__}:{attr}", obj)
+        owner = next((spec.where for spec in specs if resolves_to(spec, obj)
+                      or spec.target == target), None)
+        yield (f"{target}  ({', '.join(traits)})  "
+               f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + target + ')'}")
+
+
+def _describe(name: str, obj: object) -> tuple[str, list[str]]:
+    """The target's name and what the listing says of it (no module is built)."""
+    from gradverify.kinds import CUSTOM_OP, MODULE, introspect, kind_of_object
+
+    kind = kind_of_object(obj)
+    if kind == MODULE:
+        return name, ["nn.Module"]
+    info = introspect(obj, name if kind == CUSTOM_OP else None)
+    if kind == CUSTOM_OP:
+        traits = ["custom op", "register_autograd" if info.style != "none"
+                  else "no register_autograd"]
         if info.vmap:
-            traits.append("vmap rule" if info.vmap == "staticmethod" else "generate_vmap_rule")
-        yield (f"{info.target}  ({', '.join(traits)})  "
-               f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + info.target + ')'}")
+            traits.append("register_vmap")
+        return info.target, traits
+    traits = ["forward(ctx, ...)" if info.style == "ctx" else "setup_context"]
+    if info.once_differentiable:
+        traits.append("backward @once_differentiable")
+    if info.has_jvp:
+        traits.append("jvp")
+    if info.vmap:
+        traits.append("vmap rule" if info.vmap == "staticmethod" else "generate_vmap_rule")
+    return info.target, traits

@@ -158,7 +158,8 @@ class TargetNode(pytest.Collector):
                                          line=self.spec.line)
             return
         for index, case in enumerate(prepared.spec.cases):
-            checks = [c.name for c in selected_checks(prepared.spec, case, options)
+            checks = [c.name for c in selected_checks(prepared.spec, case, options,
+                                                      prepared.info.kind)
                       if index == 0 or not c.static]
             yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks,
                                        first=index == 0)

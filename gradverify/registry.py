@@ -17,6 +17,10 @@ from gradverify.checks import (
     lint,
     mutation,
     needs_input_grad,
+    op_aot_dispatch,
+    op_autograd_registration,
+    op_fake,
+    op_schema,
     precision,
     reference,
     saved_tensors,
@@ -31,6 +35,10 @@ REGISTRY: dict[str, Check] = {
     check.name: check
     for check in (
         contract.CHECK,
+        op_schema.CHECK,
+        op_autograd_registration.CHECK,
+        op_fake.CHECK,
+        op_aot_dispatch.CHECK,
         gradcheck.CHECK,
         gradgradcheck.CHECK,
         needs_input_grad.CHECK,

@@ -46,9 +46,10 @@ class Param:
 
 @dataclass(frozen=True)
 class FunctionInfo:
-    """Everything the checks need to know about a Function class, found once."""
+    """Everything the checks need to know about a target, found once: a Function class, or a
+    custom op, plain function or module seen through an adapter (``gradverify.kinds``)."""
 
-    cls: type[Function]
+    cls: Any
     target: str
     """How the user named it, normalised (``pkg.mod:Class``)."""
     style: str
@@ -65,6 +66,16 @@ class FunctionInfo:
     """Number of gradient parameters backward takes; None when it takes ``*grads``."""
     uses_mark_dirty: bool
     source_file: str | None
+    kind: str = "autograd.Function"
+    """``gradverify.kinds.KINDS``: autograd.Function, custom op, function or module."""
+    op: Any = None
+    """A custom op's ``OpOverload``."""
+    mutates: tuple[str, ...] = ()
+    """The arguments a custom op's schema declares it writes to."""
+    module: Any = None
+    """A module target's instance (built from the spec's ``init_args``)."""
+    parameters: tuple[str, ...] = ()
+    """A module target's parameter names: the last ``len(parameters)`` of ``params``."""
 
     @property
     def name(self) -> str:
@@ -204,10 +215,23 @@ def _resolve(text: str) -> tuple[Any, str]:
 
 
 def resolve(text: str) -> FunctionInfo:
-    """Import and introspect a target; raise TargetError when it is not a Function. A class
-    re-exported from another module is reported under the name the user gave."""
+    """Import and introspect a Function class; raise TargetError when it is not one. A class
+    re-exported from another module is reported under the name the user gave. (Every kind of
+    target: ``gradverify.kinds.resolve``.)"""
     obj, name = _resolve(text)
     return introspect(obj, target=name)
+
+
+def resolve_named(text: str) -> tuple[Any, str]:
+    """The object a ``mod:attr`` target names, and the name to report it under."""
+    return _resolve(text)
+
+
+def op_name(obj: Any) -> str:
+    """``ns::op`` of an op object (its ``repr`` is not a name)."""
+    name = getattr(obj, "_qualname", None) or getattr(obj, "_qualified_op_name", None) \
+        or getattr(obj, "_name", None)
+    return str(name) if name else repr(obj)
 
 
 def normalise(text: str, obj: Any) -> str:
@@ -235,6 +259,7 @@ def functions_in(module: ModuleType) -> list[type]:
 
 
 def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
+    """A Function class's ``FunctionInfo``. (Every kind of target: ``gradverify.kinds``.)"""
     from torch.autograd import Function
 
     name = target or normalise(getattr(obj, "__qualname__", repr(obj)), obj)

@@ -34,7 +34,7 @@ class Picky(Function):
         return grad * 2
 
 
-class NotFunction(torch.nn.Module):
+class NotFunction:
     pass
 
 
@@ -64,7 +64,7 @@ CORPUS = {
     "missing-class.yaml": ("target: ops:Dubble\ncases:\n  - args: [{shape: [2]}]\n",
                            "did you mean 'Double'"),
     "not-function.yaml": ("target: ops:NotFunction\ncases:\n  - args: [{shape: [2]}]\n",
-                          "not a torch.autograd.Function subclass"),
+                          "gradverify verifies torch.autograd.Function classes, custom ops"),
     "missing-factory.yaml": ("target: ops:Double\ncases:\n  - factory: ops:nofactory\n",
                              "factory 'ops:nofactory'"),
     "raising-factory.yaml": ("target: ops:Double\ncases:\n  - factory: ops:broken_factory\n",

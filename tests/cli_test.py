@@ -96,7 +96,7 @@ def test_failure_and_input_error_exit_3_wins(ops):
 
 @pytest.mark.parametrize(("target", "code", "message"), [
     ("ops:Nope", 3, "'ops' has no attribute 'Nope'"),
-    ("ops:NotAFunction", 3, "not a torch.autograd.Function subclass"),
+    ("ops:NotAFunction", 3, "gradverify verifies torch.autograd.Function classes, custom ops"),
     ("nomodule:Thing", 3, "cannot import module 'nomodule'"),
     ("specs/none.yaml", 3, "no such spec file"),
     ("ops.py:Square", 0, "specs/square.yaml  ops:Square  ."),

@@ -12,6 +12,7 @@ import torch
 
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
+from gradverify.kinds import FUNCTION_CLASS
 from gradverify.spec.inputs import Args
 from gradverify.target import FunctionInfo
 
@@ -144,6 +145,19 @@ def randn_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     if t.is_complex():
         g = torch.complex(g, torch.randn(t.shape, generator=generator, dtype=torch.float64))
     return g.to(dtype=t.dtype, device=t.device)
+
+
+def no_own_backward(info: FunctionInfo, applied: Applied) -> str | None:
+    """Why backward cannot be called raw on this call's graph, or None: a custom op whose
+    autograd kernel was written by hand at the Autograd key (not ``register_autograd``) has no
+    formula of its own to call; the engine-based checks still see its gradients."""
+    if info.kind == FUNCTION_CLASS or applied.ctx is None:
+        return None
+    forward_cls = getattr(type(applied.ctx), "_forward_cls", None)
+    if forward_cls is not None and forward_cls.__name__.startswith("GeneratedBackwardFor_"):
+        return None
+    return ("not for this custom op: its autograd kernel is not a formula registered with "
+            "register_autograd, so there is no backward of its own to call")
 
 
 def raw_backward(info: FunctionInfo, applied: Applied, grads: Sequence[Any]) -> tuple[Any, ...]:

@@ -11,11 +11,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from gradverify.kinds import FUNCTION, MODULE
 from gradverify.results import CheckResult, Finding, Severity, Status
 
 if TYPE_CHECKING:
     from gradverify.codes import Code
     from gradverify.context import CheckContext
+    from gradverify.target import FunctionInfo
+
+
+NO_OWN_BACKWARD: Mapping[str, str] = MappingProxyType({
+    FUNCTION: "it has no backward of its own (its gradients come from what it calls: name "
+              "the Functions it calls as targets)",
+    MODULE: "it has no backward of its own (its gradients come from what forward calls: name "
+            "the Functions it calls as targets)"})
+"""``Check.not_for`` of the checks that call a target's own backward."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,29 @@ class Check(abc.ABC):
     """Runs only when the spec names a ``reference:``."""
     needs_accelerator: ClassVar[bool] = False
     """Runs only with ``--device cuda`` (or when named by ``--only``)."""
+    not_for: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    """Target kinds (``gradverify.kinds.KINDS``) the check does not apply to, each with the
+    reason its skipped row gives."""
+    only_for: ClassVar[tuple[str, ...]] = ()
+    """The target kinds the check is made for (none: every kind). For other kinds it has no
+    row, unless named by ``--only`` (then it skips, saying why)."""
+    calls_own_backward: ClassVar[bool] = False
+    """Calls the target's own backward: a Function's, or a custom op's registered with
+    ``register_autograd``; skipped for an op without one."""
+
+    def not_applicable(self, info: FunctionInfo) -> str | None:
+        """Why this check does not apply to ``info``'s kind of target, or None."""
+        from gradverify.kinds import CUSTOM_OP
+
+        reason = self.not_for.get(info.kind)
+        if not reason and self.only_for and info.kind not in self.only_for:
+            reason = f"made for {' and '.join(k + 's' for k in self.only_for)} only"
+        if reason:
+            return f"not for a {info.kind}: {reason}"
+        if self.calls_own_backward and info.kind == CUSTOM_OP and info.style == "none":
+            return ("not for this custom op: it has no backward of its own (none registered "
+                    "with register_autograd)")
+        return None
 
     @abc.abstractmethod
     def run(self, ctx: CheckContext) -> Outcome:

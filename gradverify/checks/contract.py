@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import NO_OWN_BACKWARD, Check, Outcome
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -104,6 +104,8 @@ CODES = (
 
 class ContractCheck(Check):
     name = "contract"
+    not_for = NO_OWN_BACKWARD
+    calls_own_backward = True
     default = True
     summary = "backward returns what autograd expects: count, types, shapes, dtypes, devices"
     codes = CODES
@@ -124,6 +126,8 @@ class ContractCheck(Check):
             return self._arity_mismatch(info.backward_arity, n_out, loc)
         self._output_dtypes(applied, outcome, loc)
         grads = calls.random_grads(applied, ctx.generator("contract"))
+        if calls.no_own_backward(info, applied):
+            return Outcome.skip(calls.no_own_backward(info, applied) or "")
         try:
             raw = calls.raw_backward(info, applied, grads)
         except Exception as exc:  # noqa: BLE001 -- user code

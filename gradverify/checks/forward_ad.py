@@ -6,10 +6,12 @@ backward, gradgradcheck checks forward-over-reverse (jacfwd of grad, used by Hes
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
+from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -38,6 +40,11 @@ CODES = (
 
 class ForwardADCheck(Check):
     name = "forward_ad"
+    not_for = MappingProxyType({
+        CUSTOM_OP: "custom ops have no forward-mode formula, and torch.func.jvp returns a "
+                   "zero tangent through one without saying so",
+        FUNCTION: "its forward-mode AD is that of the Functions it calls: check those",
+        MODULE: "its forward-mode AD is that of the Functions it calls: check those"})
     default = True
     summary = "jvp (forward-mode AD) matches finite differences"
     codes = CODES

@@ -10,10 +10,12 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
+from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -46,6 +48,10 @@ CODES = (
 
 class LintCheck(Check):
     name = "lint"
+    not_for = MappingProxyType({
+        FUNCTION: "it reads an autograd.Function class's source",
+        MODULE: "it reads an autograd.Function class's source",
+        CUSTOM_OP: "it reads an autograd.Function class's source"})
     default = True
     summary = "static patterns: saved_variables, Variable/volatile, .data or numpy in backward"
     codes = CODES

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
+from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -57,6 +58,9 @@ CODES = (
 
 class MutationCheck(Check):
     name = "mutation"
+    not_for = MappingProxyType({
+        FUNCTION: "autograd records the in-place operations of plain code itself",
+        MODULE: "autograd records the in-place operations of plain code itself"})
     default = True
     summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
     codes = CODES
@@ -83,7 +87,7 @@ class MutationCheck(Check):
             applied = calls.apply(ctx.info, Args(args.names, values, args.differentiable),
                                   protect_inputs=False)
         _inputs_written(ctx, applied, before, list(tensors), outcome)
-        if applied.ctx is None:
+        if applied.ctx is None or calls.no_own_backward(ctx.info, applied):
             outcome.summary = "forward checked; no differentiable output for backward"
             return outcome
         changed_after_save = _saved_then_changed(ctx, outcome)
@@ -109,6 +113,10 @@ def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
         if id(applied.args.values[pos]) in dirty:
             continue
         name = applied.args.names[pos]
+        if ctx.info.kind == CUSTOM_OP:
+            if name not in ctx.info.mutates:
+                outcome.add(_undeclared(ctx, name))
+            continue
         outcome.add(Finding(
             "GV221", Severity.ERROR,
             f"forward writes into input {name!r} in place without ctx.mark_dirty: the "
@@ -116,6 +124,17 @@ def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
             location=ctx.info.forward_location,
             hint=f"work on a copy ({name}.clone()), or call ctx.mark_dirty({name}) and return "
                  "it as an output"))
+
+
+def _undeclared(ctx: CheckContext, name: str) -> Finding:
+    """GV221 for a custom op: a write its schema does not declare."""
+    return Finding(
+        "GV221", Severity.ERROR,
+        f"the op writes into its argument {name!r} in place, but its schema does not declare "
+        "it: torch.compile and functionalization assume the argument is unchanged",
+        input=name, location=ctx.info.forward_location,
+        hint=f"declare it (@custom_op(..., mutates_args=({name!r},)), i.e. `Tensor(a!) {name}` "
+             f"in the schema), or work on a copy ({name}.clone())")
 
 
 def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],

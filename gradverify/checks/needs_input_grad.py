@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import NO_OWN_BACKWARD, Check, Outcome
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -82,6 +82,8 @@ CODES = (
 
 class NeedsInputGradCheck(Check):
     name = "needs_input_grad"
+    not_for = NO_OWN_BACKWARD
+    calls_own_backward = True
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES
@@ -118,7 +120,7 @@ class NeedsInputGradCheck(Check):
 
         args = base.clone(requires_grad=subset)
         applied = calls.apply(ctx.info, args)
-        if applied.ctx is None:
+        if applied.ctx is None or calls.no_own_backward(ctx.info, applied):
             return None
         grads = calls.random_grads(applied, ctx.generator("needs_input_grad"))
         label = _label(args.names, subset, diff)

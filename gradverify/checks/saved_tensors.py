@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import gc
 import weakref
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
+from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -63,6 +65,10 @@ CODES = (
 
 class SavedTensorsCheck(Check):
     name = "saved_tensors"
+    not_for = MappingProxyType({
+        FUNCTION: "it saves no tensors of its own", MODULE: "it saves no tensors of its own",
+        CUSTOM_OP: "its saved tensors live in torch's generated autograd.Function; gradcheck, "
+                   "mutation and op_aot_dispatch check what the registered backward does"})
     default = True
     summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
     codes = CODES

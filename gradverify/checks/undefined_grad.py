@@ -7,10 +7,12 @@ Function), and, for a Function with several outputs, only one of them used.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
+from gradverify.kinds import FUNCTION, FUNCTION_CLASS, MODULE
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -35,6 +37,9 @@ CODES = (
 
 class UndefinedGradCheck(Check):
     name = "undefined_grad"
+    not_for = MappingProxyType({
+        FUNCTION: "it has no backward of its own: check the Functions it calls",
+        MODULE: "it has no backward of its own: check the Functions it calls"})
     default = True
     summary = "using only some outputs of a multi-output Function works and gives right gradients"
     codes = CODES
@@ -112,8 +117,8 @@ class UndefinedGradCheck(Check):
         from gradverify.checks import _tensors as tk
 
         undefined = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
-        if undefined is None:  # pragma: no cover -- every torch >= 2.1 has it
-            return True
+        if undefined is None or ctx.info.kind != FUNCTION_CLASS:
+            return True  # an op's generated Function materializes them (zeros)
         fresh = calls.apply(ctx.info, ctx.args("double"))
         diff = fresh.args.diff_positions
         outs = [undefined()(fresh.outputs[j]) for j in used]

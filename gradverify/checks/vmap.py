@@ -6,10 +6,12 @@ naming what is missing.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
+from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -37,6 +39,9 @@ CODES = (
 
 class VmapCheck(Check):
     name = "vmap"
+    not_for = MappingProxyType({
+        FUNCTION: "vmap of a plain function is vmap of what it calls: check those",
+        MODULE: "vmap of a module is vmap of what forward calls: check those"})
     default = True
     summary = "torch.func.vmap equals a loop, for outputs and per-sample gradients"
     codes = CODES
@@ -48,12 +53,9 @@ class VmapCheck(Check):
         from gradverify.checks import _compare as cmp
 
         info = ctx.info
-        if info.vmap is None:
-            return Outcome.skip("vmap unsupported: set generate_vmap_rule = True or define a "
-                                "vmap staticmethod (torch.func needs setup_context style)")
-        if info.style != "setup_context":
-            return Outcome.skip(f"vmap unsupported: {info.vmap} needs setup_context style "
-                                "(forward without ctx, plus a setup_context staticmethod)")
+        unsupported = _unsupported(info)
+        if unsupported:
+            return Outcome.skip(unsupported)
         args = ctx.args("double")
         batched = [i for i, v in enumerate(args.values) if isinstance(v, torch.Tensor)
                    and (v.is_floating_point() or v.is_complex())]
@@ -97,9 +99,12 @@ class VmapCheck(Check):
                     f"(by {worst:.3g}; shapes {list(out.shape)} vs {list(expected.shape)})",
                     output=j, location=info.forward_location,
                     hint="the vmap rule returns wrong values or out_dims"))
-        self._gradients(ctx, call, inputs, [args.names[i] for i in batched], outcome)
+        grads = info.kind != CUSTOM_OP  # torch.func.grad cannot differentiate through an op
+        if grads:
+            self._gradients(ctx, call, inputs, [args.names[i] for i in batched], outcome)
         if not outcome.findings:
-            outcome.summary = f"vmap over a batch of {BATCH} equals a loop (outputs and gradients)"
+            outcome.summary = (f"vmap over a batch of {BATCH} equals a loop (outputs"
+                               f"{' and gradients' if grads else ''})")
         return outcome
 
     @staticmethod
@@ -141,6 +146,19 @@ class VmapCheck(Check):
                         input=name, location=ctx.location,
                         hint="backward (or the vmap rule) mixes samples of the batch"))
                     return
+
+
+def _unsupported(info: Any) -> str | None:
+    """Why the target has no vmap rule to check, or None."""
+    if info.kind == CUSTOM_OP and info.vmap is None:
+        return "no register_vmap rule: torch.vmap runs the op once per sample, which needs no check"
+    if info.vmap is None:
+        return ("vmap unsupported: set generate_vmap_rule = True or define a vmap staticmethod "
+                "(torch.func needs setup_context style)")
+    if info.style != "setup_context" and info.kind != CUSTOM_OP:
+        return (f"vmap unsupported: {info.vmap} needs setup_context style (forward without "
+                "ctx, plus a setup_context staticmethod)")
+    return None
 
 
 CHECK = VmapCheck()

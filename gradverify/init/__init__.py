@@ -57,6 +57,9 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
     dims = spec_dict(guesses)["dims"]
     lines += [f"target: {info.target}"]
+    if info.module is not None:
+        lines.append(f"init_args: {_yaml(_init_args(info))}   # the module's constructor "
+                     "arguments (guessed)")
     if dims:
         lines.append("dims: {" + ", ".join(f"{k}: {v}" for k, v in dims.items()) + "}"
                      "   # named sizes; a list such as [1, 3] sweeps them")
@@ -82,6 +85,12 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
     return "\n".join(lines) + "\n"
 
 
+def _init_args(info: FunctionInfo) -> dict[str, Any]:
+    from gradverify.kinds import guess_init_args
+
+    return guess_init_args(type(info.module))
+
+
 def _yaml(value: Any) -> str:
     """A value in the spec's flow style: {shape: [N, D], dtype: int64}, {tuple: [N, D]}."""
     if isinstance(value, dict):
@@ -92,18 +101,35 @@ def _yaml(value: Any) -> str:
 
 
 def infos(target: str) -> list[FunctionInfo]:
-    """The Functions a target names: ``mod:Class``, or every Function defined in a module or
-    ``.py`` file."""
+    """The targets a name gives: ``mod:Class`` (or ``mod:op``, ``ns::op``, ``mod:fn``), or
+    every Function class, custom op and nn.Module class defined in a module or ``.py`` file."""
     from gradverify.errors import TargetError
-    from gradverify.target import functions_in, import_module, introspect, resolve
+    from gradverify.kinds import (
+        FUNCTION_CLASS,
+        MODULE,
+        guess_init_args,
+        introspect,
+        kind_of_object,
+        resolve,
+        targets_in,
+    )
+    from gradverify.spec.model import is_op_name
+    from gradverify.target import import_module, resolve_object
 
-    if ":" in target:
+    if is_op_name(target):
         return [resolve(target)]
+    if ":" in target:
+        obj = resolve_object(target)
+        return [resolve(target, init_args=guess_init_args(obj)
+                        if kind_of_object(obj) == MODULE else None)]
     module = import_module(target)
-    found = [introspect(cls) for cls in functions_in(module)]
+    found = [introspect(obj, f"{module.__name__}:{attr}" if kind_of_object(obj) != FUNCTION_CLASS
+                        else None,
+                        init_args=guess_init_args(obj) if kind_of_object(obj) == MODULE else None)
+             for attr, obj in targets_in(module)]
     if not found:
-        raise TargetError(f"{target} defines no torch.autograd.Function subclasses",
-                          code="GV005", where=target)
+        raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
+                          "or nn.Module classes", code="GV005", where=target)
     return found
 
 

@@ -79,7 +79,7 @@ class Hints:
 
 def read_source(info: FunctionInfo) -> dict[str, Hints]:
     """Hints per parameter from forward's source (empty when the source cannot be read)."""
-    forward = _underlying(inspect.getattr_static(info.cls, "forward"))
+    forward = _underlying(inspect.getattr_static(info.cls, "forward", None))
     hints = {p.name: Hints() for p in info.params}
     if forward is None:
         return hints
@@ -211,6 +211,8 @@ def first_guesses(info: FunctionInfo) -> list[Guess]:
     hints = read_source(info)
     guesses = []
     for param in info.params:
+        if param.name in info.parameters:
+            continue  # a module's parameter: an input found automatically
         if param.kind == "var_positional":
             guesses.append(Guess(param.name, "star", shape=TEMPLATES[2], items=2,
                                  why=f"*{param.name}: a list, one entry per tensor"))

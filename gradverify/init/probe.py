@@ -149,11 +149,12 @@ def _flat_with_gradient(info: FunctionInfo, args: Any, outputs: list[Any], leave
     if not outputs or not any(g is not None and bool(g.ne(0).any()) for g in grads):
         return False
     try:
-        with torch.no_grad():
-            moved = [v + 1e-3 * torch.randn_like(v) if i in args.diff_positions else v
-                     for i, v in enumerate(args.values)]
-            again = calls.apply(info, type(args)(args.names, moved, args.differentiable))
-        return all(tk.same_values(a, b) for a, b in zip(
+        moved = [(v.detach() + 1e-3 * torch.randn_like(v)).requires_grad_(True)
+                 if i in args.diff_positions else v for i, v in enumerate(args.values)]
+        again = calls.apply(info, type(args)(args.names, moved, args.differentiable))
+        if not again.differentiable:
+            return False
+        return all(tk.same_values(a.detach(), b) for a, b in zip(
             [again.outputs[j] for j in again.differentiable], [o.detach() for o in outputs]))
     except Exception:  # noqa: BLE001 -- a hint only
         return False

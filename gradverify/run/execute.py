@@ -21,7 +21,7 @@ from gradverify.run import casenotes, leftovers
 from gradverify.run.tasks import Task
 from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
 from gradverify.spec.inputs import InputMaker, case_seed
-from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg
+from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
 from gradverify.target import FunctionInfo
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
@@ -37,11 +37,14 @@ class Prepared:
 
 def prepare(job: Job) -> Prepared | ErrorEntry:
     """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.target import introspect, resolve
+    from gradverify.kinds import introspect, resolve
 
     spec_path = job.spec.path if job.spec else None
     try:
-        info = introspect(job.cls, job.target) if job.cls is not None else resolve(job.target)
+        imports, init_args = (job.spec.imports, job.spec.init_args) if job.spec else ((), {})
+        init_args = job.init_args if job.init_args is not None else init_args
+        info = introspect(job.cls, job.target, init_args) if job.cls is not None \
+            else resolve(job.target, imports, init_args)
     except InputError as exc:
         return ErrorEntry(job.target, spec_path, exc.code, str(exc))
     spec = job.spec or infer_spec(info)
@@ -89,11 +92,25 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     return result, [error] if error else []
 
 
+def _inferred_arg(param: Any) -> Arg:
+    """A float tensor of shape [3, 4]; for an op, what its schema's type asks for."""
+    kind = str(param.annotation)
+    if kind in ("float", "SymFloat"):
+        return ValueArg(value=0.5)
+    if kind in ("int", "SymInt"):
+        return ValueArg(value=2)
+    if kind == "bool":
+        return ValueArg(value=True)
+    if kind in ("List[Tensor]", "Tensor[]"):
+        return SeqArg("list", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))
+    return TensorArg(shape=(3, 4))
+
+
 def infer_spec(info: FunctionInfo) -> Spec:
     """Every forward parameter without a default becomes a float tensor of shape [3, 4]; a
     ``*xs`` parameter, two of them (``xs[0]``, ``xs[1]``)."""
     args: tuple[tuple[str | None, Arg], ...] = tuple(
-        (p.name, TensorArg(shape=(3, 4))) for p in info.positional if p.required)
+        (p.name, _inferred_arg(p)) for p in info.positional if p.required)
     star = next((p.name for p in info.params if p.kind == "var_positional"), None)
     if star:
         args += ((star, SeqArg("star", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))),)
@@ -101,14 +118,18 @@ def infer_spec(info: FunctionInfo) -> Spec:
                 inferred=True)
 
 
-def selected_checks(spec: Spec, case: Case, options: RunOptions) -> list[Check]:
-    """The checks that run on ``case``: switched on at some level (``RunOptions``), with a
-    reference to compare against where they need one, and on an accelerator where they need
-    one (unless named by ``--only``)."""
+def selected_checks(spec: Spec, case: Case, options: RunOptions,
+                    kind: str = "autograd.Function") -> list[Check]:
+    """The checks that run on ``case``: switched on at some level (``RunOptions``), made for
+    the target's ``kind`` (op checks for ops), with a reference to compare against where they
+    need one, and on an accelerator where they need one (unless named by ``--only``)."""
     chosen = []
     for name, check in REGISTRY.items():
         if not options.check_enabled(name, check.default, spec, case):
             continue
+        if check.only_for and kind not in check.only_for \
+                and (options.only is None or name not in options.only):
+            continue  # no row: an op check says nothing about a Function class
         if check.needs_reference and not spec.reference:
             continue  # nothing to compare against
         if check.needs_accelerator and options.device == "cpu" \
@@ -132,7 +153,8 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
                        smallest=smallest, reference=reference)
-    checks = [c for c in selected_checks(spec, case, options) if first or not c.static]
+    checks = [c for c in selected_checks(spec, case, options, info.kind)
+              if first or not c.static]
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
     inputs: tuple[Any, ...] = ()
@@ -222,7 +244,7 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str
     turned into xfail/xpass by the spec's ``expect:``. Returns the result, the check's own
     outcome and, for a bug of gradverify's, its traceback."""
     t0 = time.perf_counter()
-    blocked = _blocked_by(check, ctx.results)
+    blocked = check.not_applicable(ctx.info) or _blocked_by(check, ctx.results)
     error = None
     if blocked:
         outcome = Outcome.skip(blocked)

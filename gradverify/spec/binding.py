@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
@@ -31,7 +31,21 @@ class Default:
 
 
 def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
-    """Match a case's args to forward's parameters; SpecError (exit 3) when they do not fit."""
+    """Match a case's args to forward's parameters; SpecError (exit 3) when they do not fit.
+    A module target's parameters follow forward's arguments, bound to the module's values."""
+    if not info.parameters:
+        return _bind(case, info, spec)
+    from gradverify.kinds import ModuleParameter
+
+    forward = replace(info, params=info.params[: len(info.params) - len(info.parameters)])
+    bound = _bind(case, forward, spec)
+    if case.factory:
+        return bound
+    return Bound(bound.names + info.parameters,
+                 bound.args + tuple(Default(ModuleParameter(n)) for n in info.parameters))
+
+
+def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
     positional = list(info.positional)
     varargs = any(p.kind == "var_positional" for p in info.params)
     signature = f"{info.name}.forward({', '.join(_show_param(p) for p in info.params)})"

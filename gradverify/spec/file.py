@@ -28,6 +28,7 @@ from gradverify.spec.model import (
     Case,
     Spec,
     Tolerance,
+    is_op_name,
     is_target_string,
 )
 from gradverify.spec.yamlio import join_key, kind_of, load_documents, looks_like_spec
@@ -108,10 +109,41 @@ class _Validator(ArgsReader):
 
     def reference(self, value: Any, line: int | None, key: str) -> str:
         text = self.string(value, line, key)
-        if not is_target_string(text):
+        if not is_target_string(text) or is_op_name(text):
             raise self.fail("expected 'package.module:Name' or 'path/to/file.py:Name', got "
                             f"{text!r}", line, key)
         return text
+
+    def target(self, value: Any, line: int | None, key: str) -> str:
+        text = self.string(value, line, key)
+        if not is_target_string(text):
+            raise self.fail("expected 'package.module:Name', 'path/to/file.py:Name' or an "
+                            f"operator's name 'namespace::op', got {text!r}", line, key)
+        return text
+
+    def target_keys(self, data: Any, at: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """``imports:`` (an op-name target's modules) and ``init_args:`` (a module's)."""
+        return (self.imports(data.get("imports", []), at("imports"), "imports"),
+                self.init_args(data.get("init_args", {}), at("init_args"), "init_args"))
+
+    def imports(self, value: Any, line: int | None, key: str) -> tuple[str, ...]:
+        names = self.strings(value, line, key)
+        for name in names:
+            if not all(part.isidentifier() for part in name.split(".")):
+                raise self.fail(f"expected dotted module names like 'mypkg.ops', got {name!r}",
+                                line, key)
+        return names
+
+    def init_args(self, value: Any, line: int | None, key: str) -> dict[str, Any]:
+        data = self.mapping(value, line, key, "constructor arguments by name")
+        for name, item in data.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise self.fail(f"expected parameter names, got {name!r}", line, key)
+            if not _plain(item):
+                raise self.fail(f"{name}: expected a number, string, bool, null or a list of "
+                                f"them, got {kind_of(item)}", self.line_of(data, name, line),
+                                f"{key}.{name}")
+        return {str(name): _plain_copy(item) for name, item in data.items()}
 
     # -- the spec
 
@@ -135,8 +167,9 @@ class _Validator(ArgsReader):
         if "version" in data and data["version"] != 1:
             errors.append(self.fail(f"unsupported spec version {data['version']!r}; this "
                                     "gradverify reads version 1", at("version"), "version"))
-        target = attempt(self.reference, data["target"], at("target"), "target") \
+        target = attempt(self.target, data["target"], at("target"), "target") \
             if "target" in data else None
+        imports, init_args = attempt(self.target_keys, data, at, default=((), {}))
         reference = attempt(self.reference, data["reference"], at("reference"), "reference") \
             if "reference" in data else None
         raw_dims = data.get("dims", {})
@@ -171,7 +204,8 @@ class _Validator(ArgsReader):
         if errors:
             raise _together(errors)
         return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
-                    reference=reference, tolerance=tolerance, checks=checks, expect=expect)
+                    reference=reference, tolerance=tolerance, checks=checks, expect=expect,
+                    imports=imports, init_args=init_args)
 
     def dims(self, value: Any, line: int | None, key: str) -> dict[str, tuple[int, ...]]:
         data = self.mapping(value, line, key, "named sizes like {N: [1, 4], D: 3}")
@@ -261,3 +295,21 @@ def _together(errors: list[SpecError]) -> SpecError:
     for rest in flat[1:]:
         rest.others = []
     return first
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _plain_copy(value: Any) -> Any:
+    """A YAML value without its line-carrying wrapper types."""
+    if isinstance(value, list):
+        return [_plain_copy(item) for item in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value

@@ -138,10 +138,14 @@ class InputMaker:
             return _converted(self.args("double"), double=False, working=self.case.dtype)
         generator = self._generator()
         values = [self._value(arg, role, generator) for arg in self.bound.args]
-        diff = [isinstance(arg, TensorArg) and arg.differentiable for arg in self.bound.args]
+        diff = [(isinstance(arg, TensorArg) and arg.differentiable)
+                or (isinstance(arg, Default) and _is_parameter(arg.value)
+                    and _inexact(values[i])) for i, arg in enumerate(self.bound.args)]
         return Args(list(self.bound.names), values, diff)
 
     def _value(self, arg: Any, role: str, generator: torch.Generator) -> Any:
+        if isinstance(arg, Default) and _is_parameter(arg.value):
+            return self._parameter(arg.value.name, role)
         if isinstance(arg, Default):
             return arg.value
         if isinstance(arg, ValueArg):
@@ -166,6 +170,18 @@ class InputMaker:
         elif role == "double" and arg.dtype in COMPLEX:
             value = value.to(torch.complex128)
         return value.to(arg.device or self.device)
+
+    def _parameter(self, name: str, role: str) -> torch.Tensor:
+        """A module target's parameter: the built module's value, in float64 for the
+        ``double`` role and in its own dtype for ``working``."""
+        import torch
+
+        from gradverify.kinds import module_parameter
+
+        value = module_parameter(self.info, name).clone()
+        if role == "double" and _inexact(value):
+            value = value.to(torch.complex128 if value.is_complex() else torch.float64)
+        return value.to(self.device)
 
     def _from_factory(self) -> Args:
         """The factory's arguments in double precision: called once, with ``dtype`` float64
@@ -204,6 +220,10 @@ class InputMaker:
             diff = [isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
                     for v in values]
         values = [fresh_leaf(v, False) if isinstance(v, torch.Tensor) else v for v in values]
+        for name in self.info.parameters:  # a module's parameters follow forward's arguments
+            shown.append(name)
+            values.append(self._parameter(name, "double"))
+            diff.append(_inexact(values[-1]))
         # A factory that ignores dtype gets its floating tensors converted, as YAML inputs are.
         return _converted(Args(shown, values, diff), double=True)
 
@@ -232,6 +252,18 @@ class InputMaker:
         raise InputError(f"factory {factory} returned {type(result).__name__}; "
                          "expected a tuple/list of forward's arguments or a dict by name",
                          code="GV006", where=self.info.target)
+
+
+def _is_parameter(value: Any) -> bool:
+    from gradverify.kinds import ModuleParameter
+
+    return isinstance(value, ModuleParameter)
+
+
+def _inexact(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
 
 
 def _require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,

@@ -43,9 +43,12 @@ INIT_PARAMS = ("low", "high", "mean", "std", "p")
 TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "device",
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
-SPEC_KEYS = ("version", "target", "reference", "dims", "tolerance", "checks", "expect", "cases")
+SPEC_KEYS = ("version", "target", "imports", "init_args", "reference", "dims", "tolerance",
+             "checks", "expect", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 _MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
+OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
+"""An operator's name, ``namespace::op`` or ``namespace::op.overload``."""
 DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 DIM_RE = re.compile(r"^[A-Za-z_]\w*$")
 MAX_SWEEP = 256
@@ -186,6 +189,10 @@ class Spec:
     tolerance: Tolerance = Tolerance()
     checks: Mapping[str, CheckSetting] = field(default_factory=dict)
     expect: Mapping[str, str] = field(default_factory=dict)
+    imports: tuple[str, ...] = ()
+    """Modules whose import registers the op an op-name target (``ns::op``) names."""
+    init_args: Mapping[str, Any] = field(default_factory=dict)
+    """Constructor arguments of an ``nn.Module`` target."""
     inferred: bool = False
     """Built from forward's signature because no spec file names the target."""
 
@@ -194,9 +201,15 @@ class Spec:
         return f"{self.path}:{self.line}" if self.path and self.line else (self.path or "<spec>")
 
 
+def is_op_name(text: str) -> bool:
+    return OP_NAME_RE.match(text) is not None
+
+
 def is_target_string(text: str) -> bool:
     """``module:Name`` or ``path/file.py:Outer.Inner``: any Python identifiers, Unicode
-    included (``uniops:ΔScale``)."""
+    included (``uniops:ΔScale``); or an operator's name, ``ns::op[.overload]``."""
+    if is_op_name(text):
+        return True
     module, sep, attr = text.rpartition(":")
     return bool(sep and _MODULE_RE.match(module)
                 and all(part.isidentifier() for part in attr.split(".")))

@@ -1,0 +1,117 @@
+"""op_autograd_registration: gradients flow through a custom op by a formula registered where
+autograd looks for it.
+
+Runs opcheck's ``test_autograd_registration``: outputs that require grad although the op has no
+kernel at an autograd key (an autograd.Function called inside a CPU/CUDA kernel, which torch
+.compile and other dispatch layers bypass). Also says when the op has no autograd formula at
+all while its inputs require grad: a ``custom_op`` without ``register_autograd`` (backward
+raises), or a ``torch.library`` op whose outputs come back without a gradient.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from gradverify.checks.base import Check, Outcome
+from gradverify.codes import Code
+from gradverify.kinds import CUSTOM_OP
+from gradverify.results import Finding, Severity
+
+if TYPE_CHECKING:
+    from gradverify.context import CheckContext
+
+CODES = (
+    Code("GV411", "autograd-at-backend-key",
+         "The op's outputs require grad, but no autograd kernel is registered for it: the "
+         "gradient comes from an autograd.Function called inside a backend (CPU/CUDA) kernel.",
+         "Layers below autograd (torch.compile, functionalization, vmap) call the backend "
+         "kernel directly, so the gradient silently disappears or goes wrong there.",
+         "@torch.library.impl(\"mylib::op\", \"CPU\")\ndef _(x):\n    return MyFunction.apply(x)",
+         "Register the formula at the autograd key: torch.library.register_autograd("
+         "\"mylib::op\", backward, setup_context=...), with a kernel of plain tensor code."),
+    Code("GV412", "no-autograd-formula",
+         "Inputs of the op require grad, but it has no autograd formula.",
+         "Backward through the op raises (custom_op), or its outputs come back without a "
+         "gradient: training stops, or the op's inputs silently get no gradient.",
+         "@torch.library.custom_op(\"mylib::op\", mutates_args=())\ndef op(x): ...\n"
+         "# no op.register_autograd(...)",
+         "Register one: op.register_autograd(backward, setup_context=setup_context)."),
+)
+
+_EVERY_GRADIENT_CHECK = ("contract", "gradcheck", "gradgradcheck", "needs_input_grad",
+                         "mutation", "undefined_grad", "determinism", "layout", "reference",
+                         "precision", "vmap", "device", "compile", "op_fake",
+                         "op_aot_dispatch")
+
+
+class OpAutogradRegistrationCheck(Check):
+    name = "op_autograd_registration"
+    default = True
+    summary = "the op's autograd formula is registered at the autograd key"
+    codes = CODES
+    only_for = (CUSTOM_OP,)
+    requires = ()
+    invalidates = MappingProxyType({"GV411": _EVERY_GRADIENT_CHECK,
+                                    "GV412": _EVERY_GRADIENT_CHECK})
+    """Every check that differentiates through the op would fail for the same reason."""
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _opcheck
+
+        args = ctx.args("double")
+        if not args.diff_positions:
+            return Outcome.skip("no input requires grad")
+        first = args.names[args.diff_positions[0]]  # findings name an input needing a gradient
+        missing = _no_formula(ctx, first)
+        if missing is not None:
+            return Outcome(findings=[missing], summary="the op has no autograd formula")
+        exc = _opcheck.run_test(ctx, "test_autograd_registration")
+        if exc is None:
+            return Outcome(summary="autograd formula registered at the autograd key")
+        text = _opcheck.messages(exc)
+        if "autograd kernel defined at an autograd key" in text:
+            return Outcome(summary="autograd registered at a backend key", findings=[Finding(
+                "GV411", Severity.ERROR,
+                "the op's outputs require grad, but its autograd comes from inside a backend "
+                "kernel (an autograd.Function called in the CPU/CUDA implementation), not "
+                "from the autograd key: torch.compile and other layers below autograd lose "
+                f"the gradient of {first!r}", input=first,
+                location=ctx.info.forward_location or _opcheck.user_frame(exc),
+                hint="make the kernel plain tensor code and register the Function's backward "
+                     f"with torch.library.register_autograd({ctx.info.op._name!r}, backward, "
+                     "setup_context=...)")])
+        return Outcome(summary="opcheck's autograd registration test failed", findings=[Finding(
+            "GV411", Severity.ERROR,
+            f"opcheck's autograd registration test failed: {_opcheck.shortened(text)}",
+            input=first, location=_opcheck.user_frame(exc) or ctx.info.forward_location,
+            hint="register the op's backward with torch.library.register_autograd")])
+
+
+def _no_formula(ctx: CheckContext, first: str) -> Finding | None:
+    """GV412 when the inputs require grad but the op has no formula: a custom_op without
+    register_autograd, or outputs that come back without a gradient."""
+    import torch
+
+    from gradverify.checks import _calls as calls
+
+    info = ctx.info
+    hint = (f"register one: {info.op._name.split('::')[-1]}.register_autograd(backward, "
+            "setup_context=setup_context), or torch.library.register_autograd("
+            f"{info.op._name!r}, backward, setup_context=...)")
+    opdef = torch._library.custom_ops.OPDEFS.get(info.op._name)
+    if opdef is not None and getattr(opdef, "_backward_fn", 0) is None:
+        return Finding("GV412", Severity.ERROR,
+                       f"{first!r} requires grad, but the op has no autograd formula: "
+                       "backward through it raises", input=first,
+                       location=info.forward_location, hint=hint)
+    applied = calls.apply(info, ctx.args("double"))
+    floating = [j for j, o in applied.tensors if o.is_floating_point() or o.is_complex()]
+    if floating and not applied.differentiable:
+        return Finding("GV412", Severity.ERROR,
+                       f"{first!r} requires grad, but output {floating[0]} comes back "
+                       "without a gradient: the op has no autograd formula", input=first,
+                       output=floating[0], location=info.forward_location, hint=hint)
+    return None
+
+
+CHECK = OpAutogradRegistrationCheck()

@@ -1,0 +1,358 @@
+"""Targets that are not ``torch.autograd.Function`` classes: custom ops (a ``CustomOpDef``, an
+op's name ``ns::op``, an ``OpOverload``/``OpOverloadPacket``), plain functions and
+``nn.Module`` classes (DESIGN §2b).
+
+Each becomes a ``FunctionInfo`` like a Function class's, whose ``cls`` is an adapter with the
+one method every check calls, ``apply(*values)``: the checks see every kind through one door.
+An op's adapter also has ``backward(ctx, *grads)`` when the op's autograd was registered with
+``register_autograd``: the registered backward, called the way the engine calls it, so the
+checks of backward's contract apply to ops as they do to Functions. Imports torch lazily.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gradverify.errors import TargetError
+from gradverify.target import (
+    _MISSING,
+    FunctionInfo,
+    Param,
+    import_module,
+    is_function_class,
+    location_of,
+    normalise,
+    op_name,
+    resolve_named,
+)
+from gradverify.target import introspect as introspect_function_class
+
+FUNCTION_CLASS = "autograd.Function"
+CUSTOM_OP = "custom op"
+FUNCTION = "function"
+MODULE = "module"
+KINDS = (FUNCTION_CLASS, CUSTOM_OP, FUNCTION, MODULE)
+
+_GENERATED = "GeneratedBackwardFor_"
+"""torch's name for the autograd.Function it builds around a registered backward."""
+
+MODULE_SEED = 0
+"""A module target is built after ``torch.manual_seed(MODULE_SEED)``: its parameters' values
+are the same in every run."""
+
+
+def resolve(text: str, imports: tuple[str, ...] = (),
+            init_args: Mapping[str, Any] | None = None) -> FunctionInfo:
+    """Import and introspect a target of any kind; TargetError when gradverify cannot verify
+    it. An op's name (``ns::op``, or ``torch.ops.ns:op``) is looked up after importing
+    ``imports``; a module class is built from ``init_args``."""
+    import re
+
+    from gradverify.spec.model import is_op_name
+
+    spelt = re.fullmatch(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)", text)
+    if spelt:  # torch.ops.ns:op, as Python spells it
+        text = f"{spelt.group(1)}::{spelt.group(2)}"
+    if is_op_name(text):
+        return introspect_other(op_by_name(text, imports), text, {})
+    obj, name = resolve_named(text)
+    return introspect(obj, name, init_args)
+
+
+def introspect(obj: Any, target: str | None = None,
+               init_args: Mapping[str, Any] | None = None) -> FunctionInfo:
+    """The ``FunctionInfo`` of a target object of any kind."""
+    name = target or normalise(getattr(obj, "__qualname__", None) or op_name(obj), obj)
+    if is_function_class(obj):
+        return introspect_function_class(obj, name)
+    return introspect_other(obj, name, init_args or {})
+
+
+def kind_of_object(obj: Any) -> str | None:
+    """The kind of a target object, or None when gradverify cannot verify it."""
+    if is_function_class(obj):
+        return FUNCTION_CLASS
+    if _op_of(obj) is not None:
+        return CUSTOM_OP
+    if inspect.isclass(obj):
+        import torch
+
+        return MODULE if issubclass(obj, torch.nn.Module) and obj is not torch.nn.Module \
+            else None
+    if inspect.isfunction(obj) or inspect.ismethod(obj) or isinstance(obj, _partial_type()):
+        return FUNCTION
+    return None
+
+
+def _partial_type() -> type:
+    import functools
+
+    return functools.partial
+
+
+def _op_of(obj: Any) -> Any:
+    """The ``OpOverload`` of a ``CustomOpDef``, ``OpOverload`` or single-overload packet."""
+    import torch
+
+    if isinstance(obj, torch._library.custom_ops.CustomOpDef):
+        return obj._opoverload
+    if isinstance(obj, torch._ops.OpOverload):
+        return obj
+    if isinstance(obj, torch._ops.OpOverloadPacket):
+        overloads = obj.overloads()
+        if len(overloads) != 1:
+            raise TargetError(f"{obj._qualified_op_name} has several overloads "
+                              f"({', '.join(overloads)}); name one: "
+                              f"'{obj._qualified_op_name}.{overloads[0]}'", code="GV004")
+        return getattr(obj, overloads[0])
+    return None
+
+
+def op_by_name(text: str, imports: tuple[str, ...]) -> Any:
+    """``ns::op[.overload]`` to its ``OpOverload``, after importing ``imports``."""
+    import torch
+
+    from gradverify.spec.model import OP_NAME_RE
+
+    for name in imports:
+        import_module(name)
+    match = OP_NAME_RE.match(text)
+    assert match is not None
+    namespace, name, overload = match.groups()
+    hint = (f"; the spec's `imports:` ({', '.join(imports)}) did not register it" if imports
+            else "; name the modules whose import registers it under the spec's `imports:`")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+    except (AttributeError, RuntimeError):
+        raise TargetError(f"no operator {namespace}::{name}{hint}", code="GV004",
+                          where=text) from None
+    if overload is None:
+        return _op_of(packet)
+    if overload not in packet.overloads():
+        raise TargetError(f"{namespace}::{name} has no overload {overload!r} (it has "
+                          f"{', '.join(packet.overloads())})", code="GV004", where=text)
+    return getattr(packet, overload)
+
+
+@dataclass(frozen=True)
+class ModuleParameter:
+    """A module target's parameter (``weight``, ``layer.bias``): a differentiable input whose
+    value is the built module's."""
+
+    name: str
+
+
+def introspect_other(obj: Any, name: str, init_args: Mapping[str, Any]) -> FunctionInfo:
+    """A ``FunctionInfo`` for a custom op, a plain function or an ``nn.Module`` class."""
+    kind = kind_of_object(obj)
+    if kind == CUSTOM_OP:
+        return _op_info(obj, _op_of(obj), name)
+    if kind == MODULE:
+        return _module_info(obj, name, init_args)
+    if kind == FUNCTION:
+        return _function_info(obj, name)
+    what = f"class {obj.__qualname__}" if inspect.isclass(obj) else type(obj).__name__
+    raise TargetError(f"{name} is a {what}; gradverify verifies torch.autograd.Function "
+                      "classes, custom ops (torch.library.custom_op, or 'namespace::op'), "
+                      "plain functions and torch.nn.Module classes", code="GV005", where=name)
+
+
+def _adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
+             backward: Callable[..., Any] | None = None) -> type:
+    """``source``: the user's function behind the target (what ``init`` reads as forward)."""
+    members: dict[str, Any] = {"apply": staticmethod(apply), "__module__": module,
+                               "__qualname__": name, "forward": staticmethod(source)}
+    if backward is not None:
+        members["backward"] = staticmethod(backward)
+    return type(name.rsplit(".", 1)[-1].replace(":", "_"), (), members)
+
+
+# ----------------------------------------------------------------------------- custom ops
+
+
+def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
+    import torch
+
+    schema = op._schema
+    params = tuple(Param(a.name, a.default_value if a.has_default_value() else _MISSING,
+                         str(a.type)) for a in schema.arguments)
+    keyword = [a.name for a in schema.arguments if a.kwarg_only]
+    positional = len(params) - len(keyword)
+    opdef = torch._library.custom_ops.OPDEFS.get(op._name) \
+        if not isinstance(obj, torch._library.custom_ops.CustomOpDef) else obj
+    backward_fn = getattr(opdef, "_backward_fn", None)
+    registered = backward_fn is not None or (
+        opdef is None and torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "Autograd"))
+
+    def apply(*values: Any) -> Any:
+        return op(*values[:positional], **dict(zip(keyword, values[positional:])))
+
+    impl = getattr(opdef, "_init_fn", None)
+    shown = name if "::" in name else op._name
+    return FunctionInfo(
+        cls=_adapter(shown, apply, getattr(impl, "__module__", "torch.ops"), impl,
+                     _registered_backward if registered else None),
+        target=name, style="register_autograd" if registered else "none", params=params,
+        once_differentiable=False, has_jvp=False,
+        vmap="register_vmap" if _has_vmap(op, opdef) else None,
+        forward_location=location_of(impl) if impl else None,
+        backward_location=location_of(backward_fn) if backward_fn else None,
+        backward_arity=None, uses_mark_dirty=False, source_file=_file_of(impl),
+        kind=CUSTOM_OP, op=op,
+        mutates=tuple(a.name for a in schema.arguments
+                      if a.alias_info is not None and a.alias_info.is_write))
+
+
+def _registered_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+    """The backward registered with ``register_autograd``, called as the engine calls it (with
+    ``ctx.needs_input_grad`` for the op's own arguments); one gradient per op argument."""
+    forward_cls = getattr(type(ctx), "_forward_cls", None)
+    if forward_cls is None or not forward_cls.__name__.startswith(_GENERATED):
+        raise TypeError("the op's outputs do not come from its registered autograd formula")
+    result = forward_cls.backward(ctx, *grads)
+    return tuple(result[:-1])  # the last is for torch's own metadata argument
+
+
+def _has_vmap(op: Any, opdef: Any) -> bool:
+    import torch
+
+    if opdef is not None:
+        return getattr(opdef, "_vmap_fn", None) is not None
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "FuncTorchBatched"))
+
+
+def _file_of(fn: Any) -> str | None:
+    try:
+        return inspect.getsourcefile(fn) if fn is not None else None
+    except (OSError, TypeError):
+        return None
+
+
+# ----------------------------------------------------------------------------- functions
+
+
+def _signature_params(fn: Callable[..., Any], skip: int = 0) -> tuple[Param, ...]:
+    from gradverify.target import _params
+
+    return _params(fn, skip)
+
+
+def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
+    return FunctionInfo(
+        cls=_adapter(name.split(":")[-1], fn, getattr(fn, "__module__", "") or "", fn),
+        target=name, style="none", params=_signature_params(fn), once_differentiable=False,
+        has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
+        backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION)
+
+
+# ----------------------------------------------------------------------------- modules
+
+
+def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> FunctionInfo:
+    import torch
+
+    module = build_module(cls, name, init_args)
+    forward = type(module).forward
+    if forward is torch.nn.Module.forward:
+        raise TargetError(f"{name} does not define forward", code="GV005", where=name)
+    params = _signature_params(forward, skip=1)
+    names = tuple(n for n, _ in module.named_parameters())
+    clash = set(names) & {p.name for p in params}
+    if clash:
+        raise TargetError(f"{name}: forward's argument {sorted(clash)[0]!r} has the name of a "
+                          "parameter of the module", code="GV005", where=name)
+    buffers = dict(module.named_buffers())
+    count = len(names)
+
+    def apply(*values: Any) -> Any:
+        from torch.func import functional_call
+
+        given = dict(zip(names, values[len(values) - count:]))
+        like = next(iter(given.values()), None)
+        state = {**{k: _like(b, like) for k, b in buffers.items()}, **given}
+        return functional_call(module, state, tuple(values[: len(values) - count]))
+
+    return FunctionInfo(
+        cls=_adapter(name.split(":")[-1], apply, cls.__module__, forward), target=name,
+        style="none",
+        params=params + tuple(Param(n, ModuleParameter(n)) for n in names),
+        once_differentiable=False, has_jvp=False, vmap=None,
+        forward_location=location_of(forward), backward_location=None, backward_arity=None,
+        uses_mark_dirty=False, source_file=_file_of(cls), kind=MODULE, module=module,
+        parameters=names)
+
+
+def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
+    """``cls(**init_args)``, seeded; TargetError with the reason when construction fails."""
+    import torch
+
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(MODULE_SEED)
+            return cls(**init_args)
+    except TypeError as exc:
+        try:
+            signature = str(inspect.signature(cls))
+        except (TypeError, ValueError):
+            signature = "(...)"
+        raise TargetError(f"cannot build {cls.__name__}{signature} from init_args "
+                          f"{dict(init_args)}: {exc}; give its constructor arguments under the "
+                          "spec's `init_args:`", code="GV005", where=name) from None
+    except Exception as exc:  # noqa: BLE001 -- user code
+        raise TargetError(f"building {name}(**init_args) raised {type(exc).__name__}: {exc}",
+                          code="GV005", where=name) from None
+
+
+def _like(buffer: Any, like: Any) -> Any:
+    """A floating buffer in the dtype and device of the parameters passed (a module checked
+    in float64 keeps float64 running statistics)."""
+    if like is None or not buffer.is_floating_point():
+        return buffer
+    return buffer.to(dtype=like.dtype, device=like.device)
+
+
+def module_parameter(info: FunctionInfo, name: str) -> Any:
+    """The built module's value of parameter ``name`` (detached)."""
+    return dict(info.module.named_parameters())[name].detach()
+
+
+def guess_init_args(cls: type) -> dict[str, Any]:
+    """Constructor arguments for ``gradverify init`` on a module class: each required one
+    guessed from its annotation or name (sizes 4, numbers 0.5, flags False)."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    guessed: dict[str, Any] = {}
+    for p in params:
+        if p.default is not inspect.Parameter.empty or p.kind in (
+                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        annotation = str(p.annotation)
+        if "bool" in annotation:
+            guessed[p.name] = False
+        elif "float" in annotation or p.name in ("eps", "alpha", "beta", "p", "dropout"):
+            guessed[p.name] = 0.5
+        else:
+            guessed[p.name] = 4
+    return guessed
+
+
+def targets_in(module: Any) -> list[tuple[str, Any]]:
+    """(attribute name, object) of what a Python module defines that gradverify verifies, in
+    source order: Function classes, custom ops and ``nn.Module`` classes (not plain
+    functions: every helper is one)."""
+    from gradverify.target import _line_of
+
+    found = []
+    for attr, obj in vars(module).items():
+        kind = kind_of_object(obj) if not inspect.isfunction(obj) else None
+        defined_here = getattr(obj, "__module__", None) == module.__name__ or (
+            kind == CUSTOM_OP and getattr(getattr(obj, "_init_fn", None), "__module__", None)
+            == module.__name__)
+        if kind in (FUNCTION_CLASS, CUSTOM_OP, MODULE) and defined_here \
+                and (kind != FUNCTION_CLASS or is_function_class(obj)):
+            found.append((attr, obj))
+    return sorted(found, key=lambda item: _line_of(getattr(item[1], "_init_fn", item[1])) or 0)

@@ -1,0 +1,218 @@
+"""Custom ops, functions and modules for the tests of targets beyond Function classes
+(namespace ``gvtest``): each bug beside a correct target that a naive check would flag."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def _save_x(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.save_for_backward(inputs[0])
+
+
+# -- correct
+
+
+@torch.library.custom_op("gvtest::sin", mutates_args=())
+def sin(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+sin.register_fake(lambda x: torch.empty_like(x))
+sin.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0].cos(), setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::sin_cos", mutates_args=())
+def sin_cos(x: Tensor) -> tuple[Tensor, Tensor]:
+    return torch.sin(x), torch.cos(x)
+
+
+sin_cos.register_fake(lambda x: (torch.empty_like(x), torch.empty_like(x)))
+sin_cos.register_autograd(
+    lambda ctx, gs, gc: gs * ctx.saved_tensors[0].cos() - gc * ctx.saved_tensors[0].sin(),
+    setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::sin_into", mutates_args=("stats",))
+def sin_into(x: Tensor, stats: Tensor) -> Tensor:
+    """Declared mutation: writes the mean into ``stats`` (a naive mutation check flags it)."""
+    stats.copy_(x.detach().mean().expand_as(stats))
+    return torch.sin(x)
+
+
+sin_into.register_fake(lambda x, stats: torch.empty_like(x))
+# torch refuses register_autograd for a mutating op: its spec has no input requiring grad
+
+
+@torch.library.custom_op("gvtest::repeat_rows", mutates_args=())
+def repeat_rows(x: Tensor, times: int) -> Tensor:
+    """The output's shape depends on an int argument: the fake impl must compute it."""
+    return x.repeat(times, 1)
+
+
+repeat_rows.register_fake(lambda x, times: x.new_empty(x.shape[0] * times, x.shape[1]))
+repeat_rows.register_autograd(
+    lambda ctx, g: (g.reshape(ctx.times, -1, g.shape[1]).sum(0), None),
+    setup_context=lambda ctx, inputs, output: setattr(ctx, "times", inputs[1]))
+
+
+@torch.library.custom_op("gvtest::relu_where", mutates_args=())
+def relu_where(x: Tensor) -> Tensor:
+    return x.clamp_min(0)
+
+
+relu_where.register_fake(lambda x: torch.empty_like(x))
+relu_where.register_autograd(lambda ctx, g: torch.where(ctx.saved_tensors[0] > 0, g, 0.0),
+                             setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::vsin", mutates_args=())
+def vsin(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+vsin.register_fake(lambda x: torch.empty_like(x))
+vsin.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0].cos(), setup_context=_save_x)
+
+
+@vsin.register_vmap
+def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Tensor, Any]:
+    return vsin(x), in_dims[0]
+
+
+_LIB = torch.library.Library("gvtest", "FRAGMENT")
+_LIB.define("composite(Tensor x) -> Tensor")
+_LIB.impl("composite", lambda x: torch.sin(x) * 2, "CompositeImplicitAutograd")
+"""No autograd registration, and none needed: torch differentiates the decomposition (a
+naive registration check flags it)."""
+
+
+def two_functions(x: Tensor, y: Tensor) -> Tensor:
+    return sin(x) * torch.exp(y)
+
+
+class Affine(torch.nn.Module):
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(out_features, in_features))
+        self.bias = torch.nn.Parameter(torch.randn(out_features))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.weight.t() + self.bias
+
+
+# -- buggy
+
+
+@torch.library.custom_op("gvtest::sin_undeclared", mutates_args=())
+def sin_undeclared(x: Tensor, stats: Tensor) -> Tensor:
+    stats.copy_(x.detach().mean().expand_as(stats))
+    return torch.sin(x)
+
+
+sin_undeclared.register_fake(lambda x, stats: torch.empty_like(x))
+sin_undeclared.register_autograd(lambda ctx, g: (g * ctx.saved_tensors[0].cos(), None),
+                                 setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::sin_no_autograd", mutates_args=())
+def sin_no_autograd(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+sin_no_autograd.register_fake(lambda x: torch.empty_like(x))
+
+
+class _SinFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.saved_tensors[0].cos()
+
+
+_LIB.define("sin_cpu_key(Tensor x) -> Tensor")
+_LIB.impl("sin_cpu_key", _SinFunction.apply, "CPU")
+_LIB._register_fake("sin_cpu_key", lambda x: torch.empty_like(x))
+
+
+@torch.library.custom_op("gvtest::sin_bad_fake", mutates_args=())
+def sin_bad_fake(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+sin_bad_fake.register_fake(lambda x: x.new_empty(x.shape[0]))
+sin_bad_fake.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0].cos(),
+                               setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::relu_bool", mutates_args=())
+def relu_bool(x: Tensor) -> Tensor:
+    return x.clamp_min(0)
+
+
+def _relu_bool_backward(ctx: Any, g: Tensor) -> Tensor:
+    (x,) = ctx.saved_tensors
+    if bool((x > 0).all()):  # a tensor's value in Python: cannot be traced
+        return g
+    return torch.where(x > 0, g, 0.0)
+
+
+relu_bool.register_fake(lambda x: torch.empty_like(x))
+relu_bool.register_autograd(_relu_bool_backward, setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::vsin_bad", mutates_args=())
+def vsin_bad(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+vsin_bad.register_fake(lambda x: torch.empty_like(x))
+vsin_bad.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0].cos(), setup_context=_save_x)
+
+
+@vsin_bad.register_vmap
+def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Tensor, Any]:
+    return vsin_bad(x).flip(0), in_dims[0]  # mixes the samples
+
+
+@torch.library.custom_op("gvtest::sin_wrong_sign", mutates_args=())
+def sin_wrong_sign(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+sin_wrong_sign.register_fake(lambda x: torch.empty_like(x))
+sin_wrong_sign.register_autograd(lambda ctx, g: -g * ctx.saved_tensors[0].cos(),
+                                 setup_context=_save_x)
+
+
+class _FirstRowLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        return x @ weight.t()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, weight = ctx.saved_tensors
+        return g @ weight, g[:1].t() @ x[:1]  # the weight's gradient of the first row only
+
+
+class FirstRowLinear(torch.nn.Module):
+    """Its weight gradient is right for a batch of one only."""
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(out_features, in_features))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _FirstRowLinear.apply(x, self.weight)
+
+
+def over_wrong_sign(x: Tensor) -> Tensor:
+    return sin_wrong_sign(x) + 1

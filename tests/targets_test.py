@@ -1,0 +1,193 @@
+"""Targets beyond Function classes: custom ops (object, name, overload), plain functions and
+nn.Modules; the op checks, each on the bug it owns and on a correct op that a naive version of
+it would flag; the checks that do not apply to a kind skip, saying why."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opzoo
+from gradverify import verify
+from gradverify.results import Status
+
+HERE = Path(__file__).resolve().parent
+SPECS = HERE / "specs_ops"
+CORRECT = ["sin", "sin_cos", "sin_into", "repeat_rows", "relu_where", "vsin", "composite",
+           "two_functions", "affine"]
+BUGS = {  # spec -> (the check that owns the bug, its code, the argument or parameter named)
+    "sin_undeclared": ("op_schema", "GV401", "stats"),
+    "sin_no_autograd": ("op_autograd_registration", "GV412", "x"),
+    "sin_cpu_key": ("op_autograd_registration", "GV411", "x"),
+    "sin_bad_fake": ("op_fake", "GV421", None),
+    "relu_bool": ("op_aot_dispatch", "GV431", None),
+    "vsin_bad": ("vmap", "GV311", None),
+    "sin_wrong_sign": ("gradcheck", "GV121", "x"),
+    "over_wrong_sign": ("gradcheck", "GV121", "x"),
+    "first_row_linear": ("gradcheck", "GV121", "weight"),
+}
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    run = subprocess.run([sys.executable, "-m", "gradverify", "check", str(SPECS), "--format",
+                          "json"], cwd=HERE, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stderr
+    return json.loads(run.stdout)
+
+
+def _rows(report: dict, spec: str) -> list[dict]:
+    return [r for r in report["results"] if Path(r["spec"]).stem == spec]
+
+
+@pytest.mark.parametrize("spec", CORRECT)
+def test_correct_targets_pass(report, spec):
+    rows = _rows(report, spec)
+    assert rows and not report["errors"]
+    for row in rows:
+        assert row["status"] in ("pass", "warn"), row
+        assert not [c for c in row["checks"] if c["status"] in ("fail", "error")]
+
+
+@pytest.mark.parametrize("spec", sorted(BUGS))
+def test_each_bug_is_found_by_the_check_that_owns_it(report, spec):
+    check, code, named = BUGS[spec]
+    rows = _rows(report, spec)
+    failing = [r for r in rows if r["status"] == "fail"]
+    assert failing, rows
+    for row in failing:
+        (owner,) = [c for c in row["checks"] if c["name"] == check]
+        assert owner["status"] == "fail"
+        finding = next(f for f in owner["findings"] if f["code"] == code)
+        assert finding.get("input") == named, finding
+
+
+def test_module_bug_shows_for_a_batch_only(report):
+    statuses = {r["case"]: r["status"] for r in _rows(report, "first_row_linear")}
+    assert statuses == {"one": "pass", "batch": "fail"}
+
+
+def test_the_root_cause_is_said_once(report):
+    (row,) = _rows(report, "sin_cpu_key")
+    skipped = {c["name"]: c["summary"] for c in row["checks"] if c["status"] == "skip"}
+    assert "GV411" in skipped["op_fake"] and "GV411" in skipped["gradcheck"]
+    (row,) = _rows(report, "sin_bad_fake")
+    assert next(c for c in row["checks"] if c["name"] == "op_aot_dispatch")["status"] == "skip"
+
+
+def test_checks_that_do_not_apply_skip_with_their_reason(report):
+    (op,) = _rows(report, "sin")
+    reasons = {c["name"]: c["summary"] for c in op["checks"] if c["status"] == "skip"}
+    assert "zero tangent" in reasons["forward_ad"]
+    assert "register_vmap" in reasons["vmap"]
+    (fn,) = _rows(report, "two_functions")
+    reasons = {c["name"]: c["summary"] for c in fn["checks"] if c["status"] == "skip"}
+    assert "no backward of its own" in reasons["contract"]
+    assert not any(c["name"].startswith("op_") for c in fn["checks"])
+
+
+def test_module_parameters_are_inputs_named_by_named_parameters(report):
+    row = _rows(report, "affine")[1]
+    assert [i["name"] for i in row["inputs"]] == ["x", "weight", "bias"]
+
+
+def test_function_classes_get_no_op_rows():
+    report = verify(opzoo._SinFunction, spec={"cases": [{"args": {"x": {"shape": [3]}}}]})
+    assert not any(c.name.startswith("op_") for c in report.results[0].checks)
+
+
+def test_verify_takes_every_kind():
+    spec = {"cases": [{"args": {"x": {"shape": [3, 4]}}}]}
+    assert verify(opzoo.sin, spec=spec).ok
+    assert verify(torch.ops.gvtest.sin, spec=spec).ok
+    assert verify(torch.ops.gvtest.sin.default, spec=spec).ok
+    assert verify("gvtest::sin", spec=dict(spec, imports=["opzoo"])).ok
+    assert verify(opzoo.two_functions, spec={"cases": [{"args": {
+        "x": {"shape": [3]}, "y": {"shape": [3]}}}]}).ok
+    report = verify(opzoo.Affine, init_args={"in_features": 4, "out_features": 2}, spec=spec)
+    assert report.ok and [i.name for i in report.results[0].inputs] == ["x", "weight", "bias"]
+    assert not verify(opzoo.sin_wrong_sign, spec=spec).ok
+
+
+def test_correct_ops_pass_the_checks_a_naive_version_would_fail():
+    """Declared mutation (naive op_schema/mutation), a composite op with no autograd
+    registration (naive op_autograd_registration), a fake shape computed from an int argument
+    (naive op_fake), a backward with torch.where (naive op_aot_dispatch)."""
+    cases = {
+        opzoo.sin_into: ({"x": {"shape": [3, 4], "requires_grad": False},
+                          "stats": {"shape": [2], "requires_grad": False}},
+                         ["op_schema", "mutation"]),
+        "gvtest::composite": ({"x": {"shape": [3, 4]}}, ["op_autograd_registration"]),
+        opzoo.repeat_rows: ({"x": {"shape": [3, 4]}, "times": 3}, ["op_fake"]),
+        opzoo.relu_where: ({"x": {"shape": [3, 4]}}, ["op_aot_dispatch"]),
+    }
+    for target, (args, checks) in cases.items():
+        report = verify(target, spec={"imports": ["opzoo"], "cases": [{"args": args}]},
+                        checks=checks)
+        statuses = {c.name: c.status for c in report.results[0].checks}
+        assert statuses == dict.fromkeys(checks, Status.PASS), (target, statuses)
+
+
+def test_op_findings_say_how_to_fix():
+    spec = {"cases": [{"args": {"x": {"shape": [3, 4]}, "stats": {"shape": [2],
+                                                                  "requires_grad": False}}}]}
+    report = verify(opzoo.sin_undeclared, spec=spec, checks=["op_schema"])
+    (finding,) = report.results[0].checks[0].findings
+    assert "mutates_args=('stats',)" in finding.hint
+    assert "Tensor(a!) stats" in finding.hint
+    report = verify(opzoo.sin_bad_fake, spec={"cases": [{"args": {"x": {"shape": [3, 4]}}}]},
+                    checks=["op_fake"])
+    (finding,) = report.results[0].checks[0].findings
+    assert finding.output == 0 and "[3]" in finding.message and "[3, 4]" in finding.message
+    assert finding.location and "opzoo.py:" in finding.location
+
+
+def _cli(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gradverify", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_unknown_op_name_and_bad_init_args_are_clear_errors(tmp_path):
+    (tmp_path / "a.yaml").write_text("target: nosuch::op\ncases:\n  - args: {x: {shape: [2]}}\n")
+    run = _cli("check", str(tmp_path / "a.yaml"))
+    assert run.returncode == 3 and "no operator nosuch::op" in run.stdout + run.stderr
+    assert "imports:" in run.stdout + run.stderr and "Traceback" not in run.stderr
+    (tmp_path / "b.yaml").write_text("target: opzoo:Affine\ninit_args: {in_features: {a: 1}}\n"
+                                     "cases:\n  - args: {x: {shape: [2]}}\n")
+    run = _cli("check", str(tmp_path / "b.yaml"))
+    assert run.returncode == 3 and "init_args.in_features" in run.stdout + run.stderr
+    (tmp_path / "c.yaml").write_text("target: opzoo:Affine\ncases:\n  - args: {x: {shape: [2]}}\n")
+    run = _cli("check", str(tmp_path / "c.yaml"))
+    assert run.returncode == 3 and "init_args" in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_init_and_list_on_ops_functions_and_modules(tmp_path):
+    run = _cli("list", "opzoo")
+    assert run.returncode == 0, run.stderr
+    assert "opzoo:sin  (custom op, register_autograd)" in run.stdout
+    assert "opzoo:Affine  (nn.Module)" in run.stdout
+    for target in ("opzoo:sin", "opzoo:Affine", "opzoo:two_functions"):
+        out = tmp_path / (target.split(":")[1] + ".yaml")
+        run = _cli("init", target, "-o", str(out))
+        assert run.returncode == 0, run.stderr
+        text = out.read_text()
+        assert f"target: {target}" in text and "ran forward and backward" in text
+        assert "weight" not in text  # a module's parameters are found, not written
+        run = _cli("check", str(out))
+        assert run.returncode == 0, run.stdout + run.stderr
+    assert "init_args: {in_features: 4, out_features: 4}" in (tmp_path / "Affine.yaml").read_text()
+
+
+def test_pytest_plugin_takes_ops_functions_and_modules():
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--gradverify", "specs_ops/sin.yaml", "specs_ops/affine.yaml",
+                          "specs_ops/sin_wrong_sign.yaml"], cwd=HERE, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "1 failed" in run.stdout and "GV121" in run.stdout
+    assert "op_schema" in run.stdout or "passed" in run.stdout
