@@ -191,3 +191,26 @@ def test_pytest_plugin_takes_ops_functions_and_modules():
     assert run.returncode == 1, run.stdout[-2000:]
     assert "1 failed" in run.stdout and "GV121" in run.stdout
     assert "op_schema" in run.stdout or "passed" in run.stdout
+
+
+def test_record_sees_custom_op_calls(tmp_path):
+    (tmp_path / "layer.py").write_text(
+        "import torch\n"
+        "@torch.library.custom_op('gvrec::tanh2', mutates_args=())\n"
+        "def tanh2(x: torch.Tensor, alpha: float) -> torch.Tensor:\n"
+        "    return alpha * torch.tanh(x)\n"
+        "tanh2.register_fake(lambda x, alpha: torch.empty_like(x))\n"
+        "tanh2.register_autograd(\n"
+        "    lambda ctx, g: (g * ctx.alpha * (1 - torch.tanh(ctx.saved_tensors[0]) ** 2), None),\n"
+        "    setup_context=lambda ctx, inputs, output: (\n"
+        "        ctx.save_for_backward(inputs[0]), setattr(ctx, 'alpha', inputs[1])))\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom layer import tanh2\nw = torch.randn(16, 8, requires_grad=True)\n"
+        "for _ in range(3):\n    tanh2(torch.randn(32, 16) @ w, 0.5).sum().backward()\n")
+    run = _cli("record", "-o", "rec", "--", sys.executable, "train.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = (tmp_path / "rec" / "tanh2.yaml").read_text()
+    assert "target: layer:tanh2" in text and "alpha: 0.5" in text
+    assert "x: {shape: [N, C]}   # recorded [32, 8] float32" in text
+    run = _cli("check", "rec", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -112,7 +112,7 @@ class Recorder:
     # -- helpers
 
     def _wanted(self, cls: type[Function]) -> bool:
-        module = getattr(cls, "__module__", "") or ""
+        module = _owner(cls)[0]
         if module.split(".")[0] in _INTERNAL or module.startswith(_INTERNAL[-1]):
             return False
         target = self.target(cls)
@@ -121,14 +121,17 @@ class Recorder:
         return not any(fnmatch.fnmatchcase(target, p) for p in self.exclude)
 
     def target(self, cls: type[Function]) -> str:
-        module = cls.__module__
+        module, qualname = _owner(cls)
         if module == "__main__":
             main = self.script or getattr(sys.modules.get("__main__"), "__file__", None)
             if main:
                 module = shown_path(Path(main).resolve())
-        return f"{module}:{cls.__qualname__}"
+        return f"{module}:{qualname}"
 
     def _names(self, cls: type[Function]) -> list[str]:
+        op = getattr(cls, "_opoverload", None)
+        if op is not None and cls not in self.params:  # a custom op: its schema's names
+            self.params[cls] = [a.name for a in op._schema.arguments]
         if cls not in self.params:
             from torch.autograd.function import _is_setup_context_defined
 
@@ -244,6 +247,15 @@ _ORIGINAL: Any = None
 _Tensor: Any = type(None)  # torch.Tensor once installed; no torch import before that
 
 
+def _owner(cls: Any) -> tuple[str, str]:
+    """(module, qualified name) a Function class or a custom op is reached by: a
+    ``CustomOpDef`` by the function it decorated (``mod:myop``)."""
+    fn = getattr(cls, "_init_fn", None)
+    if fn is not None and hasattr(cls, "_opoverload"):
+        return getattr(fn, "__module__", "") or "", fn.__qualname__
+    return getattr(cls, "__module__", "") or "", cls.__qualname__
+
+
 def install(recorder: Recorder) -> None:
     global _ACTIVE, _ORIGINAL
     from torch.autograd.function import Function
@@ -265,15 +277,42 @@ def install(recorder: Recorder) -> None:
     _ORIGINAL = original
     _ACTIVE = recorder
     Function.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
+    _install_op_hook()
+
+
+_OP_CALL: Any = None
+"""``CustomOpDef.__call__`` before recording wrapped it (None when not recording)."""
+
+
+def _install_op_hook() -> None:
+    """Custom ops are seen where the user calls them: ``CustomOpDef.__call__``."""
+    global _OP_CALL
+    from torch._library.custom_ops import CustomOpDef
+
+    original = CustomOpDef.__call__
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        active = _ACTIVE
+        if active is not None:
+            active.see(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    _OP_CALL = original
+    CustomOpDef.__call__ = call  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
     global _ACTIVE, _ORIGINAL
     from torch.autograd.function import Function
 
+    global _OP_CALL
     if _ORIGINAL is not None:
         Function.apply = _ORIGINAL  # type: ignore[method-assign]
-    _ACTIVE = _ORIGINAL = None
+    if _OP_CALL is not None:
+        from torch._library.custom_ops import CustomOpDef
+
+        CustomOpDef.__call__ = _OP_CALL  # type: ignore[method-assign]
+    _ACTIVE = _ORIGINAL = _OP_CALL = None
 
 
 def compiled_graphs() -> int:

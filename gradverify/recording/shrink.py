@@ -279,7 +279,8 @@ def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
 def _probe_main() -> None:
     """In a fresh process: import the target, and search sizes at which forward runs."""
     request = json.loads(sys.stdin.read())
-    from gradverify.target import ensure_cwd_on_path, resolve
+    from gradverify.kinds import resolve
+    from gradverify.target import ensure_cwd_on_path
 
     ensure_cwd_on_path()
     results = []
