@@ -14,7 +14,7 @@ from gradverify.config import Config
 from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
-from gradverify.spec.model import Spec, is_target_string
+from gradverify.spec.model import Spec, is_op_name, is_target_string
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -198,6 +198,10 @@ class Discoverer:
                     f"{self.spec_file}: no spec in this file is for {target} (it has: {names})"))
                 return
             self.plan.jobs.append(Job(target, chosen))
+            return
+        if is_op_name(target):  # imported by the run, after its spec's `imports:`
+            ops = [s for s in self.folder_specs() if s.target == target]
+            self.plan.jobs.extend(Job(target, spec) for spec in ops or [None])
             return
         try:
             resolve_object(target)

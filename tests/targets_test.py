@@ -214,3 +214,13 @@ def test_record_sees_custom_op_calls(tmp_path):
     assert "x: {shape: [N, C]}   # recorded [32, 8] float32" in text
     run = _cli("check", "rec", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_an_op_name_on_the_command_line_uses_its_folder_spec(tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "sin.yaml").write_text(
+        "target: gvtest::sin\nimports: [opzoo]\ncases:\n  - args: {x: {shape: [3]}}\n")
+    (tmp_path / "opzoo.py").write_text((HERE / "opzoo.py").read_text())
+    run = _cli("check", "gvtest::sin", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "gvtest::sin" in run.stdout
