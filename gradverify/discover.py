@@ -200,7 +200,7 @@ class Discoverer:
             self.plan.jobs.append(Job(target, chosen))
             return
         if is_op_name(target):  # imported by the run, after its spec's `imports:`
-            ops = [s for s in self.folder_specs() if s.target == target]
+            ops: list[Spec | None] = [s for s in self.folder_specs() if s.target == target]
             self.plan.jobs.extend(Job(target, spec) for spec in ops or [None])
             return
         try:

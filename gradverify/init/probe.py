@@ -149,7 +149,9 @@ def _flat_with_gradient(info: FunctionInfo, args: Any, outputs: list[Any], leave
     if not outputs or not any(g is not None and bool(g.ne(0).any()) for g in grads):
         return False
     try:
-        moved = [(v.detach() + 1e-3 * torch.randn_like(v)).requires_grad_(True)
+        generator = torch.Generator().manual_seed(0)
+        moved = [(v.detach() + 1e-6 * torch.randn(v.shape, generator=generator, dtype=v.dtype)
+                  .to(v.device)).requires_grad_(True)
                  if i in args.diff_positions else v for i, v in enumerate(args.values)]
         again = calls.apply(info, type(args)(args.names, moved, args.differentiable))
         if not again.differentiable:
