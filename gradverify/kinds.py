@@ -10,6 +10,7 @@ checks of backward's contract apply to ops as they do to Functions. Imports torc
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,11 +21,11 @@ from gradverify.target import (
     _MISSING,
     FunctionInfo,
     Param,
+    _params,
     import_module,
     is_function_class,
     location_of,
     normalise,
-    op_name,
     resolve_named,
 )
 from gradverify.target import introspect as introspect_function_class
@@ -70,6 +71,13 @@ def introspect(obj: Any, target: str | None = None,
     return introspect_other(obj, name, init_args or {})
 
 
+def op_name(obj: Any) -> str:
+    """``ns::op`` of an op object (its ``repr`` is not a name)."""
+    name = getattr(obj, "_qualname", None) or getattr(obj, "_qualified_op_name", None) \
+        or getattr(obj, "_name", None)
+    return str(name) if name else repr(obj)
+
+
 def kind_of_object(obj: Any) -> str | None:
     """The kind of a target object, or None when gradverify cannot verify it."""
     if is_function_class(obj):
@@ -81,15 +89,9 @@ def kind_of_object(obj: Any) -> str | None:
 
         return MODULE if issubclass(obj, torch.nn.Module) and obj is not torch.nn.Module \
             else None
-    if inspect.isfunction(obj) or inspect.ismethod(obj) or isinstance(obj, _partial_type()):
+    if inspect.isfunction(obj) or inspect.ismethod(obj) or isinstance(obj, functools.partial):
         return FUNCTION
     return None
-
-
-def _partial_type() -> type:
-    import functools
-
-    return functools.partial
 
 
 def _op_of(obj: Any) -> Any:
@@ -233,16 +235,10 @@ def _file_of(fn: Any) -> str | None:
 # ----------------------------------------------------------------------------- functions
 
 
-def _signature_params(fn: Callable[..., Any], skip: int = 0) -> tuple[Param, ...]:
-    from gradverify.target import _params
-
-    return _params(fn, skip)
-
-
 def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
     return FunctionInfo(
         cls=_adapter(name.split(":")[-1], fn, getattr(fn, "__module__", "") or "", fn),
-        target=name, style="none", params=_signature_params(fn), once_differentiable=False,
+        target=name, style="none", params=_params(fn, 0), once_differentiable=False,
         has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
         backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION)
 
@@ -257,7 +253,7 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
     forward = type(module).forward
     if forward is torch.nn.Module.forward:
         raise TargetError(f"{name} does not define forward", code="GV005", where=name)
-    params = _signature_params(forward, skip=1)
+    params = _params(forward, 1)  # without self
     names = tuple(n for n, _ in module.named_parameters())
     clash = set(names) & {p.name for p in params}
     if clash:

@@ -227,13 +227,6 @@ def resolve_named(text: str) -> tuple[Any, str]:
     return _resolve(text)
 
 
-def op_name(obj: Any) -> str:
-    """``ns::op`` of an op object (its ``repr`` is not a name)."""
-    name = getattr(obj, "_qualname", None) or getattr(obj, "_qualified_op_name", None) \
-        or getattr(obj, "_name", None)
-    return str(name) if name else repr(obj)
-
-
 def normalise(text: str, obj: Any) -> str:
     """``module:qualname`` of a class the caller holds (no name was typed), else ``text``."""
     module = getattr(obj, "__module__", None)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from gradverify.kinds import FUNCTION, MODULE
+from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import CheckResult, Finding, Severity, Status
 
 if TYPE_CHECKING:
@@ -77,8 +77,6 @@ class Check(abc.ABC):
 
     def not_applicable(self, info: FunctionInfo) -> str | None:
         """Why this check does not apply to ``info``'s kind of target, or None."""
-        from gradverify.kinds import CUSTOM_OP
-
         reason = self.not_for.get(info.kind)
         if not reason and self.only_for and info.kind not in self.only_for:
             reason = f"made for {' and '.join(k + 's' for k in self.only_for)} only"

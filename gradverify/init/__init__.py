@@ -13,6 +13,7 @@ from typing import Any
 
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
+from gradverify.kinds import guess_init_args
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.target import FunctionInfo
 
@@ -58,8 +59,8 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
     dims = spec_dict(guesses)["dims"]
     lines += [f"target: {info.target}"]
     if info.module is not None:
-        lines.append(f"init_args: {_yaml(_init_args(info))}   # the module's constructor "
-                     "arguments (guessed)")
+        lines.append(f"init_args: {_yaml(guess_init_args(type(info.module)))}   # the module's "
+                     "constructor arguments (guessed)")
     if dims:
         lines.append("dims: {" + ", ".join(f"{k}: {v}" for k, v in dims.items()) + "}"
                      "   # named sizes; a list such as [1, 3] sweeps them")
@@ -85,12 +86,6 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
     return "\n".join(lines) + "\n"
 
 
-def _init_args(info: FunctionInfo) -> dict[str, Any]:
-    from gradverify.kinds import guess_init_args
-
-    return guess_init_args(type(info.module))
-
-
 def _yaml(value: Any) -> str:
     """A value in the spec's flow style: {shape: [N, D], dtype: int64}, {tuple: [N, D]}."""
     if isinstance(value, dict):
@@ -107,7 +102,6 @@ def infos(target: str) -> list[FunctionInfo]:
     from gradverify.kinds import (
         FUNCTION_CLASS,
         MODULE,
-        guess_init_args,
         introspect,
         kind_of_object,
         resolve,
