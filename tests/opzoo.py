@@ -216,3 +216,65 @@ class FirstRowLinear(torch.nn.Module):
 
 def over_wrong_sign(x: Tensor) -> Tensor:
     return sin_wrong_sign(x) + 1
+
+
+# -- AOT dispatch: what tracing freezes, and what cannot be traced
+
+_CALLS = [0]
+
+
+@torch.library.custom_op("gvtest::scale_by_calls", mutates_args=())
+def scale_by_calls(x: Tensor) -> Tensor:
+    return x * 2
+
+
+def _count_calls(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    _CALLS[0] += 1
+    ctx.scale = 2.0 * _CALLS[0]  # Python state: frozen into the graph when traced
+
+
+scale_by_calls.register_fake(lambda x: torch.empty_like(x))
+scale_by_calls.register_autograd(lambda ctx, g: g * ctx.scale, setup_context=_count_calls)
+
+_STEP = [0]
+
+
+@torch.library.custom_op("gvtest::step_scaled", mutates_args=())
+def step_scaled(x: Tensor) -> Tensor:
+    _STEP[0] += 1  # a kernel whose result changes from call to call
+    return x * _STEP[0]
+
+
+step_scaled.register_fake(lambda x: torch.empty_like(x))
+step_scaled.register_autograd(lambda ctx, g: g * ctx.step,
+                              setup_context=lambda ctx, inputs, output:
+                              setattr(ctx, "step", _STEP[0]))
+
+
+@torch.library.custom_op("gvtest::sin_numpy_backward", mutates_args=())
+def sin_numpy_backward(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+def _numpy_backward(ctx: Any, g: Tensor) -> Tensor:
+    (x,) = ctx.saved_tensors
+    return g * torch.from_numpy(x.detach().numpy()).cos()
+
+
+sin_numpy_backward.register_fake(lambda x: torch.empty_like(x))
+sin_numpy_backward.register_autograd(_numpy_backward, setup_context=_save_x)
+
+
+@torch.library.custom_op("gvtest::sin_pointer_backward", mutates_args=())
+def sin_pointer_backward(x: Tensor) -> Tensor:
+    return torch.sin(x)
+
+
+def _pointer_backward(ctx: Any, g: Tensor) -> Tensor:
+    (x,) = ctx.saved_tensors
+    assert x.data_ptr() != 0  # what a C++ extension's wrapper does before its kernel
+    return g * x.cos()
+
+
+sin_pointer_backward.register_fake(lambda x: torch.empty_like(x))
+sin_pointer_backward.register_autograd(_pointer_backward, setup_context=_save_x)

@@ -224,3 +224,20 @@ def test_an_op_name_on_the_command_line_uses_its_folder_spec(tmp_path):
     run = _cli("check", "gvtest::sin", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "gvtest::sin" in run.stdout
+
+
+@pytest.mark.parametrize(("op", "code", "named", "words"), [
+    (opzoo.scale_by_calls, "GV432", "x", "the gradient for 'x' differs"),
+    (opzoo.step_scaled, "GV432", None, "output 0 differs"),
+    (opzoo.sin_numpy_backward, "GV431", None, "backward reads a tensor's value"),
+    (opzoo.sin_pointer_backward, "GV433", None, "needs real data"),
+])
+def test_op_aot_dispatch_says_what_tracing_breaks(op, code, named, words):
+    report = verify(op, spec={"cases": [{"args": {"x": {"shape": [3, 4]}}}]},
+                    checks=["op_aot_dispatch"])
+    (check,) = report.results[0].checks
+    (finding,) = check.findings
+    assert (check.status, finding.code, finding.input) == (Status.FAIL, code, named)
+    assert words in finding.message and "opcheck" not in finding.message, finding.message
+    assert finding.location and "opzoo.py" in finding.location
+    assert torch._functorch.config.cse  # the test ran with it off, and gave it back
