@@ -114,14 +114,13 @@ def _differs(ctx: CheckContext, text: str, where: str | None) -> Outcome:
     if index is None and len(names if grads else ctx.info.op._schema.returns) == 1:
         index = 0  # one tensor compared: opcheck names no item
     if grads:
-        name = names[index] if index is not None and index < len(names) else None
+        name = label = names[index] if index is not None and index < len(names) else None
         what = f"the gradient for {name!r}" if name else "a gradient"
     else:
-        name = None
-        what = f"output {index}" if index is not None else "an output"
+        name, label = None, (f"output {index}" if index is not None else None)
+        what = label or "an output"
     size = re.search(r"Greatest absolute difference: (\S+) at index (\([^)]*\)|\d+)", text)
     count = re.search(r"Mismatched elements: (\d+) / (\d+)", text)
-    label = name if grads else (f"output {index}" if index is not None else None)
     by = ""
     if size:
         element = size.group(2).strip("()").rstrip(",")
