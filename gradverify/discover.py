@@ -14,7 +14,7 @@ from gradverify.config import Config
 from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
-from gradverify.spec.model import Spec, is_op_name, is_target_string
+from gradverify.spec.model import Spec, canonical_target, is_op_name, is_target_string
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -108,12 +108,14 @@ class Discoverer:
             elif path.suffix == ".py":
                 for spec in self.folder_specs():
                     # its target's module, or the module of its reference or a factory
-                    named = [spec.target, spec.reference, *(c.factory for c in spec.cases)]
+                    named = [spec.target, spec.reference, *(c.factory for c in spec.cases),
+                             *(f"{module}:_" for module in spec.imports)]
                     if any(n and path in _target_files(n, self.config.root) for n in named):
                         add(spec)
         return self.plan
 
     def _one(self, target: str) -> None:
+        target = canonical_target(target)
         path = Path(target)
         if target.endswith(SPEC_SUFFIXES):
             self._spec_file(path, explicit=True)
@@ -200,7 +202,8 @@ class Discoverer:
             self.plan.jobs.append(Job(target, chosen))
             return
         if is_op_name(target):  # imported by the run, after its spec's `imports:`
-            ops: list[Spec | None] = [s for s in self.folder_specs() if s.target == target]
+            ops: list[Spec | None] = [s for s in self.folder_specs()
+                                      if s.target and _same_op(s.target, target)]
             self.plan.jobs.extend(Job(target, spec) for spec in ops or [None])
             return
         try:
@@ -225,7 +228,9 @@ class Discoverer:
     def _match(self, target: str, specs: list[Spec]) -> Spec | None:
         """The spec of a ``--spec`` file for ``target``: one naming it, else the file's one
         untargeted (or only) spec."""
-        matching = self._matching(target, specs)
+        matching = [s for s in specs if s.target and _same_op(s.target, target)] \
+            if is_op_name(target) \
+            else self._matching(target, specs)
         if matching:
             return matching[0]
         untargeted = [s for s in specs if s.target is None]
@@ -234,7 +239,8 @@ class Discoverer:
         return specs[0] if len(specs) == 1 else None
 
     def _module(self, name: str) -> None:
-        from gradverify.target import functions_in, import_module
+        from gradverify.kinds import CUSTOM_OP, kind_of_object, op_name, targets_in
+        from gradverify.target import import_module
 
         if self.defer_imports:
             self.plan.deferred.append(name)
@@ -245,22 +251,27 @@ class Discoverer:
         except InputError as exc:
             self.plan.errors.append(_error(exc, target=name))
             return
-        classes = functions_in(module)
-        if not classes:
-            self.plan.notes.append(f"{name}: defines no torch.autograd.Function subclasses")
+        found_here = targets_in(module)
+        if not found_here:
+            self.plan.notes.append(f"{name}: defines no torch.autograd.Function subclass, "
+                                   "custom op or nn.Module class (a plain function is "
+                                   "checked as module:function)")
             return
         found = 0
-        for cls in classes:
+        for _, obj in found_here:
+            # an op's spec may name it by its op name, with the module under `imports:`
+            also = op_name(obj).split(".")[0] if kind_of_object(obj) == CUSTOM_OP else None
             for spec in self.folder_specs():
-                if spec.target and resolves_to(spec, cls, self._resolved):
+                if spec.target and (resolves_to(spec, obj, self._resolved) or (
+                        also and spec.target.split(".")[0] == also)):
                     self.plan.jobs.append(Job(spec.target, spec))
                     found += 1
         if not found:
-            names = ", ".join(c.__qualname__ for c in classes)
+            names = ", ".join(attr for attr, _ in found_here)
             self.plan.notes.append(
-                f"{name}: none of its Functions ({names}) has a spec in "
-                f"{', '.join(self.config.specs)}; run `gradverify init {name}:"
-                f"{classes[0].__qualname__}` to write one, or check one class directly")
+                f"{name}: none of its targets ({names}) has a spec in "
+                f"{', '.join(self.config.specs)}; run `gradverify init {name}` to write them, "
+                f"or check one directly: gradverify check {name}:{found_here[0][0]}")
 
 
 _FOLDER_SPECS: dict[tuple[Any, ...], list[Spec]] = {}
@@ -273,6 +284,13 @@ def _stamp(path: Path) -> tuple[int, int]:
         return st.st_mtime_ns, st.st_size
     except OSError:
         return 0, 0
+
+
+def _same_op(a: str, b: str) -> bool:
+    """Two op names of one op: equal, or one without an overload (``ns::op`` for
+    ``ns::op.default``)."""
+    return a == b or ((a.count(".") == 0 or b.count(".") == 0)
+                      and a.split(".")[0] == b.split(".")[0])
 
 
 def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bool:

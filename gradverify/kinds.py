@@ -10,12 +10,14 @@ checks of backward's contract apply to ops as they do to Functions. Imports torc
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gradverify import opcalls
 from gradverify.errors import TargetError
 from gradverify.target import (
     _MISSING,
@@ -49,13 +51,9 @@ def resolve(text: str, imports: tuple[str, ...] = (),
     """Import and introspect a target of any kind; TargetError when gradverify cannot verify
     it. An op's name (``ns::op``, or ``torch.ops.ns:op``) is looked up after importing
     ``imports``; a module class is built from ``init_args``."""
-    import re
+    from gradverify.spec.model import canonical_target, is_op_name
 
-    from gradverify.spec.model import is_op_name
-
-    spelt = re.fullmatch(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)", text)
-    if spelt:  # torch.ops.ns:op, as Python spells it
-        text = f"{spelt.group(1)}::{spelt.group(2)}"
+    text = canonical_target(text)
     if is_op_name(text):
         return introspect_other(op_by_name(text, imports), text, {})
     obj, name = resolve_named(text)
@@ -180,8 +178,6 @@ def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
     schema = op._schema
     params = tuple(Param(a.name, a.default_value if a.has_default_value() else _MISSING,
                          str(a.type)) for a in schema.arguments)
-    keyword = [a.name for a in schema.arguments if a.kwarg_only]
-    positional = len(params) - len(keyword)
     opdef = torch._library.custom_ops.OPDEFS.get(op._name) \
         if not isinstance(obj, torch._library.custom_ops.CustomOpDef) else obj
     backward_fn = getattr(opdef, "_backward_fn", None)
@@ -189,7 +185,8 @@ def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
         opdef is None and torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "Autograd"))
 
     def apply(*values: Any) -> Any:
-        return op(*values[:positional], **dict(zip(keyword, values[positional:])))
+        args, kwargs = opcalls.op_arguments(op, values)
+        return op(*args, **kwargs)
 
     impl = getattr(opdef, "_init_fn", None)
     shown = name if "::" in name else op._name
@@ -236,8 +233,12 @@ def _file_of(fn: Any) -> str | None:
 
 
 def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
+    def apply(*values: Any) -> Any:
+        with same_random_numbers(values):
+            return fn(*values)
+
     return FunctionInfo(
-        cls=_adapter(name.split(":")[-1], fn, getattr(fn, "__module__", "") or "", fn),
+        cls=_adapter(name.split(":")[-1], apply, getattr(fn, "__module__", "") or "", fn),
         target=name, style="none", params=_params(fn, 0), once_differentiable=False,
         has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
         backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION)
@@ -266,9 +267,11 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
         from torch.func import functional_call
 
         given = dict(zip(names, values[len(values) - count:]))
-        like = next(iter(given.values()), None)
+        like = next((v for v in (*given.values(), *values) if isinstance(v, torch.Tensor)
+                     and v.is_floating_point()), None)
         state = {**{k: _like(b, like) for k, b in buffers.items()}, **given}
-        return functional_call(module, state, tuple(values[: len(values) - count]))
+        with same_random_numbers(values):
+            return functional_call(module, state, tuple(values[: len(values) - count]))
 
     return FunctionInfo(
         cls=_adapter(name.split(":")[-1], apply, cls.__module__, forward), target=name,
@@ -302,11 +305,26 @@ def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
 
 
 def _like(buffer: Any, like: Any) -> Any:
-    """A floating buffer in the dtype and device of the parameters passed (a module checked
-    in float64 keeps float64 running statistics)."""
+    """A copy of a buffer for one call (what forward writes into it, running statistics, stays
+    in that call), a floating one in the dtype and device of the floating tensors passed (a
+    module checked in float64 keeps float64 running statistics)."""
     if like is None or not buffer.is_floating_point():
-        return buffer
-    return buffer.to(dtype=like.dtype, device=like.device)
+        return buffer.clone()
+    return buffer.to(dtype=like.dtype, device=like.device, copy=True)
+
+
+@contextlib.contextmanager
+def same_random_numbers(values: Sequence[Any]) -> Iterator[None]:
+    """Run with the random generators of the devices of ``values`` seeded with
+    ``MODULE_SEED``, and given back afterwards: random ops (dropout) draw the same numbers on
+    every call, so a function or module is one function of its inputs, as opcheck's tests do."""
+    import torch
+
+    devices = sorted({v.device.index or 0 for v in values if isinstance(v, torch.Tensor)
+                      and v.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(MODULE_SEED)
+        yield
 
 
 def module_parameter(info: FunctionInfo, name: str) -> Any:
@@ -344,7 +362,10 @@ def targets_in(module: Any) -> list[tuple[str, Any]]:
 
     found = []
     for attr, obj in vars(module).items():
-        kind = kind_of_object(obj) if not inspect.isfunction(obj) else None
+        try:
+            kind = kind_of_object(obj) if not inspect.isfunction(obj) else None
+        except TargetError:  # an op packet of several overloads: not this module's own
+            continue
         defined_here = getattr(obj, "__module__", None) == module.__name__ or (
             kind == CUSTOM_OP and getattr(getattr(obj, "_init_fn", None), "__module__", None)
             == module.__name__)

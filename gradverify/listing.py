@@ -1,4 +1,5 @@
-"""``gradverify list``: spec files and their targets (no import), or the Functions in modules."""
+"""``gradverify list``: spec files and their targets (no import), or what modules define that
+gradverify verifies (Function classes, custom ops, nn.Module classes)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -6,8 +7,9 @@ from pathlib import Path
 
 from gradverify.config import Config
 from gradverify.discover import SPEC_SUFFIXES, Discoverer, resolves_to, spec_files
-from gradverify.errors import SpecError
+from gradverify.errors import SpecError, UsageError
 from gradverify.spec.file import load_file
+from gradverify.spec.model import canonical_target, is_op_name
 
 
 def _spec_lines(files: list[Path]) -> Iterator[str]:
@@ -24,6 +26,10 @@ def _spec_lines(files: list[Path]) -> Iterator[str]:
 
 
 def list_items(where: list[str], config: Config) -> Iterator[str]:
+    """The lines ``gradverify list WHERE...`` prints; UsageError, before any line, for an
+    argument that names a target rather than a module or a spec path."""
+    for item in where:
+        _refuse_target(item)
     if not where:
         dirs = [d for d in config.spec_dirs() if d.is_dir()]
         files = [f for d in dirs for f in spec_files(d, config)]
@@ -41,8 +47,24 @@ def list_items(where: list[str], config: Config) -> Iterator[str]:
             yield from _module_lines(item, config)
 
 
+def _refuse_target(item: str) -> None:
+    """``list`` takes modules and spec paths. A target (``mod:name``, ``ns::op``) is what
+    ``check`` and ``init`` take; imported as a module, it would only say "no module named"."""
+    if Path(item).exists():
+        return
+    taken = f"{item}: list takes a module or a spec file or folder"
+    op = canonical_target(item)
+    if is_op_name(op):
+        raise UsageError(f"{taken}, not an op name; list the module that registers it "
+                         f"(gradverify list MODULE), or check the op: gradverify check {op}")
+    if ":" in item:
+        module = item.partition(":")[0]
+        raise UsageError(f"{taken}, not a target; to list what {module} defines, run: "
+                         f"gradverify list {module}")
+
+
 def _module_lines(name: str, config: Config) -> Iterator[str]:
-    from gradverify.kinds import targets_in
+    from gradverify.kinds import CUSTOM_OP, kind_of_object, op_name, targets_in
     from gradverify.target import ensure_cwd_on_path, import_module
     from gradverify.torchstate import import_torch
 
@@ -57,8 +79,12 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
     specs = Discoverer(config).folder_specs()
     for attr, obj in found:
         target, traits = _describe(f"{module.__name__}:{attr}", obj)
+        # an op's spec may name it by its op name (ns::op[.overload]), with this module
+        # under `imports:`
+        op = op_name(obj).split(".")[0] if kind_of_object(obj) == CUSTOM_OP else None
         owner = next((spec.where for spec in specs if resolves_to(spec, obj)
-                      or spec.target == target), None)
+                      or spec.target == target
+                      or (op and (spec.target or "").split(".")[0] == op)), None)
         yield (f"{target}  ({', '.join(traits)})  "
                f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + target + ')'}")
 

@@ -31,7 +31,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("settings", ("gradverify.spec.file", "gradverify.spec.args", "gradverify.spec.settings",
                   "gradverify.spec.yamlio", "gradverify.config", "gradverify.options")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
-    ("a case", ("gradverify.context", "gradverify.target", "gradverify.kinds",
+    ("a case", ("gradverify.context", "gradverify.target", "gradverify.kinds", "gradverify.opcalls",
                 "gradverify.spec.inputs", "gradverify.spec.binding", "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
                    "gradverify.spec", "gradverify.spec.model", "gradverify.files",

@@ -278,3 +278,100 @@ def _pointer_backward(ctx: Any, g: Tensor) -> Tensor:
 
 sin_pointer_backward.register_fake(lambda x: torch.empty_like(x))
 sin_pointer_backward.register_autograd(_pointer_backward, setup_context=_save_x)
+
+
+# -- keyword-only arguments, tensor lists, a vmap rule that declines a batching
+
+
+@torch.library.custom_op("gvtest::rms_kw", mutates_args=())
+def rms_kw(x: Tensor, weight: Tensor, *, eps: float = 1e-6) -> Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rms_setup(ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: dict[str, Any],
+               output: Any) -> None:
+    ctx.eps = keyword_only_inputs["eps"]
+    ctx.save_for_backward(*inputs)
+
+
+def _rms_backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+    x, weight = ctx.saved_tensors
+    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + ctx.eps)
+    xhat = x * r
+    gxhat = g * weight
+    gx = r * (gxhat - xhat * (gxhat * xhat).mean(-1, keepdim=True))
+    return gx, (g * xhat).sum_to_size(weight.shape)
+
+
+rms_kw.register_fake(lambda x, weight, *, eps=1e-6: torch.empty_like(x))
+rms_kw.register_autograd(_rms_backward, setup_context=_rms_setup)
+
+
+@rms_kw.register_vmap
+def _(info: Any, in_dims: tuple[Any, ...], x: Tensor, weight: Tensor, *,
+      eps: float = 1e-6) -> tuple[Tensor, Any]:
+    if in_dims[1] is not None:
+        raise NotImplementedError("a batched weight")  # declines on purpose
+    return rms_kw(x.movedim(in_dims[0], 0), weight, eps=eps), 0
+
+
+def _wsum_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.weights = inputs[1]
+
+
+@torch.library.custom_op("gvtest::wsum", mutates_args=())
+def wsum(xs: list[Tensor], weights: list[float]) -> Tensor:
+    return sum((w * x for x, w in zip(xs, weights)), torch.zeros_like(xs[0]))
+
+
+wsum.register_fake(lambda xs, weights: torch.empty_like(xs[0]))
+wsum.register_autograd(lambda ctx, g: ([w * g for w in ctx.weights], None),
+                       setup_context=_wsum_setup)
+
+
+@torch.library.custom_op("gvtest::wsum_bad", mutates_args=())
+def wsum_bad(xs: list[Tensor], weights: list[float]) -> Tensor:
+    return sum((w * x for x, w in zip(xs, weights)), torch.zeros_like(xs[0]))
+
+
+wsum_bad.register_fake(lambda xs, weights: torch.empty_like(xs[0]))
+wsum_bad.register_autograd(lambda ctx, g: ([ctx.weights[0] * g, g], None),  # xs[1]'s unweighted
+                           setup_context=_wsum_setup)
+
+
+# -- modules as users write them: dropout, batch norm, buffers without parameters
+
+
+class DropoutBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.norm = torch.nn.BatchNorm1d(3)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.norm(self.linear(x)))
+
+
+class FixedProjection(torch.nn.Module):
+    """No parameters: a buffer only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("projection", torch.randn(4, 3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x @ self.projection
+
+
+class CallCounter(torch.nn.Module):
+    """Writes into its buffer on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(4))
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.calls += 1
+        return x * self.scale * self.calls

@@ -241,3 +241,40 @@ def test_op_aot_dispatch_says_what_tracing_breaks(op, code, named, words):
     assert words in finding.message and "opcheck" not in finding.message, finding.message
     assert finding.location and "opzoo.py" in finding.location
     assert torch._functorch.config.cse  # the test ran with it off, and gave it back
+
+
+def test_keyword_only_arguments_given_or_left_at_their_default():
+    spec = {"cases": [{"name": "default", "args": {"x": {"shape": [3, 4]},
+                                                    "weight": {"shape": [4]}}},
+                      {"name": "given", "args": {"x": {"shape": [3, 4]},
+                                                  "weight": {"shape": [4]}, "eps": 0.001}}]}
+    report = verify(opzoo.rms_kw, spec=spec)
+    for result in report.results:
+        statuses = {c.name: c.status for c in result.checks}
+        assert Status.FAIL not in statuses.values() and statuses["gradcheck"] == Status.PASS
+        assert statuses["op_aot_dispatch"] == Status.PASS and statuses["contract"] == Status.PASS
+        # The vmap rule declines a batched weight: a note, and x batched alone is checked.
+        (vmap,) = [c for c in result.checks if c.name == "vmap"]
+        assert vmap.status == Status.PASS and [f.code for f in vmap.findings] == ["GV314"]
+
+
+def test_tensor_list_elements_are_inputs_of_their_own():
+    spec = {"cases": [{"args": {"xs": {"list": [{"shape": [3, 4]}, {"shape": [3, 4]}]},
+                                "weights": {"list": [0.5, 2.0]}}}]}
+    report = verify(opzoo.wsum, spec=spec)
+    assert report.ok
+    assert [i.name for i in report.results[0].inputs] == ["xs[0]", "xs[1]", "weights"]
+    report = verify(opzoo.wsum_bad, spec=spec)
+    (gradcheck,) = [c for c in report.results[0].checks if c.name == "gradcheck"]
+    assert gradcheck.status == Status.FAIL
+    assert {f.input for f in gradcheck.findings if f.code == "GV121"} == {"xs[1]"}
+
+
+@pytest.mark.parametrize("module", [opzoo.DropoutBlock, opzoo.FixedProjection,
+                                    opzoo.CallCounter])
+def test_modules_with_dropout_batch_norm_and_buffers_pass(module):
+    """Dropout draws the same mask on every call; a module without parameters gets float64
+    buffers; what forward writes into a buffer stays in that call."""
+    report = verify(module, spec={"cases": [{"args": {"x": {"shape": [5, 4]}}}]})
+    assert report.ok, [(c.name, c.summary) for c in report.results[0].checks]
+    assert not [c for c in report.results[0].checks if c.status == Status.WARN]

@@ -18,15 +18,13 @@ _OUR_DIR = str(Path(__file__).resolve().parent.parent)
 def run_test(ctx: Any, test: str) -> BaseException | None:
     """What opcheck's ``test`` raised on the case's float64 arguments (differentiable ones
     requiring grad), or None when it passed. opcheck copies its inputs."""
-    args = ctx.args("double")
-    op = ctx.info.op
-    keyword = [a.name for a in op._schema.arguments if a.kwarg_only]
-    split = len(args.values) - len(keyword)
+    from gradverify.opcalls import op_arguments, op_values
+
+    positional, keyword = op_arguments(ctx.info.op, op_values(ctx.info, ctx.args("double").values))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = torch.library.opcheck(op, tuple(args.values[:split]),
-                                       dict(zip(keyword, args.values[split:])),
-                                       test_utils=(test,), raise_exception=False)
+        result = torch.library.opcheck(ctx.info.op, positional, keyword, test_utils=(test,),
+                                       raise_exception=False)
     value: Any = result.get(test, "SUCCESS")
     if isinstance(value, BaseException):
         return value

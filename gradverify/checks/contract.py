@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
     from gradverify.checks._calls import Applied
     from gradverify.context import CheckContext
-    from gradverify.spec.inputs import Args
 
 
 CODES = (
@@ -113,6 +112,7 @@ class ContractCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
+        from gradverify.opcalls import gradient_count
 
         info = ctx.info
         outcome = Outcome()
@@ -133,8 +133,8 @@ class ContractCheck(Check):
             raw = calls.raw_backward(info, applied, grads)
         except Exception as exc:  # noqa: BLE001 -- user code
             return self._backward_raised(ctx, exc, outcome)
-        n_in = len(args.values)
-        self._gradient_count(raw, args, outcome, loc)
+        n_in = gradient_count(info, len(args.values))
+        self._gradient_count(raw, n_in, args.names[:n_in], outcome, loc)
         for pos in range(min(n_in, len(raw))):
             self._one_gradient(raw[pos], args.values[pos], args.names[pos], outcome, loc)
         self._non_differentiable_outputs(ctx, applied, outcome)
@@ -172,11 +172,10 @@ class ContractCheck(Check):
         return outcome
 
     @staticmethod
-    def _gradient_count(raw: tuple[object, ...], args: Args, outcome: Outcome,
-                        loc: str | None) -> None:
-        """One value per forward input: fewer is GV102, extra non-None values GV103 (extra
-        trailing Nones are accepted)."""
-        n_in, names = len(args.values), args.names
+    def _gradient_count(raw: tuple[object, ...], n_in: int, names: list[str],
+                        outcome: Outcome, loc: str | None) -> None:
+        """One value per input backward answers for (``names``): fewer is GV102, extra
+        non-None values GV103 (extra trailing Nones are accepted)."""
         if len(raw) < n_in:
             outcome.add(Finding(
                 "GV102", Severity.ERROR,

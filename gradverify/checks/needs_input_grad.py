@@ -265,7 +265,20 @@ def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: An
         f"with {attempt.label}, backward computed a gradient for {name!r}, which does "
         "not require grad (autograd drops it: wasted work)", input=name,
         location=ctx.location,
-        hint=f"guard it with `if ctx.needs_input_grad[{pos}]:`")
+        hint=f"guard it with `if ctx.needs_input_grad{_index(ctx, pos)}:`")
+
+
+def _index(ctx: CheckContext, pos: int) -> str:
+    """``[pos]``, or ``[k][i]`` for element i of an op's tensor list k (spread into inputs):
+    the list's own flags are a list in ``ctx.needs_input_grad``."""
+    groups = getattr(ctx.info.cls, "tensor_lists", None) or ()
+    flat = 0
+    for k, count in enumerate(groups):
+        size = 1 if count is None else count
+        if pos < flat + size:
+            return f"[{k}]" if count is None else f"[{k}][{pos - flat}]"
+        flat += size
+    return f"[{pos - flat + len(groups)}]"
 
 
 def _passes_through(value: Any, grads: list[Any]) -> bool:

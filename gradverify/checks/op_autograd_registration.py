@@ -10,7 +10,7 @@ raises), or a ``torch.library`` op whose outputs come back without a gradient.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
@@ -36,6 +36,10 @@ CODES = (
          "@torch.library.custom_op(\"mylib::op\", mutates_args=())\ndef op(x): ...\n"
          "# no op.register_autograd(...)",
          "Register one: op.register_autograd(backward, setup_context=setup_context)."),
+    Code("GV413", "autograd-registration-test-failed",
+         "opcheck's autograd registration test failed for another reason than the two above.",
+         "The op's autograd may not work under torch.compile or other dispatch layers.", "",
+         "Read the message; register the backward with torch.library.register_autograd."),
 )
 
 _EVERY_GRADIENT_CHECK = ("contract", "gradcheck", "gradgradcheck", "needs_input_grad",
@@ -51,18 +55,28 @@ class OpAutogradRegistrationCheck(Check):
     codes = CODES
     only_for = (CUSTOM_OP,)
     requires = ()
-    invalidates = MappingProxyType({"GV411": _EVERY_GRADIENT_CHECK,
-                                    "GV412": _EVERY_GRADIENT_CHECK})
-    """Every check that differentiates through the op would fail for the same reason."""
+    invalidates = MappingProxyType({
+        "GV411": _EVERY_GRADIENT_CHECK,
+        "GV412": tuple(c for c in _EVERY_GRADIENT_CHECK if c != "op_fake")})
+    """Every check that differentiates through the op would fail for the same reason (and
+    with autograd inside a backend kernel, so does running it on fake tensors)."""
 
     def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _opcheck
 
         args = ctx.args("double")
         if not args.diff_positions:
             return Outcome.skip("no input requires grad")
         first = args.names[args.diff_positions[0]]  # findings name an input needing a gradient
-        missing = _no_formula(ctx, first)
+        try:
+            applied = calls.apply(ctx.info, ctx.args("double"))
+        except Exception:  # noqa: BLE001 -- user code: the forward's own error is reported once
+            return Outcome.skip("calling the op raised")
+        floating = [j for j, o in applied.tensors if o.is_floating_point() or o.is_complex()]
+        if not floating:
+            return Outcome.skip("the op has no floating-point output: nothing to differentiate")
+        missing = _no_formula(ctx, first, applied, floating)
         if missing is not None:
             return Outcome(findings=[missing], summary="the op has no autograd formula")
         exc = _opcheck.run_test(ctx, "test_autograd_registration")
@@ -81,18 +95,19 @@ class OpAutogradRegistrationCheck(Check):
                      f"with torch.library.register_autograd({ctx.info.op._name!r}, backward, "
                      "setup_context=...)")])
         return Outcome(summary="opcheck's autograd registration test failed", findings=[Finding(
-            "GV411", Severity.ERROR,
+            "GV413", Severity.ERROR,
             f"opcheck's autograd registration test failed: {_opcheck.shortened(text)}",
             input=first, location=_opcheck.user_frame(exc) or ctx.info.forward_location,
             hint="register the op's backward with torch.library.register_autograd")])
 
 
-def _no_formula(ctx: CheckContext, first: str) -> Finding | None:
+def _no_formula(ctx: CheckContext, first: str, applied: Any,
+                floating: list[int]) -> Finding | None:
     """GV412 when the inputs require grad but the op has no formula: a custom_op without
-    register_autograd, or outputs that come back without a gradient."""
+    register_autograd (backward raises), a ``torch.library`` op without an autograd kernel
+    (torch's fallback gives its outputs a node that only warns), or outputs that come back
+    without a gradient."""
     import torch
-
-    from gradverify.checks import _calls as calls
 
     info = ctx.info
     hint = (f"register one: {info.op._name.split('::')[-1]}.register_autograd(backward, "
@@ -104,9 +119,14 @@ def _no_formula(ctx: CheckContext, first: str) -> Finding | None:
                        f"{first!r} requires grad, but the op has no autograd formula: "
                        "backward through it raises", input=first,
                        location=info.forward_location, hint=hint)
-    applied = calls.apply(info, ctx.args("double"))
-    floating = [j for j, o in applied.tensors if o.is_floating_point() or o.is_complex()]
-    if floating and not applied.differentiable:
+    outputs = dict(applied.tensors)
+    nodes = [outputs[j].grad_fn for j in floating if outputs[j].grad_fn is not None]
+    if nodes and all("NotImplemented" in node.name() for node in nodes):
+        return Finding("GV412", Severity.ERROR,
+                       f"{first!r} requires grad, but the op has no autograd kernel: torch's "
+                       "fallback gives its outputs a node that warns and gives no gradient",
+                       input=first, location=info.forward_location, hint=hint)
+    if not applied.differentiable:
         return Finding("GV412", Severity.ERROR,
                        f"{first!r} requires grad, but output {floating[0]} comes back "
                        "without a gradient: the op has no autograd formula", input=first,

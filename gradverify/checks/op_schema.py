@@ -72,7 +72,7 @@ class OpSchemaCheck(Check):
                 "declare it", input=name, location=location,
                 hint=f"declare it: mutates_args=({name!r},), which makes the schema "
                      f"{_schema(ctx, mutable=name)}; or work on a copy ({name}.clone())"))
-        elif "may not alias" in text or "alias" in text.lower():
+        elif re.search(r"\balias(es|ing)?\b", text.replace(ctx.info.op._name, "")):
             outcome.add(Finding(
                 "GV402", Severity.ERROR,
                 "an output of the op is one of its inputs or a view of one; a custom op must "

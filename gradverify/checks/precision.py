@@ -143,11 +143,13 @@ class PrecisionCheck(Check):
         warn, fail = cmp.precision_limits(dtype)
         outcome = Outcome()
         worst = 0.0
+        scales = (_largest(reference[0]), _largest(reference[1]))
         for mismatch in cmp.measure_runs(ours, reference, names):
             where = ctx.info.forward_location if mismatch.output is not None else ctx.location
             if mismatch.non_finite or mismatch.data.get("reason") != "error":
                 outcome.add(_overflow(mismatch, label, where))
                 continue
+            _against_run(mismatch, scales[0] if mismatch.output is not None else scales[1])
             worst = max(worst, mismatch.data["relative_error"])
             loss = _precision_loss(mismatch, label, warn, fail, where)
             if loss is not None:
@@ -155,6 +157,30 @@ class PrecisionCheck(Check):
         outcome.data["worst_relative_error"] = worst
         outcome.summary = _summary(outcome.findings, label, warn)
         return outcome
+
+
+ZERO_IN_FLOAT64 = 1e-12
+"""A float64 result below this share of the run's largest output (or gradient) is a zero
+that rounding left over: a gradient that cancels exactly (a bias before batch norm)."""
+
+
+def _largest(tensors: list[Any]) -> float:
+    import torch
+
+    return max((float(torch.linalg.vector_norm(t.detach().to(torch.complex128 if t.is_complex()
+                                                               else torch.float64)))
+                for t in tensors if isinstance(t, torch.Tensor)
+                and (t.is_floating_point() or t.is_complex())), default=0.0)
+
+
+def _against_run(mismatch: Mismatch, largest: float) -> None:
+    """A result that float64 gives as zero (rounding) has no scale of its own: its error is
+    measured against the run's largest output or gradient instead of against itself."""
+    data = mismatch.data
+    if largest <= 0 or data["scale"] >= ZERO_IN_FLOAT64 * largest:
+        return
+    absolute = data["relative_error"] * (data["scale"] or 1.0)
+    mismatch.data = {**data, "relative_error": absolute / largest, "run_scale": largest}
 
 
 def _working_dtype(working: Args) -> torch.dtype | None:

@@ -55,6 +55,10 @@ class UndefinedGradCheck(Check):
             return applied.skip()
         args, diff = applied.args, applied.args.diff_positions
         used = applied.differentiable
+        if ctx.info.kind != FUNCTION_CLASS and len(used) < 2:
+            return Outcome.skip("one differentiable output: torch hands the op's backward zeros "
+                                "for an undefined gradient, and there is no other output to "
+                                "leave undefined")
         outcome = Outcome()
         materialize = self._all_undefined(ctx, used, outcome)
         if len(used) < 2:
@@ -73,21 +77,7 @@ class UndefinedGradCheck(Check):
                 got = torch.autograd.grad([fresh.outputs[j]], [fresh.args.values[i] for i in diff],
                                           [grads[j]], allow_unused=True)
             except Exception as exc:  # noqa: BLE001 -- user code
-                others = [str(k) for k in used if k != j]
-                unused = (f"output {others[0]} unused" if len(others) == 1 else
-                          f"outputs {', '.join(others)} unused")
-                arrives = "its gradient arrives" if len(others) == 1 else \
-                    "their gradients arrive"
-                none_note = ("; forward called set_materialize_grads(False), so "
-                             f"{arrives} as None" if not materialize else "")
-                plain = _plain(exc)
-                outcome.add(Finding(
-                    "GV231", Severity.ERROR,
-                    f"using only output {j} ({unused}{none_note}), backward "
-                    f"raised {calls.describe_exception(exc)}{plain}", output=j,
-                    location=calls.user_location(exc, ctx.info) or ctx.location,
-                    hint="check `if grad is not None` before using the gradient of an output "
-                         "that may be unused, or keep materialized (zero) gradients"))
+                outcome.add(_raised_alone(ctx, exc, j, used, materialize))
                 continue
             for pos, (a, b) in enumerate(zip(got, expected)):
                 a = a if a is not None else (torch.zeros_like(b) if b is not None else None)
@@ -164,6 +154,27 @@ def _plain(exc: BaseException) -> str:
     if isinstance(exc, AttributeError) and "NoneType" in text:
         return ": backward called a method on None, the gradient of an unused output"
     return ""
+
+
+
+def _raised_alone(ctx: CheckContext, exc: Exception, j: int, used: list[int],
+                  materialize: bool) -> Finding:
+    """GV231: backward raised when only output ``j`` was used."""
+    from gradverify.checks import _calls as calls
+
+    others = [str(k) for k in used if k != j]
+    unused = (f"output {others[0]} unused" if len(others) == 1 else
+              f"outputs {', '.join(others)} unused")
+    arrives = "its gradient arrives" if len(others) == 1 else "their gradients arrive"
+    none_note = ("; forward called set_materialize_grads(False), so "
+                 f"{arrives} as None" if not materialize else "")
+    return Finding(
+        "GV231", Severity.ERROR,
+        f"using only output {j} ({unused}{none_note}), backward "
+        f"raised {calls.describe_exception(exc)}{_plain(exc)}", output=j,
+        location=calls.user_location(exc, ctx.info) or ctx.location,
+        hint="check `if grad is not None` before using the gradient of an output "
+             "that may be unused, or keep materialized (zero) gradients")
 
 
 CHECK = UndefinedGradCheck()

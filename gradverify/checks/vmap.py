@@ -31,9 +31,15 @@ CODES = (
          "Per-sample gradients (DP-SGD, influence functions) are wrong.",
          "", "backward must treat each sample independently under vmap."),
     Code("GV313", "vmap-raised",
-         "torch.func.vmap raised on a Function that declares vmap support.",
+         "torch.func.vmap raised on a Function (or op) that declares vmap support.",
          "The declared support does not hold.", "",
-         "Fix the vmap staticmethod, or use generate_vmap_rule = True."),
+         "Fix the vmap staticmethod (or register_vmap rule), or use generate_vmap_rule = "
+         "True. A rule that raises NotImplementedError declines that batching: a note "
+         "(GV314), not a failure."),
+    Code("GV314", "vmap-declined",
+         "The vmap rule raised NotImplementedError for one way of batching the inputs.",
+         "Calls that batch that way fail; the rule says so on purpose.", "",
+         "Nothing to fix if intended; the check verifies the batchings the rule accepts."),
 )
 
 
@@ -49,18 +55,50 @@ class VmapCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _calls as calls
-        from gradverify.checks import _compare as cmp
-
         info = ctx.info
         unsupported = _unsupported(info)
         if unsupported:
             return Outcome.skip(unsupported)
         args = ctx.args("double")
-        batched = [i for i, v in enumerate(args.values) if isinstance(v, torch.Tensor)
-                   and (v.is_floating_point() or v.is_complex())]
-        if not batched:
+        floating = [i for i, v in enumerate(args.values) if isinstance(v, torch.Tensor)
+                    and (v.is_floating_point() or v.is_complex())]
+        if not floating:
             return Outcome.skip("no floating-point tensor input to batch over")
+        # Every floating input batched; with several, also the first alone (vmap over the
+        # data with shared weights, the usual call).
+        variants = [floating] + ([floating[:1]] if len(floating) > 1 else [])
+        outcome = Outcome()
+        declined: list[str] = []
+        for batched in variants:
+            label = "" if batched == floating else \
+                f" (with only {args.names[batched[0]]!r} batched)"
+            refused = self._variant(ctx, args, batched, label, outcome)
+            if refused:
+                declined.append(f"{label.strip(' ()') or 'every input batched'}: {refused}")
+            if outcome.findings:
+                break  # one wrong rule is said once
+        if len(declined) == len(variants):
+            return Outcome.skip("the vmap rule declines every batching tried ("
+                                + "; ".join(declined) + ")")
+        for text in declined:
+            outcome.add(Finding("GV314", Severity.INFO, f"the vmap rule declines {text}",
+                                location=info.forward_location))
+        if not any(f.severity != Severity.INFO for f in outcome.findings):
+            grads = info.kind != CUSTOM_OP
+            outcome.summary = (f"vmap over a batch of {BATCH} equals a loop (outputs"
+                               f"{' and gradients' if grads else ''})")
+        return outcome
+
+    def _variant(self, ctx: CheckContext, args: Any, batched: list[int], label: str,
+                 outcome: Outcome) -> str | None:
+        """vmap with the inputs at ``batched`` batched against a loop; findings go to
+        ``outcome``. Returns the message when the rule declines (NotImplementedError)."""
+        import torch
+
+        from gradverify.checks import _calls as calls
+        from gradverify.checks import _compare as cmp
+
+        info = ctx.info
         generator = ctx.generator("vmap")
         stacks = {i: torch.stack([args.values[i].detach()] + [
             args.values[i].detach() + 0.1 * calls.randn_like(args.values[i], generator)
@@ -75,16 +113,21 @@ class VmapCheck(Check):
 
         inputs = [stacks[i] for i in batched]
         loop = [call(*[t[b] for t in inputs]) for b in range(BATCH)]
-        outcome = Outcome()
+        rule = "register_vmap rule" if info.kind == CUSTOM_OP else "vmap staticmethod"
         try:
             mapped = torch.func.vmap(call)(*inputs)
+        except NotImplementedError as exc:
+            return str(exc) or "NotImplementedError"
         except Exception as exc:  # noqa: BLE001 -- user code or torch.func
             outcome.add(Finding("GV313", Severity.ERROR,
-                                f"torch.func.vmap raised {calls.describe_exception(exc)}",
+                                f"torch.func.vmap{label} raised "
+                                f"{calls.describe_exception(exc)}",
                                 location=calls.user_location(exc, info) or info.forward_location,
-                                hint="check the vmap staticmethod's out_dims, or use "
-                                     "generate_vmap_rule = True if forward is plain torch ops"))
-            return outcome
+                                hint=f"check the {rule}'s returned out_dims" + (
+                                    "" if info.kind == CUSTOM_OP else
+                                    ", or use generate_vmap_rule = True if forward is plain "
+                                    "torch ops")))
+            return None
         for j, out in enumerate(mapped):
             if not isinstance(out, torch.Tensor):
                 continue
@@ -95,17 +138,13 @@ class VmapCheck(Check):
                     else float("inf")
                 outcome.add(Finding(
                     "GV311", Severity.ERROR,
-                    f"vmap's output {j} differs from a loop over the batch "
+                    f"vmap's output {j}{label} differs from a loop over the batch "
                     f"(by {worst:.3g}; shapes {list(out.shape)} vs {list(expected.shape)})",
                     output=j, location=info.forward_location,
-                    hint="the vmap rule returns wrong values or out_dims"))
-        grads = info.kind != CUSTOM_OP  # torch.func.grad cannot differentiate through an op
-        if grads:
+                    hint=f"the {rule} returns wrong values or out_dims"))
+        if info.kind != CUSTOM_OP:  # torch.func.grad cannot differentiate through an op
             self._gradients(ctx, call, inputs, [args.names[i] for i in batched], outcome)
-        if not outcome.findings:
-            outcome.summary = (f"vmap over a batch of {BATCH} equals a loop (outputs"
-                               f"{' and gradients' if grads else ''})")
-        return outcome
+        return None
 
     @staticmethod
     def _gradients(ctx: CheckContext, call: Any, inputs: list[Any], names: list[str],

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify import torchstate
+from gradverify import opcalls, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job
@@ -163,6 +163,7 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
             on_check("inputs")
         inputs = ctx.args("working").info()
         ctx.args("double")  # both roles made up front: running out of memory is said once
+        ctx.info = opcalls.for_case(info, ctx.maker.groups)  # an op's tensor lists spread
         _run_checks(ctx, checks, options, on_check, rows)
         rows.checks += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
     except InputError as exc:
@@ -221,7 +222,8 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
         if on_check:
             on_check(check.name)
         rows.restore()
-        if forward_error is not None and not check.static:
+        if forward_error is not None and not check.static \
+                and check.not_applicable(ctx.info) is None:
             if carrier is None:
                 carrier = check.name
                 rows.add(ctx, CheckResult(check.name, Status.ERROR, 0.0,

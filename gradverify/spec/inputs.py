@@ -115,6 +115,8 @@ class InputMaker:
         self.seed = seed
         self.device = device
         self._cache: dict[str, Args] = {}
+        self.groups: tuple[int | None, ...] = ()
+        """Per argument, the length of an op's tensor list spread into inputs, else None."""
 
     def args(self, role: str = "double") -> Args:
         """Fresh copies (new leaves) of the case's arguments for ``role`` (see ``ROLES``)."""
@@ -141,7 +143,34 @@ class InputMaker:
         diff = [(isinstance(arg, TensorArg) and arg.differentiable)
                 or (isinstance(arg, Default) and _is_parameter(arg.value)
                     and _inexact(values[i])) for i, arg in enumerate(self.bound.args)]
-        return Args(list(self.bound.names), values, diff)
+        items = [[isinstance(i, TensorArg) and i.differentiable for i in arg.items]
+                 if isinstance(arg, SeqArg) else None for arg in self.bound.args]
+        return self._spread(Args(list(self.bound.names), values, diff), items)
+
+    def _spread(self, args: Args, items: Sequence[list[bool] | None]) -> Args:
+        """An op's ``Tensor[]`` arguments spread into one input per tensor, ``xs[0]``, ...
+        (``opcalls.tensor_lists``, kept in ``groups``); ``items``: per argument, whether each
+        of its elements is differentiable, when the spec says (else: floating ones are)."""
+        from gradverify.opcalls import tensor_lists
+
+        self.groups = tensor_lists(self.info, args.names, args.values)
+        if all(g is None for g in self.groups):
+            return args
+        names: list[str] = []
+        values: list[Any] = []
+        diff: list[bool] = []
+        for k, (name, value, differentiable) in enumerate(zip(args.names, args.values,
+                                                              args.differentiable)):
+            if self.groups[k] is None:
+                names.append(name)
+                values.append(value)
+                diff.append(differentiable)
+                continue
+            names += [f"{name}[{i}]" for i in range(len(value))]
+            values += list(value)
+            given = items[k] if k < len(items) else None
+            diff += given if given is not None else [_inexact(v) for v in value]
+        return Args(names, values, diff)
 
     def _value(self, arg: Any, role: str, generator: torch.Generator) -> Any:
         if isinstance(arg, Default) and _is_parameter(arg.value):
@@ -225,7 +254,7 @@ class InputMaker:
             values.append(self._parameter(name, "double"))
             diff.append(_inexact(values[-1]))
         # A factory that ignores dtype gets its floating tensors converted, as YAML inputs are.
-        return _converted(Args(shown, values, diff), double=True)
+        return _converted(self._spread(Args(shown, values, diff), ()), double=True)
 
     def _factory_values(self, result: Any) -> list[Any]:
         names = [p.name for p in self.info.positional]

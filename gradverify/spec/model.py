@@ -205,6 +205,13 @@ def is_op_name(text: str) -> bool:
     return OP_NAME_RE.match(text) is not None
 
 
+def canonical_target(text: str) -> str:
+    """``torch.ops.ns:op`` or ``torch.ops.ns.op[.overload]`` (as Python spells an op) as the
+    op's name ``ns::op[.overload]``; any other target as it is."""
+    spelt = re.fullmatch(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)", text)
+    return f"{spelt.group(1)}::{spelt.group(2)}" if spelt else text
+
+
 def is_target_string(text: str) -> bool:
     """``module:Name`` or ``path/file.py:Outer.Inner``: any Python identifiers, Unicode
     included (``uniops:ΔScale``); or an operator's name, ``ns::op[.overload]``."""

@@ -1,0 +1,80 @@
+"""How a case's values become a call of a custom op: positional and keyword-only arguments,
+and ``Tensor[]`` arguments spread into one input per tensor (``xs[0]``, ``xs[1]``) so that
+gradient checks see each (gradcheck differentiates top-level tensors only), gathered back
+into a list for the call."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gradverify.target import FunctionInfo
+
+
+def op_arguments(op: Any, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A call's values in schema order (trailing defaults left out) as the op's positional
+    arguments and keyword-only ones."""
+    keyword = [a.name for a in op._schema.arguments if a.kwarg_only]
+    positional = len(op._schema.arguments) - len(keyword)
+    return tuple(values[:positional]), dict(zip(keyword, values[positional:]))
+
+
+def tensor_lists(info: FunctionInfo, names: Sequence[str],
+                 values: Sequence[Any]) -> tuple[int | None, ...]:
+    """Per value of a case, the length of a ``Tensor[]`` argument of an op given as a list of
+    tensors, else None. Such lists are spread into one input per tensor (``xs[0]``, ``xs[1]``):
+    autograd differentiates an op through the tensors of a list, and gradcheck sees
+    top-level tensors only."""
+    import torch
+
+    if info.op is None:
+        return tuple(None for _ in values)
+    types = {a.name: str(a.type) for a in info.op._schema.arguments}
+    return tuple(len(value) if isinstance(value, list) and value
+                 and all(isinstance(v, torch.Tensor) for v in value)
+                 and types.get(name, "").startswith("List[Tensor") else None
+                 for name, value in zip(names, values))
+
+
+def for_case(info: FunctionInfo, groups: tuple[int | None, ...]) -> FunctionInfo:
+    """``info`` whose ``cls.apply`` takes a case's values with its tensor lists spread
+    (``tensor_lists``) and gathers them back before calling the op."""
+    if all(g is None for g in groups):
+        return info
+    inner = info.cls.apply
+
+    def apply(*values: Any) -> Any:
+        return inner(*gathered(groups, values))
+
+    cls = type(info.cls.__name__, (info.cls,), {"apply": staticmethod(apply),
+                                                "tensor_lists": groups})
+    return replace(info, cls=cls)
+
+
+def gathered(groups: tuple[int | None, ...], values: Sequence[Any]) -> list[Any]:
+    """Values with the spread tensors of each list gathered back into a list."""
+    out: list[Any] = []
+    rest = iter(values)
+    for count in groups:
+        try:
+            out.append([next(rest) for _ in range(count)] if count is not None else next(rest))
+        except StopIteration:
+            break
+    return out + list(rest)
+
+
+def op_values(info: FunctionInfo, values: Sequence[Any]) -> list[Any]:
+    """A case's values as the op takes them (tensor lists gathered back)."""
+    groups = getattr(info.cls, "tensor_lists", None)
+    return gathered(groups, values) if groups else list(values)
+
+
+def gradient_count(info: FunctionInfo, count: int) -> int:
+    """How many of a call's ``count`` arguments backward returns gradients for: all of them,
+    but an op's registered backward returns none for keyword-only arguments (torch passes
+    those aside)."""
+    if info.op is None:
+        return count
+    keyword = op_arguments(info.op, op_values(info, range(count)))[1]
+    return count - len(keyword)
