@@ -49,11 +49,13 @@ def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
 @click.version_option(__version__, "-V", "--version", prog_name="gradverify",
                       message="%(prog)s %(version)s")
 def cli() -> None:
-    """Verify custom torch.autograd.Function subclasses: gradcheck, gradgradcheck, and the bugs
-    gradcheck cannot see.
+    """Verify custom PyTorch autograd code: gradcheck, gradgradcheck, and the bugs gradcheck
+    cannot see. Targets: torch.autograd.Function classes (mod:Class), custom ops (mod:myop, or
+    ns::op with the spec's imports:), plain functions (mod:fn) and nn.Module classes
+    (mod:MyModule, with the spec's init_args:).
 
     \b
-    Exit codes: 0 ok, 1 a check failed or the Function raised, 2 usage error,
+    Exit codes: 0 ok, 1 a check failed or the target raised, 2 usage error,
     3 invalid spec or target, 4 internal error, 5 nothing selected.
     """
 
@@ -61,7 +63,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("targets", nargs=-1, metavar="[TARGET]...")
 @click.option("--spec", "spec_file", type=click.Path(dir_okay=False),
-              help="Spec file for a bare mod:Class target.")
+              help="Spec file for a target named on the command line (mod:Name).")
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="Only cases whose name matches (glob; repeatable).")
 @click.option("--only", multiple=True, metavar="CHECK,...", help="Run only these checks.")
@@ -92,8 +94,9 @@ def cli() -> None:
 @click.option("--no-isolate", is_flag=True,
               help="Run cases in this process (for debuggers; crashes and hangs are not caught).")
 @click.option("--changed", is_flag=True,
-              help="TARGETs are changed files (pre-commit): check changed specs and the specs of "
-              "Functions in changed .py files; ignore other files; nothing to check is success.")
+              help="TARGETs are changed files (pre-commit): check changed specs and the specs "
+              "whose target, reference or factory is in a changed .py file; ignore other files; "
+              "nothing to check is success.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Every case's check table, notes and details such as full Jacobian blocks.")
@@ -108,8 +111,18 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
           timeout: float | None, shard: str | None, no_isolate: bool, changed: bool,
           strict: bool | None,
           verbose: bool, quiet: bool, no_color: bool) -> int:
-    """Verify Functions. TARGET: pkg.mod:Class, path/file.py:Class, a module or .py file,
-    a spec file, or a directory of specs (default: the spec folders, specs/)."""
+    """Verify Functions, custom ops, functions and modules.
+
+    \b
+    TARGET is one of:
+      mod:Name, path/file.py:Name  a Function class, custom op, plain function
+                                   or nn.Module class
+      ns::op, ns::op.overload      an op by name, with the specs that name it
+                                   (their imports: register it)
+      mod, path/file.py            the Function classes, custom ops and nn.Module
+                                   classes there that have specs (not functions)
+      a spec file, a folder of specs
+    Default: the spec folders (specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
     from gradverify.files import absolute, refuse_overwriting
@@ -187,15 +200,22 @@ def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Pa
               help="Write the spec to this file, or one spec per Function into this folder "
                    "(an existing folder, or a path ending in /); default: stdout.")
 @click.option("--force", is_flag=True, help="Overwrite existing spec files.")
-def init(target: str, output: str | None, force: bool) -> int:
-    """Write specs that run for TARGET: a Function (mod:Class) or every Function of a module
-    (mod, path/file.py). Each argument is guessed from forward's signature and source, then
-    tried on forward and backward until they run."""
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE first (repeatable): what registers an op named ns::op. "
+                   "The spec of an op name lists them under imports:.")
+def init(target: str, output: str | None, force: bool, imports: tuple[str, ...]) -> int:
+    """Write specs that run for TARGET: a Function, custom op, function or nn.Module class
+    (mod:Name), an op by name (ns::op, with --import), or every Function, custom op and
+    nn.Module class of a module (mod, path/file.py). Each argument is guessed from forward's
+    signature and source (an op's schema), then tried on forward and backward until they
+    run."""
     from gradverify import init as init_mod
     from gradverify.torchstate import import_torch
 
     import_torch()
-    written = init_mod.write(target, output, force=force)
+    written, skipped = init_mod.write(target, output, force=force, imports=imports)
+    for skip in skipped:
+        click.echo(f"note: skipped {skip.target}: {skip.reason}", err=True)
     if output is None:
         sys.stdout.write("---\n".join(spec.text for _, spec in written))
         return 0
@@ -265,7 +285,9 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
 @cli.command(name="list")
 @click.argument("where", nargs=-1, metavar="[MODULE|PATH]...")
 def list_(where: tuple[str, ...]) -> int:
-    """List spec files and their targets (no import), or the Functions in modules."""
+    """List spec files and their targets (no import), or what modules define: Function
+    classes, custom ops and nn.Module classes, each with its spec (plain functions are
+    targets only as mod:fn). Takes modules and spec paths, not mod:Name targets."""
     from gradverify import config as config_mod
     from gradverify.listing import list_items
 

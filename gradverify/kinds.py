@@ -38,7 +38,7 @@ FUNCTION = "function"
 MODULE = "module"
 KINDS = (FUNCTION_CLASS, CUSTOM_OP, FUNCTION, MODULE)
 
-_GENERATED = "GeneratedBackwardFor_"
+GENERATED = "GeneratedBackwardFor_"
 """torch's name for the autograd.Function it builds around a registered backward."""
 
 MODULE_SEED = 0
@@ -154,7 +154,8 @@ def introspect_other(obj: Any, name: str, init_args: Mapping[str, Any]) -> Funct
     if kind == FUNCTION:
         return _function_info(obj, name)
     what = f"class {obj.__qualname__}" if inspect.isclass(obj) else type(obj).__name__
-    raise TargetError(f"{name} is a {what}; gradverify verifies torch.autograd.Function "
+    article = "an" if what[:1].lower() in "aeiou" else "a"
+    raise TargetError(f"{name} is {article} {what}; gradverify verifies torch.autograd.Function "
                       "classes, custom ops (torch.library.custom_op, or 'namespace::op'), "
                       "plain functions and torch.nn.Module classes", code="GV005", where=name)
 
@@ -208,7 +209,7 @@ def _registered_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
     """The backward registered with ``register_autograd``, called as the engine calls it (with
     ``ctx.needs_input_grad`` for the op's own arguments); one gradient per op argument."""
     forward_cls = getattr(type(ctx), "_forward_cls", None)
-    if forward_cls is None or not forward_cls.__name__.startswith(_GENERATED):
+    if forward_cls is None or not forward_cls.__name__.startswith(GENERATED):
         raise TypeError("the op's outputs do not come from its registered autograd formula")
     result = forward_cls.backward(ctx, *grads)
     return tuple(result[:-1])  # the last is for torch's own metadata argument

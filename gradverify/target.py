@@ -192,10 +192,10 @@ def _import_file(path: Path) -> ModuleType:
 
 def resolve_object(text: str) -> Any:
     """``mod:attr.path`` to the object, for targets, references and factories."""
-    return _resolve(text)[0]
+    return resolve_named(text)[0]
 
 
-def _resolve(text: str) -> tuple[Any, str]:
+def resolve_named(text: str) -> tuple[Any, str]:
     """The object and the name to report it under: the target as the user wrote it, except
     that a file path (``pkg/ops.py:F``) is spelt as the module it was imported as
     (``pkg.ops:F``), so that both spellings report and seed alike."""
@@ -218,13 +218,8 @@ def resolve(text: str) -> FunctionInfo:
     """Import and introspect a Function class; raise TargetError when it is not one. A class
     re-exported from another module is reported under the name the user gave. (Every kind of
     target: ``gradverify.kinds.resolve``.)"""
-    obj, name = _resolve(text)
+    obj, name = resolve_named(text)
     return introspect(obj, target=name)
-
-
-def resolve_named(text: str) -> tuple[Any, str]:
-    """The object a ``mod:attr`` target names, and the name to report it under."""
-    return _resolve(text)
 
 
 def normalise(text: str, obj: Any) -> str:

@@ -375,3 +375,17 @@ class CallCounter(torch.nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         self.calls += 1
         return x * self.scale * self.calls
+
+
+# -- torch.library ops: no autograd kernel; no floating output
+
+_LIB.define("plain_sin(Tensor x) -> Tensor")
+_LIB.impl("plain_sin", lambda x: x.detach().sin(), "CPU")  # no autograd kernel at all
+
+
+@torch.library.custom_op("gvtest::count_positive", mutates_args=())
+def count_positive(x: Tensor) -> Tensor:
+    return (x > 0).sum()
+
+
+count_positive.register_fake(lambda x: x.new_empty((), dtype=torch.int64))

@@ -184,13 +184,14 @@ def test_init_and_list_on_ops_functions_and_modules(tmp_path):
 
 
 def test_pytest_plugin_takes_ops_functions_and_modules():
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "--gradverify", "specs_ops/sin.yaml", "specs_ops/affine.yaml",
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                          "-v", "--gradverify", "specs_ops/sin.yaml", "specs_ops/affine.yaml",
                           "specs_ops/sin_wrong_sign.yaml"], cwd=HERE, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 1, run.stdout[-2000:]
     assert "1 failed" in run.stdout and "GV121" in run.stdout
-    assert "op_schema" in run.stdout or "passed" in run.stdout
+    assert "specs_ops/sin.yaml::opzoo:sin::small::op_schema PASSED" in run.stdout
+    assert "::opzoo:Affine::" in run.stdout and "::gradcheck PASSED" in run.stdout
 
 
 def test_record_sees_custom_op_calls(tmp_path):
@@ -278,3 +279,53 @@ def test_modules_with_dropout_batch_norm_and_buffers_pass(module):
     report = verify(module, spec={"cases": [{"args": {"x": {"shape": [5, 4]}}}]})
     assert report.ok, [(c.name, c.summary) for c in report.results[0].checks]
     assert not [c for c in report.results[0].checks if c.status == Status.WARN]
+
+
+def test_an_op_without_an_autograd_kernel_or_floating_output():
+    spec = {"cases": [{"args": {"x": {"shape": [3, 4]}}}]}
+    report = verify("gvtest::plain_sin", spec=dict(spec, imports=["opzoo"]))
+    rows = {c.name: c for c in report.results[0].checks}
+    (finding,) = rows["op_autograd_registration"].findings
+    assert (finding.code, finding.input) == ("GV412", "x") and "fallback" in finding.message
+    assert rows["gradcheck"].status == Status.SKIP  # its consequence, said once
+    assert rows["op_fake"].status == Status.FAIL  # not a consequence: it has no fake either
+    report = verify(opzoo.count_positive, spec=spec)
+    rows = {c.name: c for c in report.results[0].checks}
+    assert report.ok and rows["op_autograd_registration"].status == Status.SKIP
+
+
+def test_command_line_finds_ops_by_module_name_spelling_and_changed_file(tmp_path):
+    (tmp_path / "lib.py").write_text(
+        "import torch\n"
+        "L = torch.library.Library('gvcli', 'DEF')\n"
+        "L.define('twice(Tensor x) -> Tensor')\n"
+        "L.impl('twice', lambda x: x * 2, 'CompositeImplicitAutograd')\n")
+    (tmp_path / "ops.py").write_text(
+        "import torch\n"
+        "@torch.library.custom_op('gvcli::sq', mutates_args=())\n"
+        "def sq(x: torch.Tensor) -> torch.Tensor:\n"
+        "    return x * x\n"
+        "sq.register_fake(lambda x: torch.empty_like(x))\n"
+        "sq.register_autograd(lambda ctx, g: 2 * g * ctx.saved_tensors[0],\n"
+        "                     setup_context=lambda ctx, inputs, output:\n"
+        "                     ctx.save_for_backward(inputs[0]))\n")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "sq.yaml").write_text(
+        "target: gvcli::sq\nimports: [ops]\ncases:\n  - args: {x: {shape: [3]}}\n")
+    (tmp_path / "specs" / "twice.yaml").write_text(
+        "target: gvcli::twice\nimports: [lib]\ncases:\n  - args: {x: {shape: [3]}}\n")
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gradverify", "check", *args, "--format",
+                               "json"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+
+    for args in (["ops"], ["torch.ops.gvcli:sq"], ["gvcli::sq.default"],
+                 ["gvcli::sq", "--spec", "specs/sq.yaml"]):
+        run = check(*args)
+        assert run.returncode == 0, (args, run.stdout[-1500:], run.stderr[-1500:])
+        assert {r["target"] for r in json.loads(run.stdout)["results"]} <= {
+            "gvcli::sq", "torch.ops.gvcli:sq", "gvcli::sq.default"}, args
+    run = check("--changed", "lib.py")  # a spec that imports the changed file runs
+    assert run.returncode == 0, run.stderr
+    assert [r["target"] for r in json.loads(run.stdout)["results"]] == ["gvcli::twice"]

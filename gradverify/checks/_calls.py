@@ -12,7 +12,7 @@ import torch
 
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
-from gradverify.kinds import FUNCTION_CLASS
+from gradverify.kinds import FUNCTION_CLASS, GENERATED
 from gradverify.spec.inputs import Args
 from gradverify.target import FunctionInfo
 
@@ -154,7 +154,7 @@ def no_own_backward(info: FunctionInfo, applied: Applied) -> str | None:
     if info.kind == FUNCTION_CLASS or applied.ctx is None:
         return None
     forward_cls = getattr(type(applied.ctx), "_forward_cls", None)
-    if forward_cls is not None and forward_cls.__name__.startswith("GeneratedBackwardFor_"):
+    if forward_cls is not None and forward_cls.__name__.startswith(GENERATED):
         return None
     return ("not for this custom op: its autograd kernel is not a formula registered with "
             "register_autograd, so there is no backward of its own to call")

@@ -79,14 +79,18 @@ class OpFakeCheck(Check):
                     Finding("GV421", Severity.ERROR,
                             f"the fake implementation gives {where} {what} {fake}, the real "
                             f"op {real}", output=output, location=location,
-                            hint=f"make the fake implementation return {what} {real}, as "
-                                 "the real op does (for an output shaped like x: "
-                                 "torch.empty_like(x))")])
+                            hint=f"make the fake implementation return {what} {real} for "
+                                 f"{where}, as the real op does{_EXAMPLES.get(what, '')}")])
         return Outcome(summary="running the op on fake tensors failed", findings=[Finding(
             "GV423", Severity.ERROR,
             f"running the op on fake tensors failed: {_opcheck.shortened(text)}",
             location=location,
             hint="the fake implementation may use shapes, dtypes and devices only, never data")])
+
+
+_EXAMPLES = {"dtype": " (x.new_empty(shape, dtype=...))",
+             "shape": " (x.new_empty(shape) with the real output's sizes)",
+             "strides": " (torch.empty_strided(shape, strides), or a contiguous result)"}
 
 
 def _short(value: str) -> str:
@@ -115,12 +119,19 @@ def _output_with(ctx: CheckContext, what: str, real: str) -> int | None:
 
 
 def _fake_location(ctx: CheckContext) -> str | None:
+    """``file:line`` of the op's fake implementation: a ``CustomOpDef``'s own function, else
+    the kernel torch's registry recorded (read without adding an entry for the name)."""
     import torch
 
     from gradverify.errors import shown_path
+    from gradverify.target import location_of
 
-    entry = torch._library.simple_registry.singleton.find(ctx.info.op._name)
-    kernel = getattr(entry.fake_impl, "kernel", None)
+    opdef = torch._library.custom_ops.OPDEFS.get(ctx.info.op._name)
+    fake = getattr(opdef, "_abstract_fn", None)
+    if fake is not None:
+        return location_of(fake)
+    entry = getattr(torch._library.simple_registry.singleton, "_data", {}).get(ctx.info.op._name)
+    kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
     source = getattr(kernel, "source", None)
     if not source:
         return None

@@ -38,8 +38,8 @@ CODES = (
 class UndefinedGradCheck(Check):
     name = "undefined_grad"
     not_for = MappingProxyType({
-        FUNCTION: "it has no backward of its own: check the Functions it calls",
-        MODULE: "it has no backward of its own: check the Functions it calls"})
+        FUNCTION: "it has no backward of its own (check the Functions it calls)",
+        MODULE: "it has no backward of its own (check the Functions it calls)"})
     default = True
     summary = "using only some outputs of a multi-output Function works and gives right gradients"
     codes = CODES

@@ -1,18 +1,22 @@
 """``gradverify init``: specs that run, from forward's signature, its source and a probe.
 
-For each forward parameter a guess is read from its name, annotation, default and how forward's
-source uses it (``init.guess``); the guesses are then tried on the real forward and one
+The targets come from ``init.targets``. For each forward parameter a guess is read from its
+name, annotation, default and how forward's source uses it (``init.guess``), or from its type
+in an op's schema (``init.schema``); the guesses are then tried on the real forward and one
 backward, and nearby specs searched while that raises (``init.probe``). What ran is written,
 with a comment on each argument saying where its value came from; where nothing ran, the spec
 says so with a ``TODO`` and the error.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
+from gradverify.init.schema import typed_guesses
+from gradverify.init.targets import Skipped, find
 from gradverify.kinds import guess_init_args
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.target import FunctionInfo
@@ -28,19 +32,21 @@ class Written:
     error: str | None = None
 
 
-def spec_for(info: FunctionInfo, *, spec_path: str | None = None, probe: bool = True) -> Written:
-    """The spec of one Function, probed (unless ``probe`` is false)."""
-    guesses = first_guesses(info)
+def spec_for(info: FunctionInfo, *, spec_path: str | None = None, probe: bool = True,
+             imports: tuple[str, ...] = ()) -> Written:
+    """The spec of one Function, probed (unless ``probe`` is false); ``imports``: the spec's
+    ``imports:`` (an op named ``ns::op``)."""
+    guesses = first_guesses(info, typed_guesses(info))
     attempt: Attempt | None = None
     if probe:
         guesses, attempt = search(info, guesses)
     ran = attempt.ok if attempt else False
-    return Written(info.target, render(info, guesses, attempt, spec_path), ran,
+    return Written(info.target, render(info, guesses, attempt, spec_path, imports), ran,
                    attempt.error if attempt and not attempt.ok else None)
 
 
 def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
-           spec_path: str | None) -> str:
+           spec_path: str | None, imports: tuple[str, ...] = ()) -> str:
     run = f"gradverify check {spec_path}" if spec_path else f"gradverify check {info.target}"
     lines = [f"# gradverify spec for {info.target}",
              f"# forward: {info.forward_location or '?'}   backward: "
@@ -58,6 +64,8 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
     dims = spec_dict(guesses)["dims"]
     lines += [f"target: {info.target}"]
+    if imports:
+        lines.append(f"imports: {_yaml(list(imports))}   # whose import registers the op")
     if info.module is not None:
         lines.append(f"init_args: {_yaml(guess_init_args(type(info.module)))}   # the module's "
                      "constructor arguments (guessed)")
@@ -95,66 +103,43 @@ def _yaml(value: Any) -> str:
     return flow_scalar(value)
 
 
-def infos(target: str) -> list[FunctionInfo]:
-    """The targets a name gives: ``mod:Class`` (or ``mod:op``, ``ns::op``, ``mod:fn``), or
-    every Function class, custom op and nn.Module class defined in a module or ``.py`` file."""
-    from gradverify.errors import TargetError
-    from gradverify.kinds import (
-        FUNCTION_CLASS,
-        MODULE,
-        introspect,
-        kind_of_object,
-        resolve,
-        targets_in,
-    )
-    from gradverify.spec.model import is_op_name
-    from gradverify.target import import_module, resolve_object
-
-    if is_op_name(target):
-        return [resolve(target)]
-    if ":" in target:
-        obj = resolve_object(target)
-        return [resolve(target, init_args=guess_init_args(obj)
-                        if kind_of_object(obj) == MODULE else None)]
-    module = import_module(target)
-    found = [introspect(obj, f"{module.__name__}:{attr}" if kind_of_object(obj) != FUNCTION_CLASS
-                        else None,
-                        init_args=guess_init_args(obj) if kind_of_object(obj) == MODULE else None)
-             for attr, obj in targets_in(module)]
-    if not found:
-        raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
-                          "or nn.Module classes", code="GV005", where=target)
-    return found
+def file_name(info: FunctionInfo) -> str:
+    """A spec's file name in a folder: ``Linear.yaml``, ``fusedkit.bias_gelu.yaml`` for the op
+    ``fusedkit::bias_gelu`` (a colon breaks pytest's node ids, and Windows)."""
+    return re.sub(r"[^\w.-]", "_", info.name.replace(".", "_").replace("::", ".")) + ".yaml"
 
 
-def write(target: str, output: str | None, *, force: bool) -> list[tuple[str | None, Written]]:
-    """Specs for ``target`` (a Function or a module): to stdout (None), to one file (a YAML
-    stream for a module), or one file per Function in a folder (``output`` an existing folder
-    or ending in ``/``). Returns (path or None, spec) pairs; never overwrites without ``force``.
-    """
+def write(target: str, output: str | None, *, force: bool, imports: tuple[str, ...] = ()
+          ) -> tuple[list[tuple[str | None, Written]], list[Skipped]]:
+    """Specs for ``target`` (a Function or a module), after importing ``imports``: to stdout
+    (None), to one file (a YAML stream for a module), or one file per Function in a folder
+    (``output`` an existing folder or ending in ``/``). Returns (path or None, spec) pairs, and
+    the targets of a module that could not be introspected; never overwrites without
+    ``force``."""
     import os
     from pathlib import Path
 
     from gradverify.errors import UsageError
     from gradverify.files import write_text
 
-    found = infos(target)
+    found, skipped = find(target, imports)
     folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
-    paths = [str(Path(output) / f"{info.name.replace('.', '_')}.yaml") if folder else output
-             for info in found] if output else [None] * len(found)
+    paths = [str(Path(output) / file_name(f.info)) if folder else output
+             for f in found] if output else [None] * len(found)
     if not force:
         for path in paths:
             if path is not None and os.path.exists(path):
                 raise UsageError(f"{path} exists; pass --force to overwrite it")
-    written = [(path, spec_for(info, spec_path=path)) for info, path in zip(found, paths)]
+    written = [(path, spec_for(f.info, spec_path=path, imports=f.imports))
+               for f, path in zip(found, paths)]
     if output is None:
-        return written
+        return written, skipped
     if folder:
         for path, spec in written:
             write_text(path or "", spec.text, what="spec")
     else:
         write_text(output, "---\n".join(spec.text for _, spec in written), what="spec")
-    return written
+    return written, skipped
 
 
-__all__ = ["Written", "dim_sizes", "infos", "render", "spec_for", "write"]
+__all__ = ["Skipped", "Written", "dim_sizes", "file_name", "render", "spec_for", "write"]

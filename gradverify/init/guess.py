@@ -9,6 +9,7 @@ import ast
 import inspect
 import re
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +41,8 @@ class Guess:
     name: str
     kind: str
     """``tensor``, ``int``, ``float``, ``bool``, ``str``, ``tuple``, ``none``, ``default`` or
-    ``star`` (a ``*xs`` list of tensors)."""
+    ``star`` (a ``*xs`` list of tensors), ``tensors`` (a list of tensors passed as one argument,
+    an op's ``Tensor[]``) or ``list`` (a list of numbers or dim names, an op's ``int[]``)."""
     shape: tuple[Any, ...] = ()
     """Dim names (or literal sizes)."""
     dtype: str = "float32"
@@ -55,9 +57,16 @@ class Guess:
     items: int = 2
     requires_grad: bool | None = None
     """False for a floating input backward gives no gradient (a coordinate, a weight map)."""
+    init: str | None = None
+    """A tensor's ``init`` when not the default (``positive`` for a 0-dim temperature)."""
+    optional: bool = False
+    """``null`` is a valid value too (an op's ``Tensor?``): the probe's last resort."""
+    choices: tuple[Any, ...] = ()
+    """Other values the probe may try, the likelier first (strings forward compares the
+    parameter with, the dims an ``int[]`` may name)."""
 
     def tensor(self) -> bool:
-        return self.kind in ("tensor", "star")
+        return self.kind in ("tensor", "star", "tensors")
 
 
 @dataclass
@@ -74,6 +83,8 @@ class Hints:
     size: bool = False
     """Used as a size (``new_zeros(param, ...)``, ``minlength=param``)."""
     matrix: bool = False
+    strings: list[str] = field(default_factory=list)
+    """String constants forward compares the parameter with (``mode == "sum"``)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -92,6 +103,7 @@ def read_source(info: FunctionInfo) -> dict[str, Hints]:
         _attribute_use(node, hints)
         _call_use(node, hints)
         _subscript_use(node, hints)
+        _compared_strings(node, hints)
     return hints
 
 
@@ -190,6 +202,18 @@ def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
         hints[positional[0]].size = True
 
 
+def _compared_strings(node: ast.AST, hints: dict[str, Hints]) -> None:
+    """``mode == "sum"``, ``mode in ("sum", "mean")``: the strings forward expects."""
+    if not (isinstance(node, ast.Compare) and _name(node.left) in hints):
+        return
+    strings = hints[_name(node.left)].strings
+    for comparator in node.comparators:
+        items = comparator.elts if isinstance(comparator, (ast.Tuple, ast.List, ast.Set)) \
+            else [comparator]
+        strings += [i.value for i in items if isinstance(i, ast.Constant)
+                    and isinstance(i.value, str) and i.value not in strings]
+
+
 def _subscript_use(node: ast.AST, hints: dict[str, Hints]) -> None:
     """``x[param]``: an index (or a mask, by its name)."""
     if isinstance(node, ast.Subscript):
@@ -206,8 +230,10 @@ def _annotation(param: Param) -> str:
     return getattr(param.annotation, "__name__", None) or str(param.annotation)
 
 
-def first_guesses(info: FunctionInfo) -> list[Guess]:
-    """A guess per positional parameter (and ``*xs``), before any probing."""
+def first_guesses(info: FunctionInfo, typed: Mapping[str, Guess] | None = None) -> list[Guess]:
+    """A guess per positional parameter (and ``*xs``), before any probing. ``typed``: the
+    guesses a parameter's declared type decides (an op's schema, ``init.schema``), which
+    outrank its name."""
     hints = read_source(info)
     guesses = []
     for param in info.params:
@@ -217,7 +243,8 @@ def first_guesses(info: FunctionInfo) -> list[Guess]:
             guesses.append(Guess(param.name, "star", shape=TEMPLATES[2], items=2,
                                  why=f"*{param.name}: a list, one entry per tensor"))
         elif param.kind == "positional":
-            guesses.append(_guess(param, hints.get(param.name, Hints())))
+            guesses.append((typed or {}).get(param.name)
+                           or _guess(param, hints.get(param.name, Hints())))
     return _tie_dims(guesses)
 
 
@@ -239,24 +266,36 @@ def _guess(param: Param, hint: Hints) -> Guess:
     if annotation == "bool":
         return Guess(name, "bool", value=False, why="a flag")
     if annotation == "str":
-        return Guess(name, "str", value="", why="a string: set the value forward expects")
+        return string_guess(name, hint)
     if SHAPE_NAMES.match(name) or "tuple" in annotation.lower() or "Size" in annotation:
         return Guess(name, "tuple", value=("N", "D"), why="a shape: a tuple of sizes")
     rank = hint.rank or max(hint.rank_at_least, 2 if hint.matrix else 0)
+    # null is valid too: the probe's last resort
+    optional = default is None or "Optional[" in annotation or annotation.endswith("| None")
     if MASK_NAMES.match(name) or hint.boolean:
         return Guess(name, "tensor", shape=TEMPLATES[max(rank, 1)][:max(rank, 1)],
-                     dtype="bool", why="a mask (bool)")
+                     dtype="bool", optional=optional, why="a mask (bool)")
     if INDEX_NAMES.search(name) or hint.integer or hint.labels:
         shape: tuple[Any, ...] = (2, "E") if name in ("indices", "edge_index") else ("N",)
         if hint.rank:
             shape = TEMPLATES[hint.rank]
         return Guess(name, "tensor", shape=shape, dtype="int64", high="S" if hint.labels else "N",
-                     sorted=name.startswith(("rank", "segment")),
+                     sorted=name.startswith(("rank", "segment")), optional=optional,
                      why="indices (int64), values in [0, the dim they index)")
     dims = hint.dims if hint.dims and all(hint.dims) else TEMPLATES[min(max(rank, 2), 5)]
-    return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least,
+    return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least, optional=optional,
                  why=("shape from forward's " + ", ".join(dims) + " = "
                       f"{name}.shape") if hint.dims and all(hint.dims) else "a float tensor")
+
+
+def string_guess(name: str, hint: Hints) -> Guess:
+    """A string: one forward compares it with, else a TODO (no value is safe to invent)."""
+    if hint.strings:
+        others = ", ".join(repr(s) for s in hint.strings[1:])
+        return Guess(name, "str", value=hint.strings[0], choices=tuple(hint.strings[1:]),
+                     why="a string forward compares it with" + (f" (also {others})"
+                                                               if others else ""))
+    return Guess(name, "str", value="", why="TODO: a string: set the value forward expects")
 
 
 def _tie_dims(guesses: list[Guess]) -> list[Guess]:

@@ -6,6 +6,7 @@ or into backward), until it runs or the budget is spent.
 """
 from __future__ import annotations
 
+import re
 import time
 import traceback
 import warnings
@@ -13,12 +14,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradverify.init.guess import SIZES, TEMPLATES, Guess
+from gradverify.init.guess import FLOAT_NAMES, SIZES, TEMPLATES, Guess
 from gradverify.target import FunctionInfo
 
 MAX_CALLS = 300
 """Candidate specs tried per Function at most."""
 MAX_SECONDS = 20.0
+
+PER_FEATURE = re.compile(r"^(weight|weights|w|bias|b|scale|shift|gain|gamma|beta|offset)$")
+"""Names of a tensor that often holds one value per feature: the last dim of the input."""
 
 
 @dataclass
@@ -58,10 +62,16 @@ def dim_sizes(names: list[str]) -> dict[str, int]:
 def arg_value(g: Guess) -> Any:
     if g.kind == "star":
         return [{"shape": list(g.shape)} for _ in range(g.items)]
+    if g.kind == "tensors":
+        return {"list": [{"shape": list(g.shape)} for _ in range(g.items)]}
+    if g.kind == "list":
+        return {"list": list(g.value)}
     if g.kind == "tensor":
         value: dict[str, Any] = {"shape": list(g.shape)}
         if g.dtype != "float32":
             value["dtype"] = g.dtype
+        if g.init is not None:
+            value["init"] = g.init
         if g.dtype == "int64" and g.high is not None:
             value["high"] = g.high
         if g.sorted:
@@ -80,7 +90,7 @@ def _dims_of(g: Guess) -> list[str]:
         names.append(g.high)
     if g.kind == "int" and isinstance(g.value, str):
         names.append(g.value)
-    if g.kind == "tuple":
+    if g.kind in ("tuple", "list"):
         names += [v for v in g.value if isinstance(v, str)]
     return names
 
@@ -107,6 +117,7 @@ def _evaluate(info: FunctionInfo, guesses: list[Guess], seed: int) -> Attempt:
 
     from gradverify.checks import _calls as calls
     from gradverify.errors import InputError
+    from gradverify.opcalls import for_case
     from gradverify.spec.binding import bind
     from gradverify.spec.file import from_dict
     from gradverify.spec.inputs import InputMaker
@@ -114,9 +125,11 @@ def _evaluate(info: FunctionInfo, guesses: list[Guess], seed: int) -> Attempt:
     try:
         spec = from_dict(spec_dict(guesses))
         case = spec.cases[0]
-        args = InputMaker(case, bind(case, info, spec), info, seed, "cpu").args("double")
+        maker = InputMaker(case, bind(case, info, spec), info, seed, "cpu")
+        args = maker.args("double")
     except (InputError, KeyError, ValueError, RuntimeError) as exc:
         return Attempt(False, (-1, 0), str(exc))
+    info = for_case(info, maker.groups)  # an op's tensor lists, spread into inputs: gathered
     try:
         applied = calls.apply(info, args)
     except KeyboardInterrupt:
@@ -183,7 +196,8 @@ def _search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Atte
     calls = 1
     while not best.ok:
         improved = False
-        for index, guess in enumerate(guesses):
+        for index in _order(guesses):
+            guess = guesses[index]
             for alternative in alternatives(guess, guesses):
                 if calls >= MAX_CALLS or time.monotonic() - started > MAX_SECONDS:
                     return guesses, best
@@ -210,6 +224,15 @@ def _search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Atte
     return guesses, best
 
 
+def _order(guesses: list[Guess]) -> list[int]:
+    """The parameters in the order the search changes them: the first float tensor (the
+    input, whose shape the others follow) last, so that a weight [K, D] that does not
+    broadcast against x [N, D] becomes [D], rather than x becoming [K, D]."""
+    first = next((i for i, g in enumerate(guesses)
+                  if g.kind == "tensor" and g.dtype.startswith("float")), None)
+    return [i for i in range(len(guesses)) if i != first] + ([first] if first is not None else [])
+
+
 def _pairs(info: FunctionInfo, guesses: list[Guess], best: Attempt, started: float,
            calls: int) -> tuple[list[Guess], Attempt] | None:
     """A change of two arguments at once that gets further, or None."""
@@ -229,20 +252,23 @@ def _pairs(info: FunctionInfo, guesses: list[Guess], best: Attempt, started: flo
 
 
 def alternatives(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
-    """Nearby values of one parameter, the likelier first."""
+    """Nearby values of one parameter, the likelier first; then the guess's own choices; last,
+    null where the parameter is optional."""
+    seen = [arg_value(g)]
+    for alternative in [*_nearby(g, guesses), *(replace(g, value=c) for c in g.choices)]:
+        value = arg_value(alternative)
+        if value not in seen:
+            seen.append(value)
+            yield alternative
+    if g.optional and g.kind != "none":
+        yield replace(g, kind="none", value=None, why="optional: null")
+
+
+def _nearby(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
     floats = [o.shape for o in guesses if o is not g and o.kind == "tensor"
               and o.dtype.startswith("float")]
-    counted = [(d,) for o in guesses if o.kind == "tensor" and not o.dtype.startswith("float")
-               for d in o.shape[-1:] if isinstance(d, str)]  # a value per index entry
-    sized = [shape for o in guesses if o.kind == "tuple" and len(o.value) == 2
-             for shape in ((o.value[-1], "K"), tuple(o.value))]  # a matrix times (rows, cols)
     if g.kind == "tensor" and g.dtype.startswith("float"):
-        seen = {g.shape}
-        for shape in [*_derived(floats), *counted, *sized,
-                      *(TEMPLATES[r] for r in range(1, 5))]:
-            if shape not in seen and len(shape) >= g.rank_at_least:
-                seen.add(shape)
-                yield replace(g, shape=shape, why="a float tensor (shape found by trying)")
+        yield from _float_shapes(g, guesses, floats)
     elif g.kind == "tensor":
         shapes = [g.shape, *_index_shapes(floats)]
         highs = [g.high, *{d for s in floats for d in s if isinstance(d, str)}, "S", "N"]
@@ -261,12 +287,43 @@ def alternatives(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
         for value in (1.0, 2.0, 0.1):
             yield replace(g, value=value)
     elif g.kind == "tuple":
-        for shape in [*floats, *(s[:2] for s in floats), ("N", "D"), ("D", "N")]:
+        # sizes, or dims of a tensor (a ``dims`` argument): the last, the first, both
+        for shape in [*floats, *(s[:2] for s in floats), ("N", "D"), ("D", "N"),
+                      (-1,), (0,), (0, 1)]:
             if tuple(shape) != tuple(g.value):
                 yield replace(g, value=tuple(shape))
-    elif g.kind == "star":
+    elif g.kind in ("star", "tensors"):
         for items in (1, 3):
             yield replace(g, items=items)
+        for rank in (1, 3):
+            yield replace(g, shape=TEMPLATES[rank])
+
+
+def _float_shapes(g: Guess, guesses: list[Guess],
+                  floats: list[tuple[Any, ...]]) -> Iterator[Guess]:
+    """Shapes for a float tensor: those its neighbours suggest, the usual ranks, then 0-dim.
+    A per-feature tensor (a weight, a bias, a scale) next to others tries the last dim they
+    share first, which broadcasts against them; a temperature or a scale tries 0-dim first."""
+    counted = [(d,) for o in guesses if o.kind == "tensor" and not o.dtype.startswith("float")
+               for d in o.shape[-1:] if isinstance(d, str)]  # a value per index entry
+    sized = [shape for o in guesses if o.kind == "tuple" and len(o.value) == 2
+             for shape in ((o.value[-1], "K"), tuple(o.value))]  # a matrix times (rows, cols)
+    shapes = [*_derived(floats), *counted, *sized, *(TEMPLATES[r] for r in range(1, 5)), ()]
+    if PER_FEATURE.match(g.name):
+        shapes = [s[-1:] for s in floats[:1] if s] + shapes
+    if FLOAT_NAMES.match(g.name):
+        shapes.insert(0, ())
+    seen = {g.shape}
+    for shape in shapes:
+        if shape not in seen and len(shape) >= g.rank_at_least:
+            seen.add(shape)
+            if shape:
+                yield replace(g, shape=shape, init=None,
+                              why="a float tensor (shape found by trying)")
+            elif FLOAT_NAMES.match(g.name):
+                yield replace(g, shape=(), init="positive", why="a scalar tensor (0-dim), positive")
+            else:
+                yield replace(g, shape=(), init=None, why="a scalar tensor (0-dim)")
 
 
 def _derived(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

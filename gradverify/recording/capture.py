@@ -302,10 +302,9 @@ def _install_op_hook() -> None:
 
 
 def uninstall() -> None:
-    global _ACTIVE, _ORIGINAL
+    global _ACTIVE, _ORIGINAL, _OP_CALL
     from torch.autograd.function import Function
 
-    global _OP_CALL
     if _ORIGINAL is not None:
         Function.apply = _ORIGINAL  # type: ignore[method-assign]
     if _OP_CALL is not None:

@@ -1,0 +1,147 @@
+"""What ``gradverify init`` writes specs for: one named target, or every target a module
+defines, the ops it registers by name with ``torch.library`` included (there is no
+``CustomOpDef`` object to find for those). In a module, a target that cannot be introspected
+(an ``nn.Module`` that only holds parameters, with no ``forward``) is skipped with a note; the
+others are written.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from gradverify.errors import InputError, TargetError
+from gradverify.target import FunctionInfo
+
+DEFINED_OP = re.compile(r"^(\w+)::(\w+)")
+"""The name ``torch.library.define("ns::op", ...)`` gives its op."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """A target to write a spec for."""
+
+    info: FunctionInfo
+    imports: tuple[str, ...] = ()
+    """The spec's ``imports:``: the modules whose import registers an op named ``ns::op``."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A target of a module that gradverify could not introspect, and why (one line)."""
+
+    target: str
+    reason: str
+
+
+def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[Skipped]]:
+    """The targets a name gives, after importing ``imports``: ``mod:Name`` or ``ns::op`` (an
+    error when it cannot be introspected), or every Function class, custom op, op registered
+    with ``torch.library`` and ``nn.Module`` class of a module or ``.py`` file."""
+    from gradverify.kinds import MODULE, guess_init_args, kind_of_object, resolve
+    from gradverify.spec.model import is_op_name
+    from gradverify.target import import_module, resolve_object
+
+    for name in imports:
+        import_module(name)
+    if is_op_name(target):
+        try:
+            return [Found(resolve(target, imports), imports)], []
+        except TargetError as exc:
+            if imports or not exc.message.startswith("no operator"):
+                raise
+            raise TargetError("no operator of this name is registered: pass --import MODULE, "
+                              "the module whose import registers it (the spec lists it under "
+                              "imports:)", code=exc.code, where=target) from None
+    if ":" in target:
+        obj = resolve_object(target)
+        init_args = guess_init_args(obj) if kind_of_object(obj) == MODULE else None
+        return [Found(resolve(target, init_args=init_args))], []
+    module = import_module(target)
+    found, skipped = _in_module(module)
+    if not found and not skipped:
+        raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
+                          "(torch.library.custom_op, or torch.library.define) or nn.Module "
+                          "classes", code="GV005", where=target)
+    if not found:
+        raise TargetError(f"{target}: no target could be introspected: "
+                          + "; ".join(f"{s.target}: {s.reason}" for s in skipped),
+                          code="GV005", where=target)
+    return found, skipped
+
+
+def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
+    from gradverify.kinds import (
+        FUNCTION_CLASS,
+        MODULE,
+        guess_init_args,
+        introspect,
+        kind_of_object,
+        resolve,
+        targets_in,
+    )
+
+    found: list[Found] = []
+    skipped: list[Skipped] = []
+    for attr, obj in targets_in(module):
+        kind = kind_of_object(obj)
+        name = f"{module.__name__}:{attr}"
+        try:
+            found.append(Found(introspect(
+                obj, name if kind != FUNCTION_CLASS else None,
+                init_args=guess_init_args(obj) if kind == MODULE else None)))
+        except InputError as exc:
+            skipped.append(Skipped(name, _one_line(exc, name)))
+    own = {info.op._name for info in (f.info for f in found) if info.op is not None}
+    for op in library_ops(module):
+        if op in own:
+            continue
+        if module.__name__.startswith("_gradverify_user_"):
+            skipped.append(Skipped(op, "its module was imported from a path outside the "
+                                       "current directory, which a spec's imports: cannot "
+                                       "name: run init from the project's root"))
+            continue
+        try:
+            found.append(Found(resolve(op, (module.__name__,)), (module.__name__,)))
+        except InputError as exc:
+            skipped.append(Skipped(op, _one_line(exc, op)))
+    return found, skipped
+
+
+def library_ops(module: ModuleType) -> list[str]:
+    """``ns::op`` of every op a module defines through ``torch.library`` without a
+    ``CustomOpDef`` object: those of the ``torch.library.Library`` objects among its globals,
+    then those its source names in ``torch.library.define("ns::op", ...)``."""
+    import torch
+
+    names: list[str] = []
+    for value in vars(module).values():
+        if isinstance(value, torch.library.Library):
+            names += sorted(getattr(value, "_op_defs", ()))
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and _called(node) == "define" and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            match = DEFINED_OP.match(node.args[0].value)
+            if match:
+                names.append(f"{match.group(1)}::{match.group(2)}")
+    return list(dict.fromkeys(names))
+
+
+def _called(node: ast.Call) -> str:
+    func: Any = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _one_line(exc: InputError, target: str) -> str:
+    """The reason on one line, without the target's name that the note gives first."""
+    text = " ".join(exc.message.split())
+    if text.startswith(target):
+        text = text[len(target):].lstrip(": ")
+    return f"{text}  [{exc.code}]"
