@@ -234,13 +234,16 @@ def _file_of(fn: Any) -> str | None:
 
 
 def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
+    params = _params(fn, 0)
+
     def apply(*values: Any) -> Any:
+        args, kwargs = _split(params, values)
         with same_random_numbers(values):
-            return fn(*values)
+            return fn(*args, **kwargs)
 
     return FunctionInfo(
         cls=_adapter(name.split(":")[-1], apply, getattr(fn, "__module__", "") or "", fn),
-        target=name, style="none", params=_params(fn, 0), once_differentiable=False,
+        target=name, style="none", params=params, once_differentiable=False,
         has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
         backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION)
 
@@ -271,8 +274,9 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
         like = next((v for v in (*given.values(), *values) if isinstance(v, torch.Tensor)
                      and v.is_floating_point()), None)
         state = {**{k: _like(b, like) for k, b in buffers.items()}, **given}
+        args, kwargs = _split(params, values[: len(values) - count])
         with same_random_numbers(values):
-            return functional_call(module, state, tuple(values[: len(values) - count]))
+            return functional_call(module, state, args, kwargs)
 
     return FunctionInfo(
         cls=_adapter(name.split(":")[-1], apply, cls.__module__, forward), target=name,
@@ -284,25 +288,53 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
         parameters=names)
 
 
+def _split(params: tuple[Param, ...], values: Sequence[Any]
+           ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A case's values for a function or forward as positional arguments and keyword-only
+    ones (which the binding puts after every positional one, in declared order)."""
+    if any(p.kind == "var_positional" for p in params):
+        return tuple(values), {}
+    positional = sum(1 for p in params if p.kind == "positional")
+    keyword = [p.name for p in params if p.kind == "keyword_only"]
+    return tuple(values[:positional]), dict(zip(keyword, values[positional:]))
+
+
+class InitArgsError(TargetError):
+    """A module class cannot be built from its ``init_args``."""
+
+
 def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
-    """``cls(**init_args)``, seeded; TargetError with the reason when construction fails."""
+    """``cls(**init_args)``, seeded; InitArgsError with the reason when construction fails
+    (an unknown or missing argument named, with the closest spelling)."""
     import torch
 
+    from gradverify.errors import did_you_mean
+
+    try:
+        signature: inspect.Signature | None = inspect.signature(cls)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(**init_args)
+        except TypeError as exc:
+            accepted = list(signature.parameters)
+            unknown = [k for k in init_args if k not in accepted]
+            takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD
+                            for p in signature.parameters.values())
+            reason = (f"{unknown[0]!r} is not an argument of {cls.__name__}{signature}"
+                      f"{did_you_mean(unknown[0], accepted)}" if unknown and not takes_any
+                      else f"{cls.__name__}{signature}: {exc} (give the constructor's "
+                      "arguments under the spec's `init_args:`)")
+            raise InitArgsError(f"cannot build {name} from init_args {dict(init_args)}: "
+                                f"{reason}", code="GV005", where=name) from None
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(MODULE_SEED)
             return cls(**init_args)
-    except TypeError as exc:
-        try:
-            signature = str(inspect.signature(cls))
-        except (TypeError, ValueError):
-            signature = "(...)"
-        raise TargetError(f"cannot build {cls.__name__}{signature} from init_args "
-                          f"{dict(init_args)}: {exc}; give its constructor arguments under the "
-                          "spec's `init_args:`", code="GV005", where=name) from None
     except Exception as exc:  # noqa: BLE001 -- user code
-        raise TargetError(f"building {name}(**init_args) raised {type(exc).__name__}: {exc}",
-                          code="GV005", where=name) from None
+        raise InitArgsError(f"building {name}(**init_args) raised {type(exc).__name__}: {exc}",
+                            code="GV005", where=name) from None
 
 
 def _like(buffer: Any, like: Any) -> Any:
@@ -331,28 +363,6 @@ def same_random_numbers(values: Sequence[Any]) -> Iterator[None]:
 def module_parameter(info: FunctionInfo, name: str) -> Any:
     """The built module's value of parameter ``name`` (detached)."""
     return dict(info.module.named_parameters())[name].detach()
-
-
-def guess_init_args(cls: type) -> dict[str, Any]:
-    """Constructor arguments for ``gradverify init`` on a module class: each required one
-    guessed from its annotation or name (sizes 4, numbers 0.5, flags False)."""
-    try:
-        params = list(inspect.signature(cls).parameters.values())
-    except (TypeError, ValueError):
-        return {}
-    guessed: dict[str, Any] = {}
-    for p in params:
-        if p.default is not inspect.Parameter.empty or p.kind in (
-                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            continue
-        annotation = str(p.annotation)
-        if "bool" in annotation:
-            guessed[p.name] = False
-        elif "float" in annotation or p.name in ("eps", "alpha", "beta", "p", "dropout"):
-            guessed[p.name] = 0.5
-        else:
-            guessed[p.name] = 4
-    return guessed
 
 
 def targets_in(module: Any) -> list[tuple[str, Any]]:

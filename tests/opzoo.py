@@ -389,3 +389,17 @@ def count_positive(x: Tensor) -> Tensor:
 
 
 count_positive.register_fake(lambda x: x.new_empty((), dtype=torch.int64))
+
+
+def scaled_product(x: Tensor, *, y: Tensor, scale: float = 2.0) -> Tensor:
+    """Keyword-only arguments, one a tensor."""
+    return _SinFunction.apply(x) * y * scale
+
+
+class Gated(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x: Tensor, *, gated: bool = False) -> Tensor:
+        return x * self.gate if gated else x.sin()

@@ -162,8 +162,16 @@ def test_unknown_op_name_and_bad_init_args_are_clear_errors(tmp_path):
     assert run.returncode == 3 and "init_args.in_features" in run.stdout + run.stderr
     (tmp_path / "c.yaml").write_text("target: opzoo:Affine\ncases:\n  - args: {x: {shape: [2]}}\n")
     run = _cli("check", str(tmp_path / "c.yaml"))
-    assert run.returncode == 3 and "init_args" in run.stdout + run.stderr
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 3 and "c.yaml:1: init_args:" in out, out
+    assert "missing a required argument: 'in_features'" in out
     assert "Traceback" not in run.stderr
+    (tmp_path / "d.yaml").write_text("target: opzoo:Affine\n"
+                                     "init_args: {in_feature: 4, out_features: 2}\n"
+                                     "cases:\n  - args: {x: {shape: [2, 4]}}\n")
+    run = _cli("check", str(tmp_path / "d.yaml"))
+    out = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 3 and "(did you mean 'in_features'?)" in out, out
 
 
 def test_init_and_list_on_ops_functions_and_modules(tmp_path):
@@ -329,3 +337,17 @@ def test_command_line_finds_ops_by_module_name_spelling_and_changed_file(tmp_pat
     run = check("--changed", "lib.py")  # a spec that imports the changed file runs
     assert run.returncode == 0, run.stderr
     assert [r["target"] for r in json.loads(run.stdout)["results"]] == ["gvcli::twice"]
+
+
+def test_keyword_only_parameters_of_functions_and_modules():
+    report = verify(opzoo.scaled_product, spec={"cases": [{"args": {
+        "x": {"shape": [3]}, "y": {"shape": [3]}, "scale": 0.5}}]})
+    assert report.ok and [i.name for i in report.results[0].inputs] == ["x", "y", "scale"]
+    (gradcheck,) = [c for c in report.results[0].checks if c.name == "gradcheck"]
+    assert gradcheck.status == Status.PASS
+    report = verify(opzoo.Gated, spec={"cases": [{"args": {"x": {"shape": [2, 3]},
+                                                           "gated": True}}]})
+    assert report.ok and [i.name for i in report.results[0].inputs] == ["x", "gated", "gate"]
+    report = verify(opzoo.scaled_product, spec={"cases": [{"args": {"x": {"shape": [3]}}}]})
+    (error,) = report.errors
+    assert "missing argument 'y' for scaled_product(x, *, y, scale=2.0)" in error.message

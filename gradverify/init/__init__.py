@@ -16,8 +16,7 @@ from typing import Any
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
-from gradverify.init.targets import Skipped, find
-from gradverify.kinds import guess_init_args
+from gradverify.init.targets import Skipped, find, guess_init_args
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.target import FunctionInfo
 

@@ -41,7 +41,7 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
     """The targets a name gives, after importing ``imports``: ``mod:Name`` or ``ns::op`` (an
     error when it cannot be introspected), or every Function class, custom op, op registered
     with ``torch.library`` and ``nn.Module`` class of a module or ``.py`` file."""
-    from gradverify.kinds import MODULE, guess_init_args, kind_of_object, resolve
+    from gradverify.kinds import MODULE, kind_of_object, resolve
     from gradverify.spec.model import is_op_name
     from gradverify.target import import_module, resolve_object
 
@@ -77,7 +77,6 @@ def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
     from gradverify.kinds import (
         FUNCTION_CLASS,
         MODULE,
-        guess_init_args,
         introspect,
         kind_of_object,
         resolve,
@@ -137,6 +136,28 @@ def library_ops(module: ModuleType) -> list[str]:
 def _called(node: ast.Call) -> str:
     func: Any = node.func
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def guess_init_args(cls: type) -> dict[str, Any]:
+    """Constructor arguments for ``gradverify init`` on a module class: each required one
+    guessed from its annotation or name (sizes 4, numbers 0.5, flags False)."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    guessed: dict[str, Any] = {}
+    for p in params:
+        if p.default is not inspect.Parameter.empty or p.kind in (
+                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        annotation = str(p.annotation)
+        if "bool" in annotation:
+            guessed[p.name] = False
+        elif "float" in annotation or p.name in ("eps", "alpha", "beta", "p", "dropout"):
+            guessed[p.name] = 0.5
+        else:
+            guessed[p.name] = 4
+    return guessed
 
 
 def _one_line(exc: InputError, target: str) -> str:

@@ -37,7 +37,7 @@ class Prepared:
 
 def prepare(job: Job) -> Prepared | ErrorEntry:
     """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.kinds import introspect, resolve
+    from gradverify.kinds import InitArgsError, introspect, resolve
 
     spec_path = job.spec.path if job.spec else None
     try:
@@ -46,6 +46,8 @@ def prepare(job: Job) -> Prepared | ErrorEntry:
         info = introspect(job.cls, job.target, init_args) if job.cls is not None \
             else resolve(job.target, imports, init_args)
     except InputError as exc:
+        if isinstance(exc, InitArgsError) and job.spec is not None and job.init_args is None:
+            exc.where = f"{job.spec.where}: init_args"  # the spec's init_args are wrong
         return ErrorEntry(job.target, spec_path, exc.code, str(exc))
     spec = job.spec or infer_spec(info)
     bound: dict[str, Bound] = {}

@@ -4,7 +4,7 @@ imports torch."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,7 +48,7 @@ def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
 def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
     positional = list(info.positional)
     varargs = any(p.kind == "var_positional" for p in info.params)
-    signature = f"{info.name}.forward({', '.join(_show_param(p) for p in info.params)})"
+    signature = _signature(info)
     key = _case_key(case, spec)
 
     def fail(message: str, suffix: str = "") -> SpecError:
@@ -67,23 +67,15 @@ def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
         given = {str(name): arg for name, arg in case.args}  # by name: every name is set
         spread = given.pop(star, None) if star else None
         names = [p.name for p in positional]
+        keyword = [p for p in info.params if p.kind == "keyword_only"]
         for name in given:
             if name not in names:
-                kw = [p.name for p in info.params if p.kind == "keyword_only"]
-                if name in kw:
-                    raise fail(f"{name!r} is keyword-only in {signature}; Function.apply takes "
-                               "positional arguments only", f".{name}")
-                raise fail(f"{signature} has no parameter {name!r}{did_you_mean(name, names)}",
-                           f".{name}")
+                _unknown(name, info, names, keyword, varargs, fail, signature)
+        if info.kind in KEYWORD_KINDS and not varargs and (
+                any(p.name in given or p.default is _MISSING for p in keyword)):
+            return _with_keywords(info, given, keyword, fail, signature)
         last = max((names.index(n) for n in given), default=-1)
-        args: list[Any] = []
-        for p in positional[: last + 1]:
-            if p.name in given:
-                args.append(given[p.name])
-            elif p.default is not _MISSING:
-                args.append(Default(p.default))
-            else:
-                raise fail(f"missing argument {p.name!r} for {signature}")
+        args = _given_or_default(positional[: last + 1], given, fail, signature)
         if spread is not None:
             last = len(positional) - 1
             for p in positional[len(args):]:
@@ -103,6 +95,68 @@ def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
     if len(args) > len(positional) and not varargs:
         raise fail(f"{signature} takes {len(positional)} argument(s), the case gives {len(args)}")
     return Bound(tuple(names_for(info, len(args))), tuple(args))
+
+
+def _unknown(name: str, info: FunctionInfo, names: list[str], keyword: list[Param],
+             varargs: bool, fail: Callable[..., SpecError], signature: str) -> None:
+    """A name a case sets that is not a positional parameter: fine for a keyword-only one of
+    a function or module; else the error that says why."""
+    if name in {p.name for p in keyword}:
+        if info.kind in KEYWORD_KINDS and not varargs:
+            return
+        why = ("Function.apply takes positional arguments only"
+               if info.kind not in KEYWORD_KINDS else
+               "after *args, gradverify cannot pass it by name")
+        raise fail(f"{name!r} is keyword-only in {signature}; {why}", f".{name}")
+    if name in info.parameters:
+        raise fail(f"{name!r} is a parameter of the module: its value comes from the module "
+                   "built from init_args (seeded), not from a case", f".{name}")
+    raise fail(f"{signature} has no parameter "
+               f"{name!r}{did_you_mean(name, names + [p.name for p in keyword])}", f".{name}")
+
+
+KEYWORD_KINDS = ("function", "module")
+"""Target kinds whose keyword-only parameters a spec may set (an autograd.Function's apply
+takes positional arguments only; an op's keyword-only arguments are in its schema's order)."""
+
+
+def _with_keywords(info: FunctionInfo, given: dict[str, Any], keyword: list[Param],
+                   fail: Callable[..., SpecError], signature: str) -> Bound:
+    """A function's or module's case that sets keyword-only parameters: every positional one
+    (its default where not given), then the keyword-only ones in declared order, up to the
+    last set or required (the adapter passes what follows the positional ones by name)."""
+    args = _given_or_default([*info.positional, *keyword], given, fail, signature)
+    needed = [i for i, p in enumerate([*info.positional, *keyword])
+              if p.name in given or p.default is _MISSING]
+    args = args[: max(needed) + 1]
+    names = [p.name for p in [*info.positional, *keyword]][: len(args)]
+    return Bound(tuple(names), tuple(args))
+
+
+def _given_or_default(params: list[Param], given: dict[str, Any],
+                      fail: Callable[..., SpecError], signature: str) -> list[Any]:
+    """Each parameter's argument from the case, else its default; a required one missing is
+    a spec error."""
+    args: list[Any] = []
+    for p in params:
+        if p.name in given:
+            args.append(given[p.name])
+        elif p.default is not _MISSING:
+            args.append(Default(p.default))
+        else:
+            raise fail(f"missing argument {p.name!r} for {signature}")
+    return args
+
+
+def _signature(info: FunctionInfo) -> str:
+    """``Name.forward(x, y=1)`` of a Function or module, ``fn(x, *, scale=2.0)`` of a function
+    or an op, as its code spells it."""
+    shown = [_show_param(p) for p in info.params]
+    first = next((i for i, p in enumerate(info.params) if p.kind == "keyword_only"), None)
+    if first is not None and not any(p.kind == "var_positional" for p in info.params):
+        shown.insert(first, "*")
+    called = info.name if info.kind in ("function", "custom op") else f"{info.name}.forward"
+    return f"{called}({', '.join(shown)})"
 
 
 def _show_param(p: Param) -> str:
