@@ -77,7 +77,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
 
 def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
             init_args: Mapping[str, Any] | None = None) -> Report:
-    from gradverify.discover import Discoverer, Job, Plan
+    from gradverify.discover import Discoverer, Job, Plan, resolves_to
     from gradverify.kinds import MODULE, introspect, kind_of_object
     from gradverify.run.runner import run
     from gradverify.spec import file as spec_mod
@@ -93,7 +93,8 @@ def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
     if spec is None:
         if cls is None and init_args is None:
             return run(Discoverer(config).run([target]), options)  # in-process: no deferral
-        matched = [s for s in Discoverer(config).folder_specs() if s.target == target]
+        matched = [s for s in Discoverer(config).folder_specs()
+                   if s.target == target or (cls is not None and resolves_to(s, cls))]
         resolved: Any = matched[0] if matched else None
     elif isinstance(spec, (str, Path)):
         specs = spec_mod.load_file(spec)

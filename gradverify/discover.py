@@ -239,7 +239,7 @@ class Discoverer:
         return specs[0] if len(specs) == 1 else None
 
     def _module(self, name: str) -> None:
-        from gradverify.kinds import CUSTOM_OP, kind_of_object, op_name, targets_in
+        from gradverify.kinds import targets_in
         from gradverify.target import import_module
 
         if self.defer_imports:
@@ -259,12 +259,9 @@ class Discoverer:
             return
         found = 0
         for _, obj in found_here:
-            # an op's spec may name it by its op name, with the module under `imports:`
-            also = op_name(obj).split(".")[0] if kind_of_object(obj) == CUSTOM_OP else None
             for spec in self.folder_specs():
-                if spec.target and (resolves_to(spec, obj, self._resolved) or (
-                        also and spec.target.split(".")[0] == also)):
-                    self.plan.jobs.append(Job(spec.target, spec))
+                if resolves_to(spec, obj, self._resolved):
+                    self.plan.jobs.append(Job(spec.target or "", spec))
                     found += 1
         if not found:
             names = ", ".join(attr for attr, _ in found_here)
@@ -301,6 +298,14 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
 
     if spec.target is None:
         return False
+    if is_op_name(spec.target):  # an op named ns::op: the object is that op
+        from gradverify.errors import TargetError
+        from gradverify.kinds import CUSTOM_OP, kind_of_object, op_name
+
+        try:
+            return kind_of_object(obj) == CUSTOM_OP and _same_op(op_name(obj), spec.target)
+        except TargetError:  # a packet of several overloads
+            return False
     cache = {} if cache is None else cache
     if spec.target not in cache:
         try:

@@ -10,15 +10,17 @@ checks of backward's contract apply to ops as they do to Functions. Imports torc
 """
 from __future__ import annotations
 
-import contextlib
+import ast
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gradverify import opcalls
 from gradverify.errors import TargetError
+from gradverify.modulecalls import buffer_copy, build_module, same_random_numbers, split
 from gradverify.target import (
     _MISSING,
     FunctionInfo,
@@ -41,9 +43,6 @@ KINDS = (FUNCTION_CLASS, CUSTOM_OP, FUNCTION, MODULE)
 GENERATED = "GeneratedBackwardFor_"
 """torch's name for the autograd.Function it builds around a registered backward."""
 
-MODULE_SEED = 0
-"""A module target is built after ``torch.manual_seed(MODULE_SEED)``: its parameters' values
-are the same in every run."""
 
 
 def resolve(text: str, imports: tuple[str, ...] = (),
@@ -237,7 +236,7 @@ def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
     params = _params(fn, 0)
 
     def apply(*values: Any) -> Any:
-        args, kwargs = _split(params, values)
+        args, kwargs = split(params, values)
         with same_random_numbers(values):
             return fn(*args, **kwargs)
 
@@ -273,8 +272,8 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
         given = dict(zip(names, values[len(values) - count:]))
         like = next((v for v in (*given.values(), *values) if isinstance(v, torch.Tensor)
                      and v.is_floating_point()), None)
-        state = {**{k: _like(b, like) for k, b in buffers.items()}, **given}
-        args, kwargs = _split(params, values[: len(values) - count])
+        state = {**{k: buffer_copy(b, like) for k, b in buffers.items()}, **given}
+        args, kwargs = split(params, values[: len(values) - count])
         with same_random_numbers(values):
             return functional_call(module, state, args, kwargs)
 
@@ -288,78 +287,6 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
         parameters=names)
 
 
-def _split(params: tuple[Param, ...], values: Sequence[Any]
-           ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A case's values for a function or forward as positional arguments and keyword-only
-    ones (which the binding puts after every positional one, in declared order)."""
-    if any(p.kind == "var_positional" for p in params):
-        return tuple(values), {}
-    positional = sum(1 for p in params if p.kind == "positional")
-    keyword = [p.name for p in params if p.kind == "keyword_only"]
-    return tuple(values[:positional]), dict(zip(keyword, values[positional:]))
-
-
-class InitArgsError(TargetError):
-    """A module class cannot be built from its ``init_args``."""
-
-
-def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
-    """``cls(**init_args)``, seeded; InitArgsError with the reason when construction fails
-    (an unknown or missing argument named, with the closest spelling)."""
-    import torch
-
-    from gradverify.errors import did_you_mean
-
-    try:
-        signature: inspect.Signature | None = inspect.signature(cls)
-    except (TypeError, ValueError):
-        signature = None
-    if signature is not None:
-        try:
-            signature.bind(**init_args)
-        except TypeError as exc:
-            accepted = list(signature.parameters)
-            unknown = [k for k in init_args if k not in accepted]
-            takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD
-                            for p in signature.parameters.values())
-            reason = (f"{unknown[0]!r} is not an argument of {cls.__name__}{signature}"
-                      f"{did_you_mean(unknown[0], accepted)}" if unknown and not takes_any
-                      else f"{cls.__name__}{signature}: {exc} (give the constructor's "
-                      "arguments under the spec's `init_args:`)")
-            raise InitArgsError(f"cannot build {name} from init_args {dict(init_args)}: "
-                                f"{reason}", code="GV005", where=name) from None
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODULE_SEED)
-            return cls(**init_args)
-    except Exception as exc:  # noqa: BLE001 -- user code
-        raise InitArgsError(f"building {name}(**init_args) raised {type(exc).__name__}: {exc}",
-                            code="GV005", where=name) from None
-
-
-def _like(buffer: Any, like: Any) -> Any:
-    """A copy of a buffer for one call (what forward writes into it, running statistics, stays
-    in that call), a floating one in the dtype and device of the floating tensors passed (a
-    module checked in float64 keeps float64 running statistics)."""
-    if like is None or not buffer.is_floating_point():
-        return buffer.clone()
-    return buffer.to(dtype=like.dtype, device=like.device, copy=True)
-
-
-@contextlib.contextmanager
-def same_random_numbers(values: Sequence[Any]) -> Iterator[None]:
-    """Run with the random generators of the devices of ``values`` seeded with
-    ``MODULE_SEED``, and given back afterwards: random ops (dropout) draw the same numbers on
-    every call, so a function or module is one function of its inputs, as opcheck's tests do."""
-    import torch
-
-    devices = sorted({v.device.index or 0 for v in values if isinstance(v, torch.Tensor)
-                      and v.device.type == "cuda"})
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(MODULE_SEED)
-        yield
-
-
 def module_parameter(info: FunctionInfo, name: str) -> Any:
     """The built module's value of parameter ``name`` (detached)."""
     return dict(info.module.named_parameters())[name].detach()
@@ -368,7 +295,8 @@ def module_parameter(info: FunctionInfo, name: str) -> Any:
 def targets_in(module: Any) -> list[tuple[str, Any]]:
     """(attribute name, object) of what a Python module defines that gradverify verifies, in
     source order: Function classes, custom ops and ``nn.Module`` classes (not plain
-    functions: every helper is one)."""
+    functions: every helper is one); then the ops it registers by name with ``torch.library``
+    (``library_ops``), as (``ns::op``, the op)."""
     from gradverify.target import _line_of
 
     found = []
@@ -383,4 +311,44 @@ def targets_in(module: Any) -> list[tuple[str, Any]]:
         if kind in (FUNCTION_CLASS, CUSTOM_OP, MODULE) and defined_here \
                 and (kind != FUNCTION_CLASS or is_function_class(obj)):
             found.append((attr, obj))
-    return sorted(found, key=lambda item: _line_of(getattr(item[1], "_init_fn", item[1])) or 0)
+    found.sort(key=lambda item: _line_of(getattr(item[1], "_init_fn", item[1])) or 0)
+    own = {op_name(obj) for _, obj in found if kind_of_object(obj) == CUSTOM_OP}
+    for name in library_ops(module):
+        if name not in own:
+            try:
+                found.append((name, op_by_name(name, ())))
+            except TargetError:  # several overloads: name one in a spec
+                continue
+    return found
+
+
+DEFINED_OP = re.compile(r"^(\w+)::(\w+)")
+"""The name ``torch.library.define("ns::op", ...)`` gives its op."""
+
+
+def library_ops(module: Any) -> list[str]:
+    """``ns::op`` of every op a module defines through ``torch.library`` without a
+    ``CustomOpDef`` object: those of the ``torch.library.Library`` objects among its globals,
+    then those its source names in ``torch.library.define("ns::op", ...)``."""
+    import torch
+
+    names: list[str] = []
+    for value in vars(module).values():
+        if isinstance(value, torch.library.Library):
+            names += sorted(getattr(value, "_op_defs", ()))
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and _called(node) == "define" and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            match = DEFINED_OP.match(node.args[0].value)
+            if match:
+                names.append(f"{match.group(1)}::{match.group(2)}")
+    return list(dict.fromkeys(names))
+
+
+def _called(node: ast.Call) -> str:
+    func: Any = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

@@ -64,7 +64,7 @@ def _refuse_target(item: str) -> None:
 
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
-    from gradverify.kinds import CUSTOM_OP, kind_of_object, op_name, targets_in
+    from gradverify.kinds import targets_in
     from gradverify.target import ensure_cwd_on_path, import_module
     from gradverify.torchstate import import_torch
 
@@ -78,13 +78,10 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
         return
     specs = Discoverer(config).folder_specs()
     for attr, obj in found:
-        target, traits = _describe(f"{module.__name__}:{attr}", obj)
-        # an op's spec may name it by its op name (ns::op[.overload]), with this module
-        # under `imports:`
-        op = op_name(obj).split(".")[0] if kind_of_object(obj) == CUSTOM_OP else None
+        # an op registered by name (ns::op) is named so; its spec imports this module
+        target, traits = _describe(attr if "::" in attr else f"{module.__name__}:{attr}", obj)
         owner = next((spec.where for spec in specs if resolves_to(spec, obj)
-                      or spec.target == target
-                      or (op and (spec.target or "").split(".")[0] == op)), None)
+                      or spec.target == target), None)
         yield (f"{target}  ({', '.join(traits)})  "
                f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + target + ')'}")
 

@@ -32,6 +32,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                   "gradverify.spec.yamlio", "gradverify.config", "gradverify.options")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
     ("a case", ("gradverify.context", "gradverify.target", "gradverify.kinds", "gradverify.opcalls",
+                "gradverify.modulecalls",
                 "gradverify.spec.inputs", "gradverify.spec.binding", "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
                    "gradverify.spec", "gradverify.spec.model", "gradverify.files",

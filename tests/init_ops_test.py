@@ -12,8 +12,7 @@ from conftest import run_cli
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import alternatives, arg_value
 from gradverify.init.schema import typed_guesses
-from gradverify.init.targets import library_ops
-from gradverify.kinds import resolve
+from gradverify.kinds import library_ops, resolve
 
 
 def _typed(op: str) -> dict[str, Guess]:

@@ -403,3 +403,12 @@ class Gated(torch.nn.Module):
 
     def forward(self, x: Tensor, *, gated: bool = False) -> Tensor:
         return x * self.gate if gated else x.sin()
+
+
+@torch.library.custom_op("gvtest::sum_and_double", mutates_args=())
+def sum_and_double(x: Tensor) -> tuple[Tensor, Tensor]:
+    return x.sum(-1), x * 2
+
+
+sum_and_double.register_fake(  # output 1's shape is output 0's: the bug is in output 1
+    lambda x: (x.new_empty(x.shape[:-1]), x.new_empty(x.shape[:-1])))

@@ -334,6 +334,9 @@ def test_command_line_finds_ops_by_module_name_spelling_and_changed_file(tmp_pat
         assert run.returncode == 0, (args, run.stdout[-1500:], run.stderr[-1500:])
         assert {r["target"] for r in json.loads(run.stdout)["results"]} <= {
             "gvcli::sq", "torch.ops.gvcli:sq", "gvcli::sq.default"}, args
+    run = check("lib")  # a module that registers its op by name only
+    assert run.returncode == 0, run.stdout[-1500:]
+    assert [r["target"] for r in json.loads(run.stdout)["results"]] == ["gvcli::twice"]
     run = check("--changed", "lib.py")  # a spec that imports the changed file runs
     assert run.returncode == 0, run.stderr
     assert [r["target"] for r in json.loads(run.stdout)["results"]] == ["gvcli::twice"]
@@ -351,3 +354,11 @@ def test_keyword_only_parameters_of_functions_and_modules():
     report = verify(opzoo.scaled_product, spec={"cases": [{"args": {"x": {"shape": [3]}}}]})
     (error,) = report.errors
     assert "missing argument 'y' for scaled_product(x, *, y, scale=2.0)" in error.message
+
+
+def test_op_fake_names_the_output_that_differs():
+    report = verify(opzoo.sum_and_double, spec={"cases": [{"args": {"x": {"shape": [5, 4]}}}]},
+                    checks=["op_fake"])
+    (finding,) = report.results[0].checks[0].findings
+    assert (finding.code, finding.output) == ("GV421", 1), finding.message
+    assert "output 1 shape [5], the real op [5, 4]" in finding.message

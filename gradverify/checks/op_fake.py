@@ -73,12 +73,15 @@ class OpFakeCheck(Check):
             found = re.search(rf"{label} (.+?) and (.+?) are not equal", text)
             if found:
                 real, fake = (_short(v) for v in found.groups())
-                output = _output_with(ctx, what, found.group(1))
+                named = re.search(r"for output\[(\d+)\]", text)
+                output = int(named.group(1)) if named else _output_with(ctx, what,
+                                                                        found.group(1))
                 where = f"output {output}" if output is not None else "an output"
                 return Outcome(summary=f"fake {what} differs from the real one", findings=[
                     Finding("GV421", Severity.ERROR,
                             f"the fake implementation gives {where} {what} {fake}, the real "
-                            f"op {real}", output=output, location=location,
+                            f"op {real}{' (on float64 inputs)' if what == 'dtype' else ''}",
+                            output=output, location=location,
                             hint=f"make the fake implementation return {what} {real} for "
                                  f"{where}, as the real op does{_EXAMPLES.get(what, '')}")])
         return Outcome(summary="running the op on fake tensors failed", findings=[Finding(
@@ -88,7 +91,8 @@ class OpFakeCheck(Check):
             hint="the fake implementation may use shapes, dtypes and devices only, never data")])
 
 
-_EXAMPLES = {"dtype": " (x.new_empty(shape, dtype=...))",
+_EXAMPLES = {"dtype": " (follow the inputs' dtype: x.new_empty(shape) or "
+                      "torch.empty_like(x))",
              "shape": " (x.new_empty(shape) with the real output's sizes)",
              "strides": " (torch.empty_strided(shape, strides), or a contiguous result)"}
 

@@ -6,18 +6,13 @@ others are written.
 """
 from __future__ import annotations
 
-import ast
 import inspect
-import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from gradverify.errors import InputError, TargetError
 from gradverify.target import FunctionInfo
-
-DEFINED_OP = re.compile(r"^(\w+)::(\w+)")
-"""The name ``torch.library.define("ns::op", ...)`` gives its op."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +69,15 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
 
 
 def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
-    from gradverify.kinds import (
-        FUNCTION_CLASS,
-        MODULE,
-        introspect,
-        kind_of_object,
-        resolve,
-        targets_in,
-    )
+    from gradverify.kinds import FUNCTION_CLASS, MODULE, introspect, kind_of_object, targets_in
+    from gradverify.spec.model import is_op_name
 
     found: list[Found] = []
     skipped: list[Skipped] = []
     for attr, obj in targets_in(module):
+        if is_op_name(attr):  # registered by name with torch.library: no object to name
+            _by_name(attr, module.__name__, found, skipped)
+            continue
         kind = kind_of_object(obj)
         name = f"{module.__name__}:{attr}"
         try:
@@ -94,48 +86,7 @@ def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
                 init_args=guess_init_args(obj) if kind == MODULE else None)))
         except InputError as exc:
             skipped.append(Skipped(name, _one_line(exc, name)))
-    own = {info.op._name for info in (f.info for f in found) if info.op is not None}
-    for op in library_ops(module):
-        if op in own:
-            continue
-        if module.__name__.startswith("_gradverify_user_"):
-            skipped.append(Skipped(op, "its module was imported from a path outside the "
-                                       "current directory, which a spec's imports: cannot "
-                                       "name: run init from the project's root"))
-            continue
-        try:
-            found.append(Found(resolve(op, (module.__name__,)), (module.__name__,)))
-        except InputError as exc:
-            skipped.append(Skipped(op, _one_line(exc, op)))
     return found, skipped
-
-
-def library_ops(module: ModuleType) -> list[str]:
-    """``ns::op`` of every op a module defines through ``torch.library`` without a
-    ``CustomOpDef`` object: those of the ``torch.library.Library`` objects among its globals,
-    then those its source names in ``torch.library.define("ns::op", ...)``."""
-    import torch
-
-    names: list[str] = []
-    for value in vars(module).values():
-        if isinstance(value, torch.library.Library):
-            names += sorted(getattr(value, "_op_defs", ()))
-    try:
-        tree = ast.parse(inspect.getsource(module))
-    except (OSError, TypeError, SyntaxError):
-        tree = None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call) and _called(node) == "define" and node.args \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            match = DEFINED_OP.match(node.args[0].value)
-            if match:
-                names.append(f"{match.group(1)}::{match.group(2)}")
-    return list(dict.fromkeys(names))
-
-
-def _called(node: ast.Call) -> str:
-    func: Any = node.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def guess_init_args(cls: type) -> dict[str, Any]:
@@ -158,6 +109,21 @@ def guess_init_args(cls: type) -> dict[str, Any]:
         else:
             guessed[p.name] = 4
     return guessed
+
+
+def _by_name(op: str, module: str, found: list[Found], skipped: list[Skipped]) -> None:
+    """An op a module registers by name: its spec names it ``ns::op`` and imports the module."""
+    from gradverify.kinds import resolve
+
+    if module.startswith("_gradverify_user_"):
+        skipped.append(Skipped(op, "its module was imported from a path outside the current "
+                                   "directory, which a spec's imports: cannot name: run init "
+                                   "from the project's root"))
+        return
+    try:
+        found.append(Found(resolve(op, (module,)), (module,)))
+    except InputError as exc:
+        skipped.append(Skipped(op, _one_line(exc, op)))
 
 
 def _one_line(exc: InputError, target: str) -> str:

@@ -37,7 +37,8 @@ class Prepared:
 
 def prepare(job: Job) -> Prepared | ErrorEntry:
     """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.kinds import InitArgsError, introspect, resolve
+    from gradverify.kinds import introspect, resolve
+    from gradverify.modulecalls import InitArgsError
 
     spec_path = job.spec.path if job.spec else None
     try:
