@@ -464,3 +464,11 @@ def test_changed_factory_modules_rerun_their_specs(ops):
     result = run_cli("check", "--changed", "factories.py")
     assert result.code == 1 and "ops:Cube" in result.stdout
     assert "specs/square.yaml" not in result.stdout
+
+
+def test_case_named_as_the_report_prints_it():
+    from gradverify.run.runner import _selected_case
+
+    assert _selected_case("basic[S=3]", ("basic[S=3]",))
+    assert not _selected_case("basic[S=1]", ("basic[S=3]",))
+    assert _selected_case("basic[S=1]", ("basic",)) and _selected_case("basic[S=1]", ("b*",))

@@ -73,6 +73,14 @@ def test_init_on_ops_writes_specs_that_check_passes(project) -> None:
     check = run_cli("check", "specs")
     assert check.code == 0, check.output
     assert "error:" not in check.output
+    # Run again (after adding a target, say): the specs there, perhaps edited, are kept.
+    (project.root / "specs/initzoo.rms_norm.yaml").write_text(spec("rms_norm") + "# mine\n")
+    (project.root / "specs/initzoo.reduce.yaml").unlink()
+    again = run_cli("init", "initzoo", "-o", "specs/")
+    assert again.code == 0, again.output
+    assert "wrote specs/initzoo.reduce.yaml" in again.stdout
+    assert "specs/initzoo.rms_norm.yaml exists (kept" in again.output
+    assert spec("rms_norm").endswith("# mine\n")
 
 
 def test_init_finds_ops_a_module_registers_by_name(project) -> None:

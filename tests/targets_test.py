@@ -362,3 +362,10 @@ def test_op_fake_names_the_output_that_differs():
     (finding,) = report.results[0].checks[0].findings
     assert (finding.code, finding.output) == ("GV421", 1), finding.message
     assert "output 1 shape [5], the real op [5, 4]" in finding.message
+
+
+def test_init_args_for_a_target_that_is_not_a_module_is_an_error():
+    report = verify(opzoo.sin, spec={"init_args": {"n": 3},
+                                     "cases": [{"args": {"x": {"shape": [3]}}}]})
+    (error,) = report.errors
+    assert error.code == "GV002" and "init_args builds an nn.Module target" in error.message

@@ -107,6 +107,7 @@ class NeedsInputGradCheck(Check):
             self._judge_gradients(ctx, attempt, full_grads, outcome)
         if reference is not None:
             self._same_outputs(ctx, reference, outcome)
+        _one_wasted_work_finding(outcome)
         outcome.summary = (f"{len(tried)} requires-grad subset(s) of {len(diff)} differentiable "
                            "input(s); forward without grad and under no_grad")
         return outcome
@@ -265,7 +266,26 @@ def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: An
         f"with {attempt.label}, backward computed a gradient for {name!r}, which does "
         "not require grad (autograd drops it: wasted work)", input=name,
         location=ctx.location,
-        hint=f"guard it with `if ctx.needs_input_grad{_index(ctx, pos)}:`")
+        hint=f"guard it with `if ctx.needs_input_grad{_index(ctx, pos)}:`",
+        data={"position": pos})
+
+
+def _one_wasted_work_finding(outcome: Outcome) -> None:
+    """Gradients computed for several inputs that did not need them are one habit of one
+    backward (no needs_input_grad guards): one GV204 names them all."""
+    wasted = sorted((f for f in outcome.findings if f.code == "GV204"),
+                    key=lambda f: f.data.get("position", 0))
+    if len(wasted) < 2:
+        return
+    names = ", ".join(repr(f.input) for f in wasted)
+    guards = ", ".join(f"`{f.hint.split('`')[1]}`" for f in wasted if f.hint and "`" in f.hint)
+    outcome.findings = [f for f in outcome.findings if f.code != "GV204"]
+    outcome.add(Finding(
+        "GV204", Severity.WARNING,
+        f"backward computed gradients for {names}, each while it did not require grad "
+        "(autograd drops them: wasted work)",
+        input=wasted[0].input, location=wasted[0].location,
+        hint=f"guard each gradient: {guards}", data={"inputs": [f.input for f in wasted]}))
 
 
 def _index(ctx: CheckContext, pos: int) -> str:

@@ -139,7 +139,7 @@ class VmapCheck(Check):
                 outcome.add(Finding(
                     "GV311", Severity.ERROR,
                     f"vmap's output {j}{label} differs from a loop over the batch "
-                    f"(by {worst:.3g}; shapes {list(out.shape)} vs {list(expected.shape)})",
+                    f"(by {worst:.3g}, shapes {list(out.shape)} vs {list(expected.shape)})",
                     output=j, location=info.forward_location,
                     hint=f"the {rule} returns wrong values or out_dims"))
         if info.kind != CUSTOM_OP:  # torch.func.grad cannot differentiate through an op

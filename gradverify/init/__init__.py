@@ -113,8 +113,8 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
     """Specs for ``target`` (a Function or a module), after importing ``imports``: to stdout
     (None), to one file (a YAML stream for a module), or one file per Function in a folder
     (``output`` an existing folder or ending in ``/``). Returns (path or None, spec) pairs, and
-    the targets of a module that could not be introspected; never overwrites without
-    ``force``."""
+    the targets of a module that could not be introspected or whose spec file exists (kept);
+    never overwrites without ``force``."""
     import os
     from pathlib import Path
 
@@ -123,8 +123,16 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
 
     found, skipped = find(target, imports)
     folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
-    paths = [str(Path(output) / file_name(f.info)) if folder else output
-             for f in found] if output else [None] * len(found)
+    paths: list[str | None] = [str(Path(output) / file_name(f.info)) if folder else output
+                               for f in found] if output else [None] * len(found)
+    if not force and folder and len(found) > 1:
+        # a module's folder of specs, run again after adding a target: the specs already
+        # there (perhaps edited) are kept, the new ones written
+        kept = [(f, p) for f, p in zip(found, paths) if p is not None and os.path.exists(p)]
+        skipped = skipped + [Skipped(f.info.target, f"{p} exists (kept; --force overwrites "
+                                                    "it)") for f, p in kept]
+        pairs = [(f, p) for f, p in zip(found, paths) if (f, p) not in kept]
+        found, paths = [f for f, _ in pairs], [p for _, p in pairs]
     if not force:
         for path in paths:
             if path is not None and os.path.exists(path):

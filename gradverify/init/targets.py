@@ -60,7 +60,8 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
     if not found and not skipped:
         raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
                           "(torch.library.custom_op, or torch.library.define) or nn.Module "
-                          "classes", code="GV005", where=target)
+                          f"classes; a plain function is named as {target}:function",
+                          code="GV005", where=target)
     if not found:
         raise TargetError(f"{target}: no target could be introspected: "
                           + "; ".join(f"{s.target}: {s.reason}" for s in skipped),

@@ -37,7 +37,7 @@ class Prepared:
 
 def prepare(job: Job) -> Prepared | ErrorEntry:
     """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.kinds import introspect, resolve
+    from gradverify.kinds import MODULE, introspect, resolve
     from gradverify.modulecalls import InitArgsError
 
     spec_path = job.spec.path if job.spec else None
@@ -50,6 +50,11 @@ def prepare(job: Job) -> Prepared | ErrorEntry:
         if isinstance(exc, InitArgsError) and job.spec is not None and job.init_args is None:
             exc.where = f"{job.spec.where}: init_args"  # the spec's init_args are wrong
         return ErrorEntry(job.target, spec_path, exc.code, str(exc))
+    if init_args and info.kind != MODULE:
+        where = f"{job.spec.where}: init_args: " if job.spec and job.init_args is None else ""
+        return ErrorEntry(job.target, spec_path, "GV002",
+                          f"{where}init_args builds an nn.Module target; {job.target} is a "
+                          f"{info.kind}, which is called as it is")
     spec = job.spec or infer_spec(info)
     bound: dict[str, Bound] = {}
     try:
@@ -326,7 +331,8 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
         if ctx.spec.inferred:
             hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "
                     f"write a spec: gradverify init {ctx.info.target} -o specs/"
-                    f"{ctx.info.name.lower()}.yaml")
+                    + (" --import MODULE (the module that registers the op)"
+                       if "::" in ctx.info.target else ""))
         elif _runs_in_working_dtype(ctx):
             hint = ("forward runs on the working-dtype inputs but not on their float64 copies: "
                     "a kernel without float64 support; gradient checks need float64, so verify "

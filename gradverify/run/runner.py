@@ -120,7 +120,9 @@ def _selected_case(name: str, patterns: tuple[str, ...]) -> bool:
     if not patterns:
         return True
     base = name.split("[", 1)[0]
-    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(base, p) for p in patterns)
+    # a name as the report prints it (`basic[S=3]`) is itself, not a glob's [...] class
+    return any(p in (name, base) or fnmatch.fnmatchcase(name, p)
+               or fnmatch.fnmatchcase(base, p) for p in patterns)
 
 
 def _size(case: Case) -> float:
