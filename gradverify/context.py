@@ -48,6 +48,46 @@ class CheckContext:
         generator.manual_seed(case_seed(self.seed, f"{self.info.target}/{salt}", self.case.name))
         return generator
 
+    inner: str | None = None
+    """For a function or module: where the backward of the one custom Function its graph
+    holds is (else forward's ``def``), found once (``location``)."""
+
     @property
     def location(self) -> str | None:
-        return self.info.backward_location
+        """Where a finding about gradients points: backward's ``def``; for a function or
+        module, which has none, the backward of the custom Function it calls (if one), else
+        its forward."""
+        if self.info.backward_location is not None or self.info.kind not in ("function",
+                                                                              "module"):
+            return self.info.backward_location
+        if self.inner is None:
+            self.inner = _inner_backward(self) or self.info.forward_location or ""
+        return self.inner or None
+
+
+def _inner_backward(ctx: CheckContext) -> str | None:
+    """``file:line`` of backward of the only custom autograd.Function class in the graph of a
+    call of a function or module target, or None (none, several, or the call raised)."""
+    import torch
+
+    from gradverify.kinds import GENERATED
+    from gradverify.target import location_of
+
+    try:
+        out = ctx.info.cls.apply(*ctx.args("double").values)
+    except Exception:  # noqa: BLE001 -- user code: its errors are the checks' to report
+        return None
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    pending: list[Any] = [o.grad_fn for o in outs if isinstance(o, torch.Tensor)]
+    seen: set[int] = set()
+    found: set[Any] = set()
+    while pending and len(seen) < 10_000:
+        node = pending.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        forward_cls = getattr(node, "_forward_cls", None)
+        if forward_cls is not None and not forward_cls.__name__.startswith(GENERATED):
+            found.add(forward_cls)
+        pending += [next_node for next_node, _ in node.next_functions]
+    return location_of(next(iter(found)).backward) if len(found) == 1 else None

@@ -369,3 +369,12 @@ def test_init_args_for_a_target_that_is_not_a_module_is_an_error():
                                      "cases": [{"args": {"x": {"shape": [3]}}}]})
     (error,) = report.errors
     assert error.code == "GV002" and "init_args builds an nn.Module target" in error.message
+
+
+def test_a_modules_gradient_finding_points_at_the_function_it_calls(report):
+    (row,) = [r for r in _rows(report, "first_row_linear") if r["status"] == "fail"]
+    (gradcheck,) = [c for c in row["checks"] if c["name"] == "gradcheck"]
+    lines = Path(opzoo.__file__).read_text().splitlines()
+    start = next(i for i, text in enumerate(lines) if "class _FirstRowLinear" in text)
+    line = next(i for i in range(start, len(lines)) if "def backward" in lines[i]) + 1
+    assert {f["location"] for f in gradcheck["findings"]} == {f"opzoo.py:{line}"}
