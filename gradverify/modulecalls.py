@@ -69,8 +69,10 @@ def buffer_copy(buffer: Any, like: Any) -> Any:
     """A copy of a buffer for one call (what forward writes into it, running statistics, stays
     in that call), a floating one in the dtype and device of the floating tensors passed (a
     module checked in float64 keeps float64 running statistics)."""
-    if like is None or not buffer.is_floating_point():
+    if like is None:
         return buffer.clone()
+    if not buffer.is_floating_point():
+        return buffer.to(device=like.device, copy=True)
     return buffer.to(dtype=like.dtype, device=like.device, copy=True)
 
 
