@@ -95,8 +95,8 @@ def cli() -> None:
               help="Run cases in this process (for debuggers; crashes and hangs are not caught).")
 @click.option("--changed", is_flag=True,
               help="TARGETs are changed files (pre-commit): check changed specs and the specs "
-              "whose target, reference or factory is in a changed .py file; ignore other files; "
-              "nothing to check is success.")
+              "whose target, reference, factory or imports: is a changed .py file; ignore other "
+              "files; nothing to check is success.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Every case's check table, notes and details such as full Jacobian blocks.")

@@ -87,7 +87,8 @@ def _inner_backward(ctx: CheckContext) -> str | None:
             continue
         seen.add(id(node))
         forward_cls = getattr(node, "_forward_cls", None)
-        if forward_cls is not None and not forward_cls.__name__.startswith(GENERATED):
+        if forward_cls is not None and not forward_cls.__name__.startswith(GENERATED) \
+                and not forward_cls.__module__.startswith("torch."):  # checkpoint's, say
             found.add(forward_cls)
         pending += [next_node for next_node, _ in node.next_functions]
     return location_of(next(iter(found)).backward) if len(found) == 1 else None

@@ -20,7 +20,13 @@ from typing import Any
 
 from gradverify import opcalls
 from gradverify.errors import TargetError
-from gradverify.modulecalls import buffer_copy, build_module, same_random_numbers, split
+from gradverify.modulecalls import (
+    RandomUse,
+    buffer_copy,
+    build_module,
+    same_random_numbers,
+    split,
+)
 from gradverify.target import (
     _MISSING,
     FunctionInfo,
@@ -160,10 +166,13 @@ def introspect_other(obj: Any, name: str, init_args: Mapping[str, Any]) -> Funct
 
 
 def _adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
-             backward: Callable[..., Any] | None = None) -> type:
-    """``source``: the user's function behind the target (what ``init`` reads as forward)."""
+             backward: Callable[..., Any] | None = None,
+             random_use: RandomUse | None = None) -> type:
+    """``source``: the user's function behind the target (what ``init`` reads as forward);
+    ``random_use``: whether its calls draw random numbers (``draws_random``)."""
     members: dict[str, Any] = {"apply": staticmethod(apply), "__module__": module,
-                               "__qualname__": name, "forward": staticmethod(source)}
+                               "__qualname__": name, "forward": staticmethod(source),
+                               "random_use": random_use}
     if backward is not None:
         members["backward"] = staticmethod(backward)
     return type(name.rsplit(".", 1)[-1].replace(":", "_"), (), members)
@@ -234,14 +243,16 @@ def _file_of(fn: Any) -> str | None:
 
 def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
     params = _params(fn, 0)
+    use = RandomUse()
 
     def apply(*values: Any) -> Any:
         args, kwargs = split(params, values)
-        with same_random_numbers(values):
+        with same_random_numbers(values, use):
             return fn(*args, **kwargs)
 
     return FunctionInfo(
-        cls=_adapter(name.split(":")[-1], apply, getattr(fn, "__module__", "") or "", fn),
+        cls=_adapter(name.split(":")[-1], apply, getattr(fn, "__module__", "") or "", fn,
+                     random_use=use),
         target=name, style="none", params=params, once_differentiable=False,
         has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
         backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION)
@@ -265,6 +276,7 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
                           "parameter of the module", code="GV005", where=name)
     buffers = dict(module.named_buffers())
     count = len(names)
+    use = RandomUse()
 
     def apply(*values: Any) -> Any:
         from torch.func import functional_call
@@ -274,17 +286,24 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
                      and v.is_floating_point()), None)
         state = {**{k: buffer_copy(b, like) for k, b in buffers.items()}, **given}
         args, kwargs = split(params, values[: len(values) - count])
-        with same_random_numbers(values):
+        with same_random_numbers(values, use):
             return functional_call(module, state, args, kwargs)
 
     return FunctionInfo(
-        cls=_adapter(name.split(":")[-1], apply, cls.__module__, forward), target=name,
+        cls=_adapter(name.split(":")[-1], apply, cls.__module__, forward, random_use=use),
+        target=name,
         style="none",
         params=params + tuple(Param(n, ModuleParameter(n)) for n in names),
         once_differentiable=False, has_jvp=False, vmap=None,
         forward_location=location_of(forward), backward_location=None, backward_arity=None,
         uses_mark_dirty=False, source_file=_file_of(cls), kind=MODULE, module=module,
         parameters=names)
+
+
+def draws_random(info: FunctionInfo) -> bool:
+    """Whether the calls of a function or module target so far drew random numbers."""
+    use = getattr(info.cls, "random_use", None)
+    return bool(use is not None and use.drew)
 
 
 def module_parameter(info: FunctionInfo, name: str) -> Any:

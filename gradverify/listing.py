@@ -82,8 +82,10 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
         target, traits = _describe(attr if "::" in attr else f"{module.__name__}:{attr}", obj)
         owner = next((spec.where for spec in specs if resolves_to(spec, obj)
                       or spec.target == target), None)
+        init = f"gradverify init {target}" + (f" --import {module.__name__}"
+                                              if "::" in attr else "")
         yield (f"{target}  ({', '.join(traits)})  "
-               f"{'spec: ' + owner if owner else 'no spec (gradverify init ' + target + ')'}")
+               f"{'spec: ' + owner if owner else f'no spec ({init})'}")
 
 
 def _describe(name: str, obj: object) -> tuple[str, list[str]]:

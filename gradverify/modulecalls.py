@@ -57,8 +57,8 @@ def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
             raise InitArgsError(f"cannot build {name} from init_args {dict(init_args)}: "
                                 f"{reason}", code="GV005", where=name) from None
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(MODULE_SEED)
+        with torch.random.fork_rng(devices=[]):  # a module is built on the CPU
+            torch.default_generator.manual_seed(MODULE_SEED)
             return cls(**init_args)
     except Exception as exc:  # noqa: BLE001 -- user code
         raise InitArgsError(f"building {name}(**init_args) raised {type(exc).__name__}: {exc}",
@@ -67,24 +67,43 @@ def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
 
 def buffer_copy(buffer: Any, like: Any) -> Any:
     """A copy of a buffer for one call (what forward writes into it, running statistics, stays
-    in that call), a floating one in the dtype and device of the floating tensors passed (a
-    module checked in float64 keeps float64 running statistics)."""
+    in that call), on the device of the floating tensors passed; a floating buffer is widened
+    to float64 for the gradient checks' float64 run (a module checked in float64 keeps float64
+    running statistics) and otherwise keeps its own dtype (a float64 accumulator stays one)."""
+    import torch
+
     if like is None:
         return buffer.clone()
-    if not buffer.is_floating_point():
-        return buffer.to(device=like.device, copy=True)
-    return buffer.to(dtype=like.dtype, device=like.device, copy=True)
+    wide = like.dtype in (torch.float64, torch.complex128) and buffer.is_floating_point()
+    return buffer.to(dtype=torch.float64 if wide else buffer.dtype, device=like.device,
+                     copy=True)
+
+
+class RandomUse:
+    """Whether a call of a function or module drew random numbers (``same_random_numbers``):
+    then float32 and float64 runs draw different numbers, and a strided input gets its noise
+    in another order, so ``precision`` and ``layout`` cannot compare runs."""
+
+    def __init__(self) -> None:
+        self.drew = False
 
 
 @contextlib.contextmanager
-def same_random_numbers(values: Sequence[Any]) -> Iterator[None]:
-    """Run with the random generators of the devices of ``values`` seeded with
-    ``MODULE_SEED``, and given back afterwards: random ops (dropout) draw the same numbers on
-    every call, so a function or module is one function of its inputs, as opcheck's tests do."""
+def same_random_numbers(values: Sequence[Any], use: RandomUse | None = None
+                        ) -> Iterator[None]:
+    """Run with the random generators of the devices of ``values`` (the CPU's, and the CUDA
+    devices the tensors are on) seeded with ``MODULE_SEED``, each given back afterwards:
+    random ops (dropout) draw the same numbers on every call, so a function or module is one
+    function of its inputs, as opcheck's tests do. ``use`` learns whether the call drew."""
     import torch
 
     devices = sorted({v.device.index or 0 for v in values if isinstance(v, torch.Tensor)
                       and v.device.type == "cuda"})
     with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(MODULE_SEED)
+        torch.default_generator.manual_seed(MODULE_SEED)
+        for device in devices:
+            torch.cuda.default_generators[device].manual_seed(MODULE_SEED)
+        seeded = torch.default_generator.get_state()
         yield
+        if use is not None and not use.drew:
+            use.drew = bool((seeded != torch.default_generator.get_state()).any())

@@ -27,13 +27,15 @@ def tensor_lists(info: FunctionInfo, names: Sequence[str],
     autograd differentiates an op through the tensors of a list, and gradcheck sees
     top-level tensors only."""
     import torch
+    from torch._library.utils import is_tensorlist_like_type
 
     if info.op is None:
         return tuple(None for _ in values)
-    types = {a.name: str(a.type) for a in info.op._schema.arguments}
-    return tuple(len(value) if isinstance(value, list) and value
-                 and all(isinstance(v, torch.Tensor) for v in value)
-                 and types.get(name, "").startswith("List[Tensor") else None
+    lists = {a.name for a in info.op._schema.arguments if is_tensorlist_like_type(a.type)}
+    # where torch flattens: a list of tensors only (a None in a Tensor?[] keeps it whole),
+    # an empty one included
+    return tuple(len(value) if name in lists and isinstance(value, list)
+                 and all(isinstance(v, torch.Tensor) for v in value) else None
                  for name, value in zip(names, values))
 
 

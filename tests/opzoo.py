@@ -412,3 +412,53 @@ def sum_and_double(x: Tensor) -> tuple[Tensor, Tensor]:
 
 sum_and_double.register_fake(  # output 1's shape is output 0's: the bug is in output 1
     lambda x: (x.new_empty(x.shape[:-1]), x.new_empty(x.shape[:-1])))
+
+
+# -- optional tensor lists; randomness; a float64 buffer kept so
+
+
+@torch.library.custom_op("gvtest::weighted_optional_sum", mutates_args=())
+def weighted_optional_sum(xs: list[Tensor | None], w: Tensor) -> Tensor:
+    return sum((x * w for x in xs if x is not None), torch.zeros_like(w))
+
+
+weighted_optional_sum.register_fake(lambda xs, w: torch.empty_like(w))
+
+
+def _wos_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    xs, w = inputs
+    ctx.present = [x is not None for x in xs]
+    ctx.save_for_backward(w, *[x for x in xs if x is not None])
+
+
+def _wos_backward(ctx: Any, g: Tensor) -> tuple[list[Tensor | None], Tensor]:
+    w, *given = ctx.saved_tensors
+    rest = iter(given)
+    grads = [g * w if present else None for present in ctx.present]
+    return grads, g * sum((x for x in rest), torch.zeros_like(w))
+
+
+weighted_optional_sum.register_autograd(_wos_backward, setup_context=_wos_setup)
+
+
+class NoisyScale(torch.nn.Module):
+    """Draws noise in forward (reparameterisation): one function per call, seeded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.full((4,), 0.5))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.scale * torch.randn_like(x)
+
+
+class Accumulator(torch.nn.Module):
+    """Keeps a float64 buffer in a float32 module on purpose."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(4))
+        self.register_buffer("drift", torch.full((4,), 1.0 + 1e-10, dtype=torch.float64))
+
+    def forward(self, x: Tensor) -> Tensor:  # 1e-10 is lost if drift is made float32
+        return x * self.weight * ((self.drift - 1.0) * 1e10).to(x.dtype)

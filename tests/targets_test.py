@@ -378,3 +378,28 @@ def test_a_modules_gradient_finding_points_at_the_function_it_calls(report):
     start = next(i for i, text in enumerate(lines) if "class _FirstRowLinear" in text)
     line = next(i for i in range(start, len(lines)) if "def backward" in lines[i]) + 1
     assert {f["location"] for f in gradcheck["findings"]} == {f"opzoo.py:{line}"}
+
+
+@pytest.mark.parametrize("xs", [[{"shape": [3]}, {"shape": [3]}], []])
+def test_optional_and_empty_tensor_lists_are_spread_as_torch_flattens_them(xs):
+    report = verify(opzoo.weighted_optional_sum, spec={"cases": [{"args": {
+        "xs": {"list": xs}, "w": {"shape": [3]}}}]})
+    assert report.ok, [(c.name, c.summary) for c in report.results[0].checks]
+    assert [i.name for i in report.results[0].inputs] == [f"xs[{i}]" for i in range(len(xs))] \
+        + ["w"]
+
+
+def test_a_module_that_draws_random_numbers_or_keeps_a_float64_buffer():
+    spec = {"cases": [{"args": {"x": {"shape": [2, 4]}}}]}
+    report = verify(opzoo.NoisyScale, spec=spec)
+    rows = {c.name: c for c in report.results[0].checks}
+    assert report.ok and rows["gradcheck"].status == Status.PASS
+    assert "random numbers" in rows["precision"].summary and \
+        rows["layout"].status == Status.SKIP
+    report = verify(opzoo.Accumulator, spec=spec)
+    rows = {c.name: c for c in report.results[0].checks}
+    assert report.ok and rows["precision"].status == Status.PASS
+    torch.manual_seed(5)
+    before = torch.random.get_rng_state()
+    verify(opzoo.NoisyScale, spec=spec)
+    assert torch.equal(before, torch.random.get_rng_state())  # the caller's stream, given back

@@ -165,8 +165,8 @@ class Mismatch:
             return f"{self.what}: {d['reason']}"
         if "run_scale" in d:
             return (f"{self.what} is off by {_percent(d['relative_error'])} of the run's "
-                    f"largest {'output' if self.output is not None else 'gradient'} (float64 "
-                    f"gives it as zero, {d['scale']:.1g}); worst at {d['index']}: "
+                    f"largest gradient (float64 gives it as zero, {d['scale']:.1g}); worst at "
+                    f"{d['index']}: "
                     f"{_num(d['value'])} vs {_num(d['reference_value'])}")
         if "relative_error" in d:
             element = (f", {d['element_relative_error']:.0%} off"

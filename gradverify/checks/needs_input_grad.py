@@ -267,7 +267,7 @@ def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: An
         "not require grad (autograd drops it: wasted work)", input=name,
         location=ctx.location,
         hint=f"guard it with `if ctx.needs_input_grad{_index(ctx, pos)}:`",
-        data={"position": pos})
+        data={"position": pos, "guard": f"if ctx.needs_input_grad{_index(ctx, pos)}:"})
 
 
 def _one_wasted_work_finding(outcome: Outcome) -> None:
@@ -278,7 +278,7 @@ def _one_wasted_work_finding(outcome: Outcome) -> None:
     if len(wasted) < 2:
         return
     names = ", ".join(repr(f.input) for f in wasted)
-    guards = ", ".join(f"`{f.hint.split('`')[1]}`" for f in wasted if f.hint and "`" in f.hint)
+    guards = ", ".join(f"`{f.data['guard']}`" for f in wasted)
     outcome.findings = [f for f in outcome.findings if f.code != "GV204"]
     outcome.add(Finding(
         "GV204", Severity.WARNING,
