@@ -70,7 +70,7 @@ def _inner_backward(ctx: CheckContext) -> str | None:
     call of a function or module target, or None (none, several, or the call raised)."""
     import torch
 
-    from gradverify.kinds import GENERATED
+    from gradverify.kinds import registered_formula
     from gradverify.target import location_of
 
     try:
@@ -87,7 +87,7 @@ def _inner_backward(ctx: CheckContext) -> str | None:
             continue
         seen.add(id(node))
         forward_cls = getattr(node, "_forward_cls", None)
-        if forward_cls is not None and not forward_cls.__name__.startswith(GENERATED) \
+        if forward_cls is not None and registered_formula(node) is None \
                 and not forward_cls.__module__.startswith("torch."):  # checkpoint's, say
             found.add(forward_cls)
         pending += [next_node for next_node, _ in node.next_functions]

@@ -213,11 +213,19 @@ def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
                       if a.alias_info is not None and a.alias_info.is_write))
 
 
+def registered_formula(ctx: Any) -> Any:
+    """The autograd.Function torch generated around an op's ``register_autograd`` formula that
+    ``ctx`` (a graph node of a Python Function) belongs to, or None."""
+    forward_cls = getattr(ctx, "_forward_cls", None)
+    return forward_cls if forward_cls is not None \
+        and forward_cls.__name__.startswith(GENERATED) else None
+
+
 def _registered_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
     """The backward registered with ``register_autograd``, called as the engine calls it (with
     ``ctx.needs_input_grad`` for the op's own arguments); one gradient per op argument."""
-    forward_cls = getattr(type(ctx), "_forward_cls", None)
-    if forward_cls is None or not forward_cls.__name__.startswith(GENERATED):
+    forward_cls = registered_formula(ctx)
+    if forward_cls is None:
         raise TypeError("the op's outputs do not come from its registered autograd formula")
     result = forward_cls.backward(ctx, *grads)
     return tuple(result[:-1])  # the last is for torch's own metadata argument
@@ -319,6 +327,7 @@ def targets_in(module: Any) -> list[tuple[str, Any]]:
     from gradverify.target import _line_of
 
     found = []
+    own = set()  # the ops found by object: not found again by name
     for attr, obj in vars(module).items():
         try:
             kind = kind_of_object(obj) if not inspect.isfunction(obj) else None
@@ -330,8 +339,9 @@ def targets_in(module: Any) -> list[tuple[str, Any]]:
         if kind in (FUNCTION_CLASS, CUSTOM_OP, MODULE) and defined_here \
                 and (kind != FUNCTION_CLASS or is_function_class(obj)):
             found.append((attr, obj))
+            if kind == CUSTOM_OP:
+                own.add(op_name(obj))
     found.sort(key=lambda item: _line_of(getattr(item[1], "_init_fn", item[1])) or 0)
-    own = {op_name(obj) for _, obj in found if kind_of_object(obj) == CUSTOM_OP}
     for name in library_ops(module):
         if name not in own:
             try:

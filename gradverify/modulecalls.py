@@ -103,7 +103,8 @@ def same_random_numbers(values: Sequence[Any], use: RandomUse | None = None
         torch.default_generator.manual_seed(MODULE_SEED)
         for device in devices:
             torch.cuda.default_generators[device].manual_seed(MODULE_SEED)
-        seeded = torch.default_generator.get_state()
+        watch = use is not None and not use.drew  # once it drew, it is known to draw
+        seeded = torch.default_generator.get_state() if watch else None
         yield
-        if use is not None and not use.drew:
+        if use is not None and seeded is not None:
             use.drew = bool((seeded != torch.default_generator.get_state()).any())

@@ -66,6 +66,19 @@ def gathered(groups: tuple[int | None, ...], values: Sequence[Any]) -> list[Any]
     return out + list(rest)
 
 
+def needs_input_grad_index(info: FunctionInfo, pos: int) -> str:
+    """How backward reads input ``pos`` of a case in ``ctx.needs_input_grad``: ``[pos]``, or
+    ``[k][i]`` for element i of tensor list k (spread into inputs; its flags are a list)."""
+    groups = getattr(info.cls, "tensor_lists", None) or ()
+    flat = 0
+    for k, count in enumerate(groups):
+        size = 1 if count is None else count
+        if pos < flat + size:
+            return f"[{k}]" if count is None else f"[{k}][{pos - flat}]"
+        flat += size
+    return f"[{pos - flat + len(groups)}]"
+
+
 def op_values(info: FunctionInfo, values: Sequence[Any]) -> list[Any]:
     """A case's values as the op takes them (tensor lists gathered back)."""
     groups = getattr(info.cls, "tensor_lists", None)

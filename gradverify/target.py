@@ -239,13 +239,6 @@ def is_function_class(obj: Any) -> bool:
         and not obj.__module__.startswith("torch.")
 
 
-def functions_in(module: ModuleType) -> list[type]:
-    """Function subclasses defined (not just imported) in a module, in source order."""
-    found = [obj for obj in vars(module).values()
-             if is_function_class(obj) and obj.__module__ == module.__name__]
-    return sorted(found, key=lambda c: _line_of(c) or 0)
-
-
 def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
     """A Function class's ``FunctionInfo``. (Every kind of target: ``gradverify.kinds``.)"""
     from torch.autograd import Function

@@ -12,7 +12,7 @@ import torch
 
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
-from gradverify.kinds import FUNCTION_CLASS, GENERATED
+from gradverify.kinds import FUNCTION_CLASS, registered_formula
 from gradverify.spec.inputs import Args
 from gradverify.target import FunctionInfo
 
@@ -151,10 +151,8 @@ def no_own_backward(info: FunctionInfo, applied: Applied) -> str | None:
     """Why backward cannot be called raw on this call's graph, or None: a custom op whose
     autograd kernel was written by hand at the Autograd key (not ``register_autograd``) has no
     formula of its own to call; the engine-based checks still see its gradients."""
-    if info.kind == FUNCTION_CLASS or applied.ctx is None:
-        return None
-    forward_cls = getattr(type(applied.ctx), "_forward_cls", None)
-    if forward_cls is not None and forward_cls.__name__.startswith(GENERATED):
+    if info.kind == FUNCTION_CLASS or applied.ctx is None \
+            or registered_formula(applied.ctx) is not None:
         return None
     return ("not for this custom op: its autograd kernel is not a formula registered with "
             "register_autograd, so there is no backward of its own to call")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import NO_OWN_BACKWARD, Check, Outcome
 from gradverify.codes import Code
+from gradverify.opcalls import needs_input_grad_index
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -261,13 +262,13 @@ def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: An
         return None
     if any(f.code == "GV204" and f.input == name for f in findings):
         return None
+    guard = f"if ctx.needs_input_grad{needs_input_grad_index(ctx.info, pos)}:"
     return Finding(
         "GV204", Severity.WARNING,
         f"with {attempt.label}, backward computed a gradient for {name!r}, which does "
         "not require grad (autograd drops it: wasted work)", input=name,
         location=ctx.location,
-        hint=f"guard it with `if ctx.needs_input_grad{_index(ctx, pos)}:`",
-        data={"position": pos, "guard": f"if ctx.needs_input_grad{_index(ctx, pos)}:"})
+        hint=f"guard it with `{guard}`", data={"position": pos, "guard": guard})
 
 
 def _one_wasted_work_finding(outcome: Outcome) -> None:
@@ -286,19 +287,6 @@ def _one_wasted_work_finding(outcome: Outcome) -> None:
         "(autograd drops them: wasted work)",
         input=wasted[0].input, location=wasted[0].location,
         hint=f"guard each gradient: {guards}", data={"inputs": [f.input for f in wasted]}))
-
-
-def _index(ctx: CheckContext, pos: int) -> str:
-    """``[pos]``, or ``[k][i]`` for element i of an op's tensor list k (spread into inputs):
-    the list's own flags are a list in ``ctx.needs_input_grad``."""
-    groups = getattr(ctx.info.cls, "tensor_lists", None) or ()
-    flat = 0
-    for k, count in enumerate(groups):
-        size = 1 if count is None else count
-        if pos < flat + size:
-            return f"[{k}]" if count is None else f"[{k}][{pos - flat}]"
-        flat += size
-    return f"[{pos - flat + len(groups)}]"
 
 
 def _passes_through(value: Any, grads: list[Any]) -> bool:
