@@ -70,7 +70,7 @@ class OpAutogradRegistrationCheck(Check):
             return Outcome.skip("no input requires grad")
         first = args.names[args.diff_positions[0]]  # findings name an input needing a gradient
         try:
-            applied = calls.apply(ctx.info, ctx.args("double"))
+            applied = calls.apply(ctx.info, args)
         except Exception:  # noqa: BLE001 -- user code: the forward's own error is reported once
             return Outcome.skip("calling the op raised")
         floating = [j for j, o in applied.tensors if o.is_floating_point() or o.is_complex()]
