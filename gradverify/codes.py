@@ -131,5 +131,14 @@ GENERAL = (
          "cases still run and are reported.",
          "args: {x: {shape: [12000, 12000]}}",
          "Use smaller shapes: gradient bugs show on a few elements per dim."),
+    Code("GV017", "torch-too-old",
+         "The target needs a newer torch than the one installed: custom ops "
+         "(torch.library.custom_op, opcheck's tests) need torch >= 2.4.",
+         "gradverify verifies Function classes, functions and modules on torch 2.1 and newer; "
+         "what a torch release does not have cannot be checked on it, and a spec says so "
+         "rather than fail.",
+         "target: mypkg.ops:mysin   # a torch.library.custom_op, checked on torch 2.1",
+         "Upgrade torch, or give the spec `requires_torch: \"2.4\"`: on an older torch its "
+         "cases are then skipped with that reason."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gradverify import opcalls
+from gradverify import opcalls, torchcompat
 from gradverify.errors import TargetError
 from gradverify.modulecalls import (
     RandomUse,
@@ -99,13 +99,14 @@ def kind_of_object(obj: Any) -> str | None:
 
 def _op_of(obj: Any) -> Any:
     """The ``OpOverload`` of a ``CustomOpDef``, ``OpOverload`` or single-overload packet."""
-    import torch
 
-    if isinstance(obj, torch._library.custom_ops.CustomOpDef):
+    opdef_type = torchcompat.custom_op_def_type()
+    overload_type, packet_type = torchcompat.op_overload_types()
+    if opdef_type is not None and isinstance(obj, opdef_type):
         return obj._opoverload
-    if isinstance(obj, torch._ops.OpOverload):
+    if isinstance(obj, overload_type):
         return obj
-    if isinstance(obj, torch._ops.OpOverloadPacket):
+    if isinstance(obj, packet_type):
         overloads = obj.overloads()
         if len(overloads) != 1:
             raise TargetError(f"{obj._qualified_op_name} has several overloads "
@@ -182,16 +183,22 @@ def _adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
 
 
 def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
-    import torch
+    if not torchcompat.custom_ops_supported():
+        raise TargetError(f"{name} is a custom op; gradverify checks custom ops with torch's "
+                          f"opcheck, which {torchcompat.too_old(torchcompat.CUSTOM_OPS_TORCH)}: "
+                          "upgrade torch, or skip this spec on older torch with "
+                          f"requires_torch: \"{torchcompat.CUSTOM_OPS_TORCH}\"",
+                          code="GV017", where=name)
 
     schema = op._schema
     params = tuple(Param(a.name, a.default_value if a.has_default_value() else _MISSING,
                          str(a.type)) for a in schema.arguments)
-    opdef = torch._library.custom_ops.OPDEFS.get(op._name) \
-        if not isinstance(obj, torch._library.custom_ops.CustomOpDef) else obj
+    opdef_type = torchcompat.custom_op_def_type()
+    opdef = obj if opdef_type is not None and isinstance(obj, opdef_type) \
+        else torchcompat.custom_op_def(op._name)
     backward_fn = getattr(opdef, "_backward_fn", None)
     registered = backward_fn is not None or (
-        opdef is None and torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "Autograd"))
+        opdef is None and torchcompat.has_dispatch_kernel(op._name, "Autograd"))
 
     def apply(*values: Any) -> Any:
         args, kwargs = opcalls.op_arguments(op, values)
@@ -232,11 +239,10 @@ def _registered_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
 
 
 def _has_vmap(op: Any, opdef: Any) -> bool:
-    import torch
 
     if opdef is not None:
         return getattr(opdef, "_vmap_fn", None) is not None
-    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "FuncTorchBatched"))
+    return torchcompat.has_dispatch_kernel(op._name, "FuncTorchBatched")
 
 
 def _file_of(fn: Any) -> str | None:

@@ -27,11 +27,12 @@ def tensor_lists(info: FunctionInfo, names: Sequence[str],
     autograd differentiates an op through the tensors of a list, and gradcheck sees
     top-level tensors only."""
     import torch
-    from torch._library.utils import is_tensorlist_like_type
+
+    from gradverify import torchcompat
 
     if info.op is None:
         return tuple(None for _ in values)
-    lists = {a.name for a in info.op._schema.arguments if is_tensorlist_like_type(a.type)}
+    lists = {a.name for a in info.op._schema.arguments if torchcompat.is_tensor_list_type(a.type)}
     # where torch flattens: a list of tensors only (a None in a Tensor?[] keeps it whole),
     # an empty one included
     return tuple(len(value) if name in lists and isinstance(value, list)

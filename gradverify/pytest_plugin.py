@@ -127,6 +127,20 @@ class BrokenSpec(pytest.Item):
         return self.path, (self.line - 1) if self.line else None, self.name
 
 
+class UnsupportedTarget(pytest.Item):
+    """A spec whose target needs a newer torch (``requires_torch``): one skipped item."""
+
+    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+
+    def runtest(self) -> None:
+        pytest.skip(f"the target {self.reason}")
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+
 class TargetNode(pytest.Collector):
     def __init__(self, *, spec: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -148,7 +162,7 @@ class TargetNode(pytest.Collector):
 
     def collect(self) -> Any:
         from gradverify.results import ErrorEntry
-        from gradverify.run.execute import selected_checks
+        from gradverify.run.execute import Unsupported, selected_checks
 
         options = _options(self.config)
         prepared = self.prepared()
@@ -156,6 +170,9 @@ class TargetNode(pytest.Collector):
             yield BrokenSpec.from_parent(self, name="target",
                                          message=f"{prepared.message}  [{prepared.code}]",
                                          line=self.spec.line)
+            return
+        if isinstance(prepared, Unsupported):
+            yield UnsupportedTarget.from_parent(self, name="torch", reason=prepared.reason)
             return
         for index, case in enumerate(prepared.spec.cases):
             checks = [c.name for c in selected_checks(prepared.spec, case, options,

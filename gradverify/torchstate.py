@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gradverify import torchcompat
+
 _BASELINE: dict[str, Any] | None = None
 _ORIGINALS: dict[str, Any] = {}
 """The verification functions as torch defined them, bound the first time this module looks
@@ -104,12 +106,14 @@ def _settings() -> tuple[Setting, ...]:
         guard.__enter__()  # left entered on purpose: it undoes a guard the user left entered
         _GUARDS.append(guard)
 
+    torchcompat.watch_saved_tensor_hooks()
+
     def saved_hooks() -> bool:
-        return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+        return torchcompat.top_saved_tensor_hooks() is not None
 
     def pop_hooks(wanted: bool) -> None:
         while not wanted and saved_hooks():
-            torch._C._autograd._pop_saved_tensors_default_hooks()
+            torchcompat.pop_saved_tensor_hooks()
 
     def set_deterministic(value: tuple[bool, bool]) -> None:
         torch.use_deterministic_algorithms(value[0], warn_only=value[1])
@@ -134,11 +138,9 @@ def _settings() -> tuple[Setting, ...]:
         Setting("saved-tensor hooks installed", saved_hooks, pop_hooks, False),
         Setting("working directory", os.getcwd, os.chdir, _CAPTURED),
     ]
-    if hasattr(torch, "get_default_device"):  # torch >= 2.3
-        # None, not "cpu": setting a device installs a torch-function mode on every op
-        settings.append(Setting("default device", lambda: str(torch.get_default_device()),
-                                lambda value: torch.set_default_device(
-                                    None if value == "cpu" else value), "cpu"))
+    device = torchcompat.default_device_accessors()
+    if device is not None:
+        settings.append(Setting("default device", *device, "cpu"))
     for path in VERIFIERS:
         owner, attr = _owner(path)
         if owner is None or not hasattr(owner, attr):
@@ -155,8 +157,8 @@ def _original(torch: Any, path: str, found: Any) -> Any:
     if str(getattr(found, "__module__", "torch")).startswith("torch"):
         return found
     name = path.rpartition(".")[2]
-    if hasattr(torch._C._VariableFunctions, name):  # allclose, isclose, equal
-        return getattr(torch._C._VariableFunctions, name)
+    if torchcompat.builtin(name) is not None:  # allclose, isclose, equal
+        return torchcompat.builtin(name)
     if name in ("gradcheck", "gradgradcheck"):  # a fresh copy of torch's module
         import importlib.util
 
@@ -221,7 +223,7 @@ def isolated() -> Iterator[None]:
 
     previous_baseline = _BASELINE
     caller = capture()
-    hooks = _take_saved_tensor_hooks(torch)
+    hooks = _take_saved_tensor_hooks()
     try:
         with torch.inference_mode(False), torch.enable_grad():
             _BASELINE = defaults()
@@ -232,15 +234,15 @@ def isolated() -> Iterator[None]:
         restore()
         _BASELINE = previous_baseline
         for pack, unpack in hooks:
-            torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+            torchcompat.push_saved_tensor_hooks(pack, unpack)
 
 
-def _take_saved_tensor_hooks(torch: Any) -> list[tuple[Any, Any]]:
+def _take_saved_tensor_hooks() -> list[tuple[Any, Any]]:
     """Pop the caller's saved-tensor hooks (bottom first), to be pushed back afterwards."""
     hooks = []
-    while (top := torch._C._autograd._top_saved_tensors_default_hooks(False)) is not None:
+    while (top := torchcompat.top_saved_tensor_hooks()) is not None:
         hooks.append(top)
-        torch._C._autograd._pop_saved_tensors_default_hooks()
+        torchcompat.pop_saved_tensor_hooks()
     return hooks[::-1]
 
 

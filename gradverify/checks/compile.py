@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
@@ -73,7 +74,7 @@ class CompileCheck(Check):
         failed (the other ways would fail alike)."""
         import torch
 
-        torch._dynamo.reset()
+        torchcompat.dynamo_reset()
         compiled = torch.compile(_Call(ctx.info.cls, clone=way == "inside"), fullgraph=True,
                                  backend="aot_eager")
         run = ctx.args("double")
@@ -98,8 +99,7 @@ def _compile_failed(ctx: CheckContext, way: str, exc: Exception, outcome: Outcom
     """Calling the compiled Function raised: a graph break (GV351) or another failure (GV353)."""
     # Dynamo's Unsupported is a graph break; its UserError is one too under fullgraph
     # (a guard on a data-dependent value such as `.item()` in control flow).
-    unsupported = type(exc).__module__ == "torch._dynamo.exc" and \
-        type(exc).__name__ in ("Unsupported", "UserError")
+    unsupported = torchcompat.is_graph_break(exc)
     outcome.add(Finding(
         "GV351" if unsupported else "GV353", Severity.ERROR,
         f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"

@@ -11,10 +11,10 @@ imports torch._inductor (~0.8 s, more than the rest of the test on a whole spec)
 """
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.kinds import CUSTOM_OP
@@ -67,7 +67,7 @@ class OpAotDispatchCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _opcheck
 
-        with _without_cse():
+        with torchcompat.aot_without_cse():
             exc = _opcheck.run_test(ctx, "test_aot_dispatch_dynamic")
         if exc is None:
             return Outcome(summary="traced with dynamic shapes; outputs and gradients match "
@@ -165,13 +165,6 @@ def _grad_names(ctx: CheckContext) -> list[str]:
             names += [f"{name}[{i}]" for i, v in enumerate(value)
                       if isinstance(v, torch.Tensor) and v.requires_grad]
     return names
-
-
-def _without_cse() -> Any:
-    """AOTAutograd's config with its common-subexpression pass off (see the module's text)."""
-    from torch._functorch import config
-
-    return config.patch(cse=False) if hasattr(config, "cse") else contextlib.nullcontext()
 
 
 def _after(where: str, start: str) -> bool:

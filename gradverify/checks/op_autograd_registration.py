@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.kinds import CUSTOM_OP
@@ -107,13 +108,12 @@ def _no_formula(ctx: CheckContext, first: str, applied: Any,
     register_autograd (backward raises), a ``torch.library`` op without an autograd kernel
     (torch's fallback gives its outputs a node that only warns), or outputs that come back
     without a gradient."""
-    import torch
 
     info = ctx.info
     hint = (f"register one: {info.op._name.split('::')[-1]}.register_autograd(backward, "
             "setup_context=setup_context), or torch.library.register_autograd("
             f"{info.op._name!r}, backward, setup_context=...)")
-    opdef = torch._library.custom_ops.OPDEFS.get(info.op._name)
+    opdef = torchcompat.custom_op_def(info.op._name)
     if opdef is not None and getattr(opdef, "_backward_fn", 0) is None:
         return Finding("GV412", Severity.ERROR,
                        f"{first!r} requires grad, but the op has no autograd formula: "

@@ -10,6 +10,7 @@ import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.kinds import CUSTOM_OP
@@ -125,18 +126,15 @@ def _output_with(ctx: CheckContext, what: str, real: str) -> int | None:
 def _fake_location(ctx: CheckContext) -> str | None:
     """``file:line`` of the op's fake implementation: a ``CustomOpDef``'s own function, else
     the kernel torch's registry recorded (read without adding an entry for the name)."""
-    import torch
 
     from gradverify.errors import shown_path
     from gradverify.target import location_of
 
-    opdef = torch._library.custom_ops.OPDEFS.get(ctx.info.op._name)
+    opdef = torchcompat.custom_op_def(ctx.info.op._name)
     fake = getattr(opdef, "_abstract_fn", None)
     if fake is not None:
         return location_of(fake)
-    entry = getattr(torch._library.simple_registry.singleton, "_data", {}).get(ctx.info.op._name)
-    kernel = getattr(getattr(entry, "fake_impl", None), "kernel", None)
-    source = getattr(kernel, "source", None)
+    source = torchcompat.fake_kernel_source(ctx.info.op._name)
     if not source:
         return None
     file, _, line = str(source).rpartition(":")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.kinds import FUNCTION, FUNCTION_CLASS, MODULE
@@ -106,12 +107,12 @@ class UndefinedGradCheck(Check):
         from gradverify.checks import _probes as probes
         from gradverify.checks import _tensors as tk
 
-        undefined = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
+        undefined = torchcompat.undefined_grad()
         if undefined is None or ctx.info.kind != FUNCTION_CLASS:
             return True  # an op's generated Function materializes them (zeros)
         fresh = calls.apply(ctx.info, ctx.args("double"))
         diff = fresh.args.diff_positions
-        outs = [undefined()(fresh.outputs[j]) for j in used]
+        outs = [undefined(fresh.outputs[j]) for j in used]
         error: Exception | None = None
         with probes.observed_backward(ctx.info) as received:
             try:

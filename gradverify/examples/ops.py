@@ -1,7 +1,5 @@
-"""Examples beyond Function classes (specs/ops.yaml): a custom op with ``register_autograd``,
-``register_fake`` and ``register_vmap``; a plain function of two Functions; an ``nn.Module``
-whose forward calls a Function. Importing this module registers the op
-``gradverify_examples::scaled_sin``."""
+"""Examples beyond Function classes (specs/ops.yaml): a plain function of two Functions, and an
+``nn.Module`` whose forward calls a Function. The custom op is in ``customop``."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,38 +8,6 @@ import torch
 from torch import Tensor
 
 from gradverify.examples.basic import Exp
-
-
-@torch.library.custom_op("gradverify_examples::scaled_sin", mutates_args=())
-def scaled_sin(x: Tensor, alpha: float) -> Tensor:
-    """alpha * sin(x), computed outside autograd (as a kernel in C++ or Triton would be)."""
-    return alpha * torch.sin(x)
-
-
-@scaled_sin.register_fake
-def _(x: Tensor, alpha: float) -> Tensor:
-    return torch.empty_like(x)
-
-
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-    x, alpha = inputs
-    ctx.save_for_backward(x)
-    ctx.alpha = alpha
-
-
-def _backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None]:
-    (x,) = ctx.saved_tensors
-    grad_x = grad * ctx.alpha * torch.cos(x) if ctx.needs_input_grad[0] else None
-    return grad_x, None
-
-
-scaled_sin.register_autograd(_backward, setup_context=_setup_context)
-
-
-@scaled_sin.register_vmap
-def _(info: Any, in_dims: tuple[Any, ...], x: Tensor, alpha: float) -> tuple[Tensor, int]:
-    x_dim = in_dims[0]
-    return scaled_sin(x, alpha), 0 if x_dim is None else x_dim
 
 
 def softplus_exp(x: Tensor, y: Tensor) -> Tensor:

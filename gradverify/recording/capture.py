@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.errors import shown_path
 from gradverify.recording.spool import read_spool
 
@@ -133,13 +134,11 @@ class Recorder:
         if op is not None and cls not in self.params:  # a custom op: its schema's names
             self.params[cls] = [a.name for a in op._schema.arguments]
         if cls not in self.params:
-            from torch.autograd.function import _is_setup_context_defined
-
             try:
                 params = list(inspect.signature(cls.forward).parameters.values())
             except (TypeError, ValueError):
                 params = []
-            if params and not _is_setup_context_defined(cls.setup_context):
+            if params and not torchcompat.setup_context_defined(cls.setup_context):
                 params = params[1:]  # ctx
             self.params[cls] = [p.name for p in params
                                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -268,7 +267,8 @@ def install(recorder: Recorder) -> None:
         active = _ACTIVE
         if active is not None:
             active.see(cls, args, kwargs)
-        return original.__func__(cls, *args, **kwargs)
+        # __get__ binds both a Python classmethod and torch >= 2.15's C classmethod_descriptor
+        return original.__get__(None, cls)(*args, **kwargs)
 
     global _Tensor
     import torch
@@ -287,8 +287,9 @@ _OP_CALL: Any = None
 def _install_op_hook() -> None:
     """Custom ops are seen where the user calls them: ``CustomOpDef.__call__``."""
     global _OP_CALL
-    from torch._library.custom_ops import CustomOpDef
-
+    CustomOpDef = torchcompat.custom_op_def_type()
+    if CustomOpDef is None:  # a torch without custom ops
+        return
     original = CustomOpDef.__call__
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -298,7 +299,7 @@ def _install_op_hook() -> None:
         return original(self, *args, **kwargs)
 
     _OP_CALL = original
-    CustomOpDef.__call__ = call  # type: ignore[method-assign]
+    CustomOpDef.__call__ = call
 
 
 def uninstall() -> None:
@@ -308,21 +309,8 @@ def uninstall() -> None:
     if _ORIGINAL is not None:
         Function.apply = _ORIGINAL  # type: ignore[method-assign]
     if _OP_CALL is not None:
-        from torch._library.custom_ops import CustomOpDef
-
-        CustomOpDef.__call__ = _OP_CALL  # type: ignore[method-assign]
+        torchcompat.custom_op_def_type().__call__ = _OP_CALL
     _ACTIVE = _ORIGINAL = _OP_CALL = None
-
-
-def compiled_graphs() -> int:
-    """Graphs torch.compile has compiled in this process so far (0 if it was never used)."""
-    dynamo = sys.modules.get("torch._dynamo.utils")
-    if dynamo is None:
-        return 0
-    try:
-        return int(dynamo.counters["stats"]["unique_graphs"])
-    except Exception:  # noqa: BLE001
-        return 0
 
 
 @contextlib.contextmanager
@@ -334,13 +322,13 @@ def record(out: str | os.PathLike[str] = "specs/recorded", *, include: Sequence[
     result = Recording()
     with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool:
         recorder = Recorder(Path(spool), include, exclude, limit, script=None)
-        graphs = compiled_graphs()
+        graphs = torchcompat.compiled_graph_count()
         install(recorder)
         try:
             yield result
         finally:
             uninstall()
-            if compiled_graphs() > graphs:
+            if torchcompat.compiled_graph_count() > graphs:
                 recorder.append({"compiled": "*"})
         from gradverify.recording.write import write_specs
 

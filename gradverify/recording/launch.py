@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, compiled_graphs, install
+from gradverify import torchcompat
+from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, install
 from gradverify.recording.spool import read_spool
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
@@ -125,7 +126,7 @@ def boot(argv: list[str]) -> None:
     main_pid = os.getpid()
 
     def note_compiled() -> None:  # at the script's exit, not in its forked workers
-        if compiled_graphs() and os.getpid() == main_pid:
+        if torchcompat.compiled_graph_count() and os.getpid() == main_pid:
             recorder.append({"compiled": "*"})
 
     atexit.register(note_compiled)

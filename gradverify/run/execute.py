@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify import opcalls, torchstate
+from gradverify import opcalls, torchcompat, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job
@@ -27,6 +27,20 @@ from gradverify.target import FunctionInfo
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
 
 
+@dataclass(frozen=True)
+class Unsupported:
+    """A job whose spec needs a newer torch (``requires_torch``): its cases are skipped."""
+
+    target: str
+    spec: Spec
+    reason: str
+
+    def skipped(self, case: str) -> CaseResult:
+        row = CheckResult("torch", Status.SKIP, 0.0, f"skipped: the target {self.reason}")
+        return CaseResult(target=self.target, spec=self.spec.path, case=case,
+                          status=Status.SKIP, duration_s=0.0, checks=(row,))
+
+
 @dataclass
 class Prepared:
     info: FunctionInfo
@@ -35,12 +49,15 @@ class Prepared:
     reference: Any = None
 
 
-def prepare(job: Job) -> Prepared | ErrorEntry:
+def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
     """Import and introspect a job's target and bind every case (all before any runs)."""
     from gradverify.kinds import MODULE, introspect, resolve
     from gradverify.modulecalls import InitArgsError
 
     spec_path = job.spec.path if job.spec else None
+    too_old = torchcompat.too_old(job.spec.requires_torch) if job.spec else None
+    if job.spec is not None and too_old:
+        return Unsupported(job.target, job.spec, too_old)
     try:
         imports, init_args = (job.spec.imports, job.spec.init_args) if job.spec else ((), {})
         init_args = job.init_args if job.init_args is not None else init_args
@@ -93,6 +110,8 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     prepared = cache[task.job_index]
     if isinstance(prepared, ErrorEntry):
         return None, [prepared]
+    if isinstance(prepared, Unsupported):
+        return prepared.skipped(task.case), []
     case = next(c for c in prepared.spec.cases if c.name == task.case)
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,

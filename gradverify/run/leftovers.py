@@ -2,14 +2,22 @@
 
 Read from ``threading`` and, on Linux, from ``/proc`` (elsewhere only threads are seen). Never
 imports torch.
+
+torch's own machinery is torch's, not the case's: the compiler's worker processes (and what
+they start) and its reader threads outlive the first ``torch.compile`` on purpose, on every
+torch version, so threads whose code and processes whose command line lie in torch's own
+folder are never counted.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,39 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _torch_dir() -> str | None:
+    """torch's folder, once torch is imported (before that, torch started nothing)."""
+    torch = sys.modules.get("torch")
+    file = getattr(torch, "__file__", None)
+    return os.path.join(os.path.dirname(os.path.realpath(file)), "") if file else None
+
+
+def _torch_thread(thread: threading.Thread, torch_dir: str | None) -> bool:
+    """A thread running code from torch's folder (its target, or a Thread subclass's run)."""
+    if torch_dir is None:
+        return False
+    target: Any = getattr(thread, "_target", None) or type(thread).run
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    return bool(code and os.path.realpath(code.co_filename).startswith(torch_dir))
+
+
+def _torch_processes(pids: set[int], torch_dir: str | None) -> set[int]:
+    """The processes among ``pids`` that torch started: a command line naming a file in
+    torch's folder or a ``-m torch.`` module, and every process below such a one."""
+    if torch_dir is None or not pids:
+        return set()
+    owned: set[int] = set()
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(os.path.realpath(a).startswith(torch_dir) for a in argv if os.sep in a) or \
+                any(a == "-m" and b.startswith("torch.") for a, b in itertools.pairwise(argv)):
+            owned.add(pid)
+    return owned | {d for pid in owned for d in _descendants(pid)}
+
+
 def snapshot() -> Running:
     return Running(frozenset(t.ident for t in threading.enumerate() if t.ident is not None),
                    frozenset(_descendants(os.getpid())))
@@ -53,9 +94,12 @@ def snapshot() -> Running:
 def since(before: Running) -> tuple[list[str], list[int]]:
     """Threads (by name) and processes (by pid) started since ``before`` and still running."""
     now = snapshot()
+    torch_dir = _torch_dir()
     threads = [t.name for t in threading.enumerate()
-               if t.ident is not None and t.ident not in before.threads and t.is_alive()]
-    return threads, sorted(now.processes - before.processes)
+               if t.ident is not None and t.ident not in before.threads and t.is_alive()
+               and not _torch_thread(t, torch_dir)]
+    started = set(now.processes - before.processes)
+    return threads, sorted(started - _torch_processes(started, torch_dir))
 
 
 def kill(pids: list[int]) -> None:

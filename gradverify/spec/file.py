@@ -24,6 +24,7 @@ from gradverify.spec.model import (
     DIM_RE,
     MAX_SWEEP,
     SPEC_KEYS,
+    VERSION_RE,
     Arg,
     Case,
     Spec,
@@ -126,6 +127,16 @@ class _Validator(ArgsReader):
         return (self.imports(data.get("imports", []), at("imports"), "imports"),
                 self.init_args(data.get("init_args", {}), at("init_args"), "init_args"))
 
+    def requires_torch(self, value: Any, line: int | None, key: str) -> tuple[int, ...]:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise self.fail(f"quote the version: \"{value}\" (YAML reads an unquoted 2.10 as "
+                            "the number 2.1)", line, key)
+        match = VERSION_RE.match(self.string(value, line, key).strip())
+        if match is None:
+            raise self.fail(f"expected the oldest torch the target runs on, like \"2.4\" or "
+                            f"\">=2.4.1\", got {value!r}", line, key)
+        return tuple(int(n) for n in match.groups() if n is not None)
+
     def imports(self, value: Any, line: int | None, key: str) -> tuple[str, ...]:
         names = self.strings(value, line, key)
         for name in names:
@@ -170,6 +181,9 @@ class _Validator(ArgsReader):
         target = attempt(self.target, data["target"], at("target"), "target") \
             if "target" in data else None
         imports, init_args = attempt(self.target_keys, data, at, default=((), {}))
+        requires_torch = attempt(self.requires_torch, data["requires_torch"],
+                                 at("requires_torch"), "requires_torch", default=()) \
+            if "requires_torch" in data else ()
         reference = attempt(self.reference, data["reference"], at("reference"), "reference") \
             if "reference" in data else None
         raw_dims = data.get("dims", {})
@@ -205,7 +219,7 @@ class _Validator(ArgsReader):
             raise _together(errors)
         return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
                     reference=reference, tolerance=tolerance, checks=checks, expect=expect,
-                    imports=imports, init_args=init_args)
+                    imports=imports, init_args=init_args, requires_torch=requires_torch)
 
     def dims(self, value: Any, line: int | None, key: str) -> dict[str, tuple[int, ...]]:
         data = self.mapping(value, line, key, "named sizes like {N: [1, 4], D: 3}")

@@ -43,8 +43,8 @@ INIT_PARAMS = ("low", "high", "mean", "std", "p")
 TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "device",
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
-SPEC_KEYS = ("version", "target", "imports", "init_args", "reference", "dims", "tolerance",
-             "checks", "expect", "cases")
+SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
+             "tolerance", "checks", "expect", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 _MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
 OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
@@ -195,10 +195,26 @@ class Spec:
     """Constructor arguments of an ``nn.Module`` target."""
     inferred: bool = False
     """Built from forward's signature because no spec file names the target."""
+    requires_torch: tuple[int, ...] = ()
+    """The oldest torch the target runs on (``requires_torch: "2.4"``); on an older one its
+    cases are skipped with that reason, the target never imported."""
 
     @property
     def where(self) -> str:
         return f"{self.path}:{self.line}" if self.path and self.line else (self.path or "<spec>")
+
+
+VERSION_RE = re.compile(r"^(?:>=\s*)?(\d+)\.(\d+)(?:\.(\d+))?$")
+"""A minimum torch version: ``2.4``, ``2.4.1`` or ``>=2.4``."""
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``2.1.2+cu121`` or ``2.6.0a0`` as (2, 1, 2) / (2, 6, 0): the release numbers only."""
+    numbers = []
+    for part in text.split("+")[0].split(".")[:3]:
+        digits = re.match(r"\d+", part)
+        numbers.append(int(digits.group()) if digits else 0)
+    return tuple(numbers)
 
 
 def is_op_name(text: str) -> bool:

@@ -1,0 +1,261 @@
+"""Every private torch API gradverify uses, each behind a feature test with a fallback.
+
+gradverify supports torch 2.1 to the newest release (custom ops from 2.4). What changes between
+those releases is private: ``torch._C``, ``torch._library``, ``torch._ops``, ``torch._dynamo``,
+``torch._functorch``. Nothing else in gradverify touches them (``tests/architecture_test.py``
+enforces it); each function here asks torch whether the thing exists or behaves as needed
+(never a version string) and says what happens when it does not. Nothing here imports torch at
+module level: ``--help`` and spec validation never pay for it.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CUSTOM_OPS_TORCH = (2, 4)
+"""The first torch with ``torch.library.custom_op``, ``register_fake`` and opcheck."""
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def version() -> str:
+    """torch's version, without a local build tag (``2.1.2``, not ``2.1.2+cu121``)."""
+    return str(_torch().__version__).split("+")[0]
+
+
+def too_old(required: tuple[int, ...]) -> str | None:
+    """Why this torch cannot run a target that needs torch ``required`` (``(2, 4)``), or None
+    when it can."""
+    from gradverify.spec.model import version_tuple
+
+    if version_tuple(version()) >= required:
+        return None
+    return f"needs torch >= {'.'.join(map(str, required))} (this is torch {version()})"
+
+
+def torch_dir() -> str:
+    """The folder torch is installed in: frames there are torch's, not the user's."""
+    return str(Path(_torch().__file__).resolve().parent)
+
+
+# ----------------------------------------------------------------------------- custom ops
+
+
+def custom_ops_supported() -> bool:
+    """Whether this torch has custom ops as gradverify checks them (``torch.library.custom_op``,
+    ``torch.library.opcheck``): torch >= 2.4."""
+    torch = _torch()
+    return all(hasattr(torch.library, name) for name in ("custom_op", "opcheck")) \
+        and custom_op_def_type() is not None
+
+
+def custom_op_def_type() -> Any:
+    """The class of ``@torch.library.custom_op`` objects, or None where torch has none."""
+    try:
+        from torch._library.custom_ops import CustomOpDef
+    except ImportError:
+        return None
+    return CustomOpDef
+
+
+def custom_op_def(qualified_name: str) -> Any:
+    """The ``CustomOpDef`` registered under ``ns::op``, or None (an op defined otherwise, or a
+    torch without custom ops)."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:
+        return None
+    return OPDEFS.get(qualified_name)
+
+
+def op_overload_types() -> tuple[Any, Any]:
+    """(OpOverload, OpOverloadPacket): an op name's single overload and its packet."""
+    torch = _torch()
+    return torch._ops.OpOverload, torch._ops.OpOverloadPacket
+
+
+def has_dispatch_kernel(qualified_name: str, key: str) -> bool:
+    """Whether the op has a kernel registered for the dispatch key (``Autograd``,
+    ``FuncTorchBatched``); False where torch cannot say."""
+    probe = getattr(_torch()._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    if probe is None:
+        return False
+    try:
+        return bool(probe(qualified_name, key))
+    except RuntimeError:
+        return False
+
+
+def is_tensor_list_type(schema_type: Any) -> bool:
+    """Whether a schema argument's type is ``Tensor[]`` or ``Tensor?[]``."""
+    try:
+        from torch._library.utils import is_tensorlist_like_type
+    except ImportError:
+        text = str(schema_type)
+        return text in ("Tensor[]", "Tensor?[]", "List[Tensor]", "List[Optional[Tensor]]")
+    return bool(is_tensorlist_like_type(schema_type))
+
+
+def fake_kernel_source(qualified_name: str) -> str | None:
+    """``file:line`` torch's registry recorded for an op's fake (abstract) kernel, read without
+    adding an entry for the name; None where it has none or torch keeps no such registry."""
+    try:
+        from torch._library.simple_registry import singleton
+    except ImportError:
+        return None
+    entry = getattr(singleton, "_data", {}).get(qualified_name)
+    for field in ("fake_impl", "abstract_impl"):  # renamed in torch 2.4
+        kernel = getattr(getattr(entry, field, None), "kernel", None)
+        source = getattr(kernel, "source", None)
+        if source:
+            return str(source)
+    return None
+
+
+# ----------------------------------------------------------------------------- autograd
+
+
+def undefined_grad() -> Callable[[Any], Any] | None:
+    """A function that makes a tensor's gradient undefined (as an unused output's), or None."""
+    maker = getattr(getattr(_torch()._C, "_functions", None), "UndefinedGrad", None)
+    return None if maker is None else maker()
+
+
+def setup_context_defined(setup_context: Any) -> bool:
+    """Whether a Function class's ``setup_context`` is its own (not torch's placeholder)."""
+    try:
+        from torch.autograd.function import _is_setup_context_defined
+    except ImportError:  # torch < 2.0 had no setup_context at all
+        return False
+    return bool(_is_setup_context_defined(setup_context))
+
+
+def builtin(name: str) -> Any:
+    """torch's C implementation of ``torch.<name>`` (allclose, isclose, equal), or None."""
+    functions = _torch()._C._VariableFunctions
+    return getattr(functions, name, None)
+
+
+class _HookMirror(threading.local):
+    """The saved-tensor hooks pushed through ``torch._C._autograd`` since gradverify wrapped
+    it, per thread (torch keeps its stack per thread too)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Any, Any]] = []
+
+
+_MIRROR = _HookMirror()
+_MIRROR_LOCK = threading.Lock()
+
+
+def watch_saved_tensor_hooks() -> None:
+    """Before torch 2.8 the stack of default saved-tensor hooks cannot be read. Wrap its push
+    and pop (``saved_tensors_hooks`` looks them up at each use) so that the hooks pushed from
+    now on, by user code, can be. Call it before user code runs; hooks pushed before are not
+    seen (a caller of ``verify()`` inside ``saved_tensors_hooks`` keeps them for the run)."""
+    autograd = _torch()._C._autograd
+    with _MIRROR_LOCK:
+        if hasattr(autograd, "_top_saved_tensors_default_hooks") \
+                or getattr(autograd, "_gradverify_watched", False):
+            return
+        push, pop = autograd._push_saved_tensors_default_hooks, \
+            autograd._pop_saved_tensors_default_hooks
+
+        def watched_push(pack: Any, unpack: Any) -> None:
+            push(pack, unpack)
+            _MIRROR.stack.append((pack, unpack))
+
+        def watched_pop() -> None:
+            pop()
+            if _MIRROR.stack:
+                _MIRROR.stack.pop()
+
+        autograd._push_saved_tensors_default_hooks = watched_push
+        autograd._pop_saved_tensors_default_hooks = watched_pop
+        autograd._gradverify_watched = True
+
+
+def top_saved_tensor_hooks() -> tuple[Any, Any] | None:
+    """The innermost default saved-tensor hooks (pack, unpack) of this thread, or None."""
+    autograd = _torch()._C._autograd
+    top = getattr(autograd, "_top_saved_tensors_default_hooks", None)
+    if top is not None:
+        found = top(False)
+        return None if found is None else (found[0], found[1])
+    return _MIRROR.stack[-1] if _MIRROR.stack else None
+
+
+def push_saved_tensor_hooks(pack: Any, unpack: Any) -> None:
+    _torch()._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+
+
+def pop_saved_tensor_hooks() -> None:
+    _torch()._C._autograd._pop_saved_tensors_default_hooks()
+
+
+# ----------------------------------------------------------------------------- the default device
+
+
+def default_device_accessors() -> tuple[Callable[[], str], Callable[[str], None]] | None:
+    """(get, set) of torch's default device as a string (torch >= 2.3), or None. Setting "cpu"
+    clears it (``set_default_device(None)``): a set device installs a torch-function mode on
+    every op. Where ``get_default_device`` fails once cleared (torch 2.8), a cleared device reads
+    as "cpu"."""
+    torch = _torch()
+    if not hasattr(torch, "get_default_device"):
+        return None
+
+    def get() -> str:
+        try:
+            return str(torch.get_default_device())
+        except AttributeError:  # torch 2.8, after set_default_device(None)
+            return "cpu"
+
+    def set_(value: str) -> None:
+        torch.set_default_device(None if value == "cpu" else value)
+
+    return get, set_
+
+
+# ----------------------------------------------------------------------------- the compiler
+
+
+def dynamo_reset() -> None:
+    """Forget what torch.compile compiled (its caches key on the code object)."""
+    _torch()._dynamo.reset()
+
+
+def is_graph_break(exc: BaseException) -> bool:
+    """Whether torch.compile(fullgraph=True) raised because it cannot trace (Dynamo's
+    ``Unsupported``, or its ``UserError`` for a guard on a data-dependent value)."""
+    return type(exc).__module__ == "torch._dynamo.exc" and \
+        type(exc).__name__ in ("Unsupported", "UserError")
+
+
+def aot_without_cse() -> contextlib.AbstractContextManager[Any]:
+    """AOTAutograd's config with its common-subexpression pass off, where it has one."""
+    try:
+        from torch._functorch import config
+    except ImportError:
+        return contextlib.nullcontext()
+    return config.patch(cse=False) if hasattr(config, "cse") else contextlib.nullcontext()
+
+
+def compiled_graph_count() -> int:
+    """Graphs torch.compile has compiled in this process so far (0 if it was never used)."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is None:
+        return 0
+    try:
+        return int(dynamo.counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 -- a counter torch renamed reads as none
+        return 0
+
