@@ -162,7 +162,8 @@ class TargetNode(pytest.Collector):
 
     def collect(self) -> Any:
         from gradverify.results import ErrorEntry
-        from gradverify.run.execute import Unsupported, selected_checks
+        from gradverify.run.execute import selected_checks
+        from gradverify.run.tasks import Unsupported
 
         options = _options(self.config)
         prepared = self.prepared()

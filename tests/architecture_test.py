@@ -36,7 +36,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                 "gradverify.spec.inputs", "gradverify.spec.binding", "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
                    "gradverify.spec", "gradverify.spec.model", "gradverify.files",
-                   "gradverify._version", "gradverify.examples")),
+                   "gradverify._version", "gradverify.examples", "gradverify.torchcompat")),
 ]
 """The README's table "Where the code lives", enforced."""
 
@@ -262,3 +262,42 @@ def test_tensor_kinds_are_handled_in_one_module(attribute):
         if any(isinstance(n, ast.Attribute) and n.attr == attribute for n in ast.walk(tree)):
             users.append(name)
     assert users == []
+
+
+def _private_torch(tree: ast.AST) -> list[str]:
+    """``torch._C...``, ``torch.x._y`` and ``from torch._z import ...`` in a module."""
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Attribute):
+            chain, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id == "torch":
+                names = [".".join(["torch", *reversed(chain)])]
+        found += [n for n in names if n.split(".")[0] == "torch" and any(
+            part.startswith("_") and not part.startswith("__") for part in n.split(".")[1:])]
+    return found
+
+
+def test_only_torchcompat_touches_private_torch():
+    """Private torch APIs change between releases: each is feature-tested in one module."""
+    users = {name: found for name, path in _modules(PACKAGE).items()
+             if name != "gradverify.torchcompat"
+             and (found := _private_torch(ast.parse(path.read_text())))}
+    assert users == {}
+    assert _private_torch(ast.parse((PACKAGE / "torchcompat.py").read_text()))
+
+
+def test_the_private_torch_finder_sees_every_spelling():
+    tree = ast.parse("import torch._dynamo\nfrom torch._library import x\n"
+                     "torch._C._autograd.f()\ntorch.ops.aten._foo\ntorch.__version__\n"
+                     "from torch.autograd import Function\n")
+    assert sorted(_private_torch(tree)) == sorted([
+        "torch._dynamo", "torch._library", "torch._C._autograd.f", "torch._C._autograd",
+        "torch._C", "torch.ops.aten._foo"])

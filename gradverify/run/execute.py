@@ -18,27 +18,13 @@ from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status, worst
 from gradverify.run import casenotes, leftovers
-from gradverify.run.tasks import Task
+from gradverify.run.tasks import Task, Unsupported
 from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
 from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
 from gradverify.target import FunctionInfo
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
-
-
-@dataclass(frozen=True)
-class Unsupported:
-    """A job whose spec needs a newer torch (``requires_torch``): its cases are skipped."""
-
-    target: str
-    spec: Spec
-    reason: str
-
-    def skipped(self, case: str) -> CaseResult:
-        row = CheckResult("torch", Status.SKIP, 0.0, f"skipped: the target {self.reason}")
-        return CaseResult(target=self.target, spec=self.spec.path, case=case,
-                          status=Status.SKIP, duration_s=0.0, checks=(row,))
 
 
 @dataclass

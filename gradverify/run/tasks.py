@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from gradverify.discover import Job
 from gradverify.errors import Interrupted
 from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status
+from gradverify.spec.model import Spec
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,21 @@ def failed_case(task: Task, check: str | None, code: str, message: str, hint: st
 
 Outcomes = dict[int, tuple[CaseResult | None, list[ErrorEntry]]]
 """Each task's outcome by its index: the case's result (or None) and the errors met."""
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A job whose spec needs a newer torch (``requires_torch``): its cases are skipped."""
+
+    target: str
+    spec: Spec
+    reason: str
+
+    def skipped(self, case: str) -> CaseResult:
+        row = CheckResult("torch", Status.SKIP, 0.0, f"skipped: the target {self.reason}")
+        return CaseResult(target=self.target, spec=self.spec.path, case=case,
+                          status=Status.SKIP, duration_s=0.0, checks=(row,))
+
 
 
 class TasksInterrupted(Interrupted):

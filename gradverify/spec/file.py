@@ -122,10 +122,14 @@ class _Validator(ArgsReader):
                             f"operator's name 'namespace::op', got {text!r}", line, key)
         return text
 
-    def target_keys(self, data: Any, at: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """``imports:`` (an op-name target's modules) and ``init_args:`` (a module's)."""
+    def target_keys(self, data: Any, at: Any
+                    ) -> tuple[tuple[str, ...], dict[str, Any], tuple[int, ...]]:
+        """``imports:`` (an op-name target's modules), ``init_args:`` (a module's) and
+        ``requires_torch:``."""
         return (self.imports(data.get("imports", []), at("imports"), "imports"),
-                self.init_args(data.get("init_args", {}), at("init_args"), "init_args"))
+                self.init_args(data.get("init_args", {}), at("init_args"), "init_args"),
+                self.requires_torch(data["requires_torch"], at("requires_torch"),
+                                    "requires_torch") if "requires_torch" in data else ())
 
     def requires_torch(self, value: Any, line: int | None, key: str) -> tuple[int, ...]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -180,10 +184,8 @@ class _Validator(ArgsReader):
                                     "gradverify reads version 1", at("version"), "version"))
         target = attempt(self.target, data["target"], at("target"), "target") \
             if "target" in data else None
-        imports, init_args = attempt(self.target_keys, data, at, default=((), {}))
-        requires_torch = attempt(self.requires_torch, data["requires_torch"],
-                                 at("requires_torch"), "requires_torch", default=()) \
-            if "requires_torch" in data else ()
+        imports, init_args, requires_torch = attempt(self.target_keys, data, at,
+                                                     default=((), {}, ()))
         reference = attempt(self.reference, data["reference"], at("reference"), "reference") \
             if "reference" in data else None
         raw_dims = data.get("dims", {})
