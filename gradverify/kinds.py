@@ -185,7 +185,7 @@ def _adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
 def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
     if not torchcompat.custom_ops_supported():
         raise TargetError(f"{name} is a custom op; gradverify checks custom ops with torch's "
-                          f"opcheck, which {torchcompat.too_old(torchcompat.CUSTOM_OPS_TORCH)}: "
+                          f"opcheck, which needs {torchcompat.too_old(torchcompat.CUSTOM_OPS_TORCH)}: "
                           "upgrade torch, or skip this spec on older torch with "
                           f"requires_torch: \"{torchcompat.CUSTOM_OPS_TORCH}\"",
                           code="GV017", where=name)

@@ -135,7 +135,7 @@ class UnsupportedTarget(pytest.Item):
         self.reason = reason
 
     def runtest(self) -> None:
-        pytest.skip(f"the target {self.reason}")
+        pytest.skip(f"the target needs {self.reason}")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name

@@ -159,7 +159,7 @@ def _needs_newer_torch(exc: BaseException) -> str:
 
     if isinstance(exc, AttributeError) and "torch.library" in str(exc) \
             and not torchcompat.custom_ops_supported():
-        return (f"; custom ops (torch.library.custom_op, register_fake, opcheck) "
+        return (f"; custom ops (torch.library.custom_op, register_fake, opcheck) need "
                 f"{torchcompat.too_old(torchcompat.CUSTOM_OPS_TORCH)}")
     return ""
 

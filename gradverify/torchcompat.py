@@ -32,13 +32,13 @@ def version() -> str:
 
 
 def too_old(required: tuple[int, ...]) -> str | None:
-    """Why this torch cannot run a target that needs torch ``required`` (``(2, 4)``), or None
-    when it can."""
+    """What is missing when this torch is older than ``required`` (``(2, 4)``): "torch >= 2.4
+    (this is torch 2.1.2)", to follow "needs"; None when it is not older."""
     from gradverify.spec.model import version_tuple
 
     if version_tuple(version()) >= required:
         return None
-    return f"needs torch >= {'.'.join(map(str, required))} (this is torch {version()})"
+    return f"torch >= {'.'.join(map(str, required))} (this is torch {version()})"
 
 
 def torch_dir() -> str:
@@ -205,15 +205,21 @@ def pop_saved_tensor_hooks() -> None:
 
 
 def default_device_accessors() -> tuple[Callable[[], str], Callable[[str], None]] | None:
-    """(get, set) of torch's default device as a string (torch >= 2.3), or None. Setting "cpu"
-    clears it (``set_default_device(None)``): a set device installs a torch-function mode on
-    every op. Where ``get_default_device`` fails once cleared (torch 2.8), a cleared device reads
-    as "cpu"."""
+    """(get, set) of torch's default device as a string, or None where torch has none. Setting
+    "cpu" clears it (``set_default_device(None)``): a set device installs a torch-function mode
+    on every op. Before torch 2.3 there is no ``get_default_device``: the device mode's own
+    record is read. Where ``get_default_device`` fails once cleared (torch 2.8), a cleared
+    device reads as "cpu"."""
     torch = _torch()
-    if not hasattr(torch, "get_default_device"):
+    if not hasattr(torch, "set_default_device"):
         return None
 
     def get() -> str:
+        if not hasattr(torch, "get_default_device"):  # torch < 2.3
+            from torch.utils import _device
+
+            current = getattr(_device, "CURRENT_DEVICE", None)
+            return "cpu" if current is None else str(current)
         try:
             return str(torch.get_default_device())
         except AttributeError:  # torch 2.8, after set_default_device(None)
@@ -226,6 +232,16 @@ def default_device_accessors() -> tuple[Callable[[], str], Callable[[str], None]
 
 
 # ----------------------------------------------------------------------------- the compiler
+
+
+def is_compiling() -> Callable[[], bool]:
+    """torch's "is torch.compile tracing this call?" (``torch.compiler.is_compiling`` from
+    torch 2.3; before it, ``torch._utils.is_compiling``)."""
+    torch = _torch()
+    found = getattr(torch.compiler, "is_compiling", None)
+    if found is None:
+        found = getattr(torch._utils, "is_compiling", None)
+    return found if found is not None else (lambda: False)
 
 
 def dynamo_reset() -> None:

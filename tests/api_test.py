@@ -38,6 +38,8 @@ def test_verify_rejects_unknown_checks():
 def test_verify_runs_on_torch_defaults_whatever_the_callers_state():
     import torch
 
+    from gradverify import torchcompat
+
     for _ in range(2):  # the state is not captured once per process
         with torch.no_grad():
             report = verify(zoo.SinWrongSign, spec=zoo.SinWrongSign.SPEC, checks=["gradcheck"])
@@ -51,5 +53,5 @@ def test_verify_runs_on_torch_defaults_whatever_the_callers_state():
     hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
     with hooks:
         assert verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"]).ok
-        assert torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+        assert torchcompat.top_saved_tensor_hooks() is not None
     assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()

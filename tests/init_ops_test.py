@@ -7,12 +7,16 @@ from typing import Any
 
 import pytest
 
-import initzoo_lib
+import torchversions
 from conftest import run_cli
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import alternatives, arg_value
 from gradverify.init.schema import typed_guesses
 from gradverify.kinds import library_ops, resolve
+
+torchversions.require_custom_ops(module=True)  # initzoo_lib defines custom ops at import
+
+import initzoo_lib  # noqa: E402
 
 
 def _typed(op: str) -> dict[str, Guess]:
@@ -166,6 +170,10 @@ def test_a_module_whose_every_target_fails_is_an_input_error(project) -> None:
 OPTIONAL = '''
 import torch
 from torch.autograd import Function
+
+torchversions.require_custom_ops(module=True)  # initzoo_lib defines custom ops at import
+
+import initzoo_lib  # noqa: E402
 
 
 class NoMaskYet(Function):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+import torchversions
 from conftest import run_cli
 
 
@@ -45,6 +46,7 @@ def test_an_existing_path_with_a_colon_is_listed_as_a_path(project):
 
 
 def test_a_module_s_op_is_listed_with_the_spec_that_names_it_by_its_op_name(project):
+    torchversions.require_custom_ops()
     project.write("listops.py", """
         import torch
 

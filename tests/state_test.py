@@ -7,6 +7,7 @@ import json
 import pytest
 
 import functions
+import torchversions
 from conftest import run_cli
 
 CORRECT = """
@@ -41,7 +42,8 @@ CHANGES = {
     "anomaly mode": "torch.autograd.set_detect_anomaly(True)",
     "number of threads": "torch.set_num_threads(torch.get_num_threads() + 1)",
     "default device": "torch.set_default_device('meta')",
-    "CPU autocast": "torch.set_autocast_enabled('cpu', True)",
+    "CPU autocast": "torch.set_autocast_enabled('cpu', True)" if torchversions.at_least(2, 4)
+    else "torch.set_autocast_cpu_enabled(True)",  # the device argument came with torch 2.4
     "saved-tensor hooks": ("_hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, "
                            "lambda t: t)\n_hooks.__enter__()"),
 }

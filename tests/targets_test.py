@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import opzoo
+import torchversions
 from gradverify import verify
 from gradverify.results import Status
+
+torchversions.require_custom_ops(module=True)  # opzoo defines custom ops at import
+
+import opzoo  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SPECS = HERE / "specs_ops"

@@ -62,9 +62,7 @@ class Recorder:
         self.seen: dict[type[Function], set[Any]] = {}
         self.params: dict[type[Function], list[str]] = {}
         self.lock = threading.Lock()
-        import torch
-
-        self.compiling = torch.compiler.is_compiling
+        self.compiling = torchcompat.is_compiling()
 
     # -- the hot path: one set lookup for a class skipped or full, else a signature
 

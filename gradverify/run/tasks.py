@@ -50,7 +50,7 @@ class Unsupported:
     reason: str
 
     def skipped(self, case: str) -> CaseResult:
-        row = CheckResult("torch", Status.SKIP, 0.0, f"skipped: the target {self.reason}")
+        row = CheckResult("torch", Status.SKIP, 0.0, f"skipped: the target needs {self.reason}")
         return CaseResult(target=self.target, spec=self.spec.path, case=case,
                           status=Status.SKIP, duration_s=0.0, checks=(row,))
 

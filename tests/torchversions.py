@@ -1,0 +1,22 @@
+"""Tests that need a newer torch than the one installed skip, saying which they need."""
+from __future__ import annotations
+
+import pytest
+
+from gradverify import torchcompat
+
+
+def require(version: tuple[int, ...], what: str, *, module: bool = False) -> None:
+    """Skip the calling test (or, with ``module``, the whole test module) on an older torch."""
+    reason = torchcompat.too_old(version)
+    if reason:
+        pytest.skip(f"{what} need {reason}", allow_module_level=module)
+
+
+def require_custom_ops(*, module: bool = False) -> None:
+    require(torchcompat.CUSTOM_OPS_TORCH, "custom ops (torch.library.custom_op, opcheck)",
+            module=module)
+
+
+def at_least(*version: int) -> bool:
+    return torchcompat.too_old(version) is None
