@@ -184,11 +184,11 @@ def _adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
 
 def _op_info(obj: Any, op: Any, name: str) -> FunctionInfo:
     if not torchcompat.custom_ops_supported():
+        needed = torchcompat.CUSTOM_OPS_TORCH
         raise TargetError(f"{name} is a custom op; gradverify checks custom ops with torch's "
-                          f"opcheck, which needs {torchcompat.too_old(torchcompat.CUSTOM_OPS_TORCH)}: "
-                          "upgrade torch, or skip this spec on older torch with "
-                          f"requires_torch: \"{torchcompat.CUSTOM_OPS_TORCH}\"",
-                          code="GV017", where=name)
+                          f"opcheck, which needs {torchcompat.too_old(needed)}: upgrade torch, "
+                          "or skip this spec on older torch with requires_torch: "
+                          f"\"{'.'.join(map(str, needed))}\"", code="GV017", where=name)
 
     schema = op._schema
     params = tuple(Param(a.name, a.default_value if a.has_default_value() else _MISSING,
