@@ -19,7 +19,13 @@ from gradverify.errors import RunInterrupted, interrupt_signal
 from gradverify.options import RunOptions
 from gradverify.results import CaseResult, ErrorEntry, Report, Settings
 from gradverify.run.execute import execute
-from gradverify.run.tasks import Outcomes, Task, TasksInterrupted, mark_interrupted
+from gradverify.run.tasks import (
+    UNSUPPORTED_ROW,
+    Outcomes,
+    Task,
+    TasksInterrupted,
+    mark_interrupted,
+)
 from gradverify.spec.model import Case, TensorArg
 
 
@@ -82,7 +88,19 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
                           strict=options.strict, empty_ok=options.changed),
         results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
         duration_s=time.perf_counter() - started, versions=version_info,
-        notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options)))
+        notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options))
+        + tuple(_unsupported(results)))
+
+
+def _unsupported(results: list[CaseResult]) -> list[str]:
+    """One note per target skipped for needing a newer torch (``requires_torch``)."""
+    notes: dict[tuple[str | None, str], str] = {}
+    for result in results:
+        if [c.name for c in result.checks] == [UNSUPPORTED_ROW]:
+            where = f" ({result.spec})" if result.spec else ""
+            notes.setdefault((result.spec, result.target),
+                             f"{result.target}{where} {result.checks[0].summary}")
+    return list(notes.values())
 
 
 def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:

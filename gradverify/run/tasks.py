@@ -41,6 +41,10 @@ Outcomes = dict[int, tuple[CaseResult | None, list[ErrorEntry]]]
 """Each task's outcome by its index: the case's result (or None) and the errors met."""
 
 
+UNSUPPORTED_ROW = "torch"
+"""The one row of a case skipped because its spec needs a newer torch."""
+
+
 @dataclass(frozen=True)
 class Unsupported:
     """A job whose spec needs a newer torch (``requires_torch``): its cases are skipped."""
@@ -50,7 +54,8 @@ class Unsupported:
     reason: str
 
     def skipped(self, case: str) -> CaseResult:
-        row = CheckResult("torch", Status.SKIP, 0.0, f"skipped: the target needs {self.reason}")
+        row = CheckResult(UNSUPPORTED_ROW, Status.SKIP, 0.0,
+                          f"skipped: the target needs {self.reason}")
         return CaseResult(target=self.target, spec=self.spec.path, case=case,
                           status=Status.SKIP, duration_s=0.0, checks=(row,))
 
