@@ -68,18 +68,25 @@ def _mask(text: str) -> str:
     return re.sub(r"torch \S+ \| python \S+", "torch X | python X", text)
 
 
-def test_golden_console_report():
+def test_golden_console_report(tmp_path):
     """The plain report of specs/broken: fixed width, no colour, seed 0, durations masked.
-    Regenerate with GRADVERIFY_UPDATE_GOLDEN=1 after an intended change, and review the diff."""
+    Regenerate with GRADVERIFY_UPDATE_GOLDEN=1 after an intended change, and review the diff.
+    The same run's verdicts are those the compatibility job expects on every torch."""
+    report = tmp_path / "broken.json"
     result = subprocess.run([sys.executable, "-m", "gradverify", "check", "specs/broken",
-                             "--format", "plain"], capture_output=True, text=True, cwd=ROOT,
-                            env={**os.environ, "COLUMNS": "100"})
+                             "--format", "plain", "--json", str(report)], capture_output=True,
+                            text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "100"})
     assert result.returncode == 1, result.stderr
     actual = _mask(result.stdout)
     golden = GOLDEN / "broken.txt"
+    verdicts = subprocess.run([sys.executable, ".ci/verdicts.py", "show", str(report)],
+                              capture_output=True, text=True, cwd=ROOT).stdout
+    expected = ROOT / ".ci" / "broken-verdicts.txt"
     if os.environ.get("GRADVERIFY_UPDATE_GOLDEN"):
         golden.write_text(actual)
+        expected.write_text(verdicts)
     assert actual == golden.read_text()
+    assert verdicts == expected.read_text() and len(verdicts.splitlines()) >= 6
 
 
 def test_render_plain_has_no_escape_codes():

@@ -94,7 +94,7 @@ def test_an_op_target_on_a_torch_without_custom_ops_is_gv017(project, monkeypatc
 def test_saved_tensor_hooks_are_seen_without_torchs_stack_reader(monkeypatch):
     """Before torch 2.8 the hook stack cannot be read: pushes and pops are watched instead."""
     autograd = torch._C._autograd
-    monkeypatch.delattr(autograd, "_top_saved_tensors_default_hooks")
+    monkeypatch.delattr(autograd, "_top_saved_tensors_default_hooks", raising=False)
     monkeypatch.setattr(autograd, "_push_saved_tensors_default_hooks",
                         autograd._push_saved_tensors_default_hooks)
     monkeypatch.setattr(autograd, "_pop_saved_tensors_default_hooks",
@@ -115,7 +115,7 @@ def test_saved_tensor_hooks_are_seen_without_torchs_stack_reader(monkeypatch):
 
 def test_the_default_device_is_read_without_get_default_device(monkeypatch):
     """torch 2.1-2.2 have set_default_device but no getter; 2.8's getter fails once cleared."""
-    monkeypatch.delattr(torch, "get_default_device")
+    monkeypatch.delattr(torch, "get_default_device", raising=False)
     get, set_ = torchcompat.default_device_accessors()
     assert get() == "cpu"
     try:
