@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.results import CheckResult
 from gradverify.spec.inputs import Args, InputMaker, case_seed
 from gradverify.spec.model import Case, ResolvedTolerance, Spec
@@ -88,7 +89,7 @@ def _inner_backward(ctx: CheckContext) -> str | None:
         seen.add(id(node))
         forward_cls = getattr(node, "_forward_cls", None)
         if forward_cls is not None and registered_formula(node) is None \
-                and not forward_cls.__module__.startswith("torch."):  # checkpoint's, say
+                and forward_cls not in torchcompat.function_wrappers():  # checkpoint's
             found.add(forward_cls)
         pending += [next_node for next_node, _ in node.next_functions]
     return location_of(next(iter(found)).backward) if len(found) == 1 else None

@@ -246,10 +246,13 @@ def normalise(text: str, obj: Any) -> str:
 
 
 def is_function_class(obj: Any) -> bool:
+    """A ``torch.autograd.Function`` subclass that is not torch's own machinery."""
     from torch.autograd import Function
 
-    return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
-        and not obj.__module__.startswith("torch.")
+    from gradverify import torchcompat
+
+    return inspect.isclass(obj) and issubclass(obj, Function) \
+        and obj not in torchcompat.function_machinery()
 
 
 def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
@@ -301,8 +304,11 @@ def introspect(obj: Any, target: str | None = None) -> FunctionInfo:
 
 
 def _overrides(cls: type, name: str, base: type) -> bool:
+    from gradverify import torchcompat
+
+    machinery = torchcompat.function_machinery()
     for klass in cls.__mro__:
-        if klass is base or klass.__module__.startswith("torch."):
+        if klass is base or klass in machinery:
             return False
         if name in vars(klass):
             return True

@@ -10,6 +10,7 @@ module level: ``--help`` and spec validation never pay for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -136,6 +137,33 @@ def setup_context_defined(setup_context: Any) -> bool:
     except ImportError:  # torch < 2.0 had no setup_context at all
         return False
     return bool(_is_setup_context_defined(setup_context))
+
+
+@functools.cache
+def function_machinery() -> frozenset[type]:
+    """The classes torch defines for ``torch.autograd.Function`` itself: ``Function`` and its
+    bases and mixins (``_SingleLevelFunction``, ``_C._FunctionBase``, ``FunctionCtx``...), and
+    the abstract ``InplaceFunction`` and ``NestedIOFunction``. A class is torch's machinery by
+    identity, never by its module's name: Functions that torch's own test databases define
+    (``torch.testing._internal.autograd_function_db``) are Functions like any user's."""
+    import inspect
+
+    from torch.autograd import function
+
+    found = {obj for obj in vars(function).values()
+             if inspect.isclass(obj) and obj.__module__ == function.__name__}
+    found |= set(function.Function.__mro__)
+    return frozenset(found)
+
+
+@functools.cache
+def function_wrappers() -> frozenset[type]:
+    """Function classes torch wraps user code in (activation checkpointing): a graph node of
+    one of these is torch's, not the user's Function."""
+    import torch.utils.checkpoint as checkpoint
+
+    return frozenset(cls for name in ("CheckpointFunction", "NoopSaveInputs")
+                     if (cls := getattr(checkpoint, name, None)) is not None)
 
 
 def builtin(name: str) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradverify import torchcompat
 from gradverify.checks._tensors import dense, unravel, version
 from gradverify.target import FunctionInfo
 
@@ -367,9 +368,11 @@ def observed_backward(info: FunctionInfo) -> Iterator[list[tuple[Any, ...]]]:
 
 
 def _own(cls: type) -> set[str]:
+    """The attributes a Function class and its bases define, up to torch's machinery."""
+    machinery = torchcompat.function_machinery()
     names: set[str] = set()
     for klass in cls.__mro__:
-        if klass.__module__.startswith("torch."):
+        if klass in machinery:
             break
         names.update(vars(klass))
     return names
