@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -79,6 +79,14 @@ class Finding:
     """``file:line`` of the Function's code concerned (usually backward)."""
     data: Mapping[str, Any] = field(default_factory=dict)
     """Numbers behind the message (JSON-safe); ``details`` lines are shown with ``-v``."""
+    consequence_of: str | None = None
+    """``GV222 (mutation)``: this finding follows from that defect of the same case, reported
+    there; the message says so and the hint points at it instead of advice of its own."""
+
+    def following(self, root: str) -> Finding:
+        """This finding, marked as a consequence of ``root`` (``GV222 (mutation)``)."""
+        return replace(self, consequence_of=root, message=f"{self.message}; a consequence of "
+                       f"{root}", hint=f"fix {root} first: this follows from it")
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,11 @@ class FunctionInfo:
         return self.cls.__qualname__
 
     @property
+    def writes_inputs(self) -> bool:
+        """Writes into its inputs, declared (``mark_dirty``, an op's ``mutates_args``)."""
+        return self.uses_mark_dirty or bool(self.mutates)
+
+    @property
     def positional(self) -> tuple[Param, ...]:
         return tuple(p for p in self.params if p.kind == "positional")
 

@@ -77,7 +77,6 @@ def test_check_modules_do_not_import_torch_at_import_time():
 
 def test_check_declarations_are_consistent():
     for name, check in REGISTRY.items():
-        assert set(check.runs_after_expected_failure_of) <= set(check.requires), name
         assert set(check.requires) <= set(REGISTRY), name
         assert set(check.invalidates) <= set(CODES), name
 

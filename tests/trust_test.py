@@ -169,12 +169,11 @@ def _failed(check) -> bool:
 
 
 def _skipped_after(check, checks) -> bool:
-    """Skipped because a prerequisite failed unexpectedly (its failure is the report's verdict).
-    An *expected* gradcheck failure (a declared surrogate) never excuses gradgradcheck."""
-    unexpected = (Status.FAIL, Status.ERROR)
-    return check.status == Status.SKIP and any(
-        checks.get(name) is not None and checks[name].status in unexpected
-        for name in ("contract", "gradcheck"))
+    """Skipped because it cannot run: the contract failed (autograd rejects backward's result).
+    Never because another check found another defect: gradcheck's failure, expected or not,
+    never excuses gradgradcheck."""
+    return check.status == Status.SKIP and checks.get("contract") is not None \
+        and checks["contract"].status in (Status.FAIL, Status.ERROR)
 
 
 @pytest.mark.parametrize("cls", EVERY_FUNCTION, ids=NAMES)
@@ -222,6 +221,17 @@ def test_never_weaker_than_bare_torch(cls):
 
 
 DECLARED = [cls for cls in EVERY_FUNCTION if "gradcheck" in cls.SPEC.get("expect", {})]
+
+
+def test_a_wrong_first_and_a_broken_second_derivative_both_show():
+    """Checks are independent: gradcheck's failure never hides gradgradcheck's."""
+    cls = zoo.WrongFactorDetached
+    assert _bare(cls, _bare_inputs(cls), "gradcheck") is not None
+    assert _bare(cls, _bare_inputs(cls), "gradgradcheck") is not None
+    checks = _checks(verify(cls, spec=cls.SPEC))
+    for name, code in (cls.ALSO, cls.EXPECT[:2]):
+        assert checks[name].status == Status.FAIL, (name, checks[name].summary)
+        assert code in {f.code for f in checks[name].findings}, name
 
 
 def test_the_differential_test_covers_declared_failures():

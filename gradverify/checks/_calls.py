@@ -47,11 +47,15 @@ class Applied:
 
 
 def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> Applied:
-    """Call ``info.cls.apply``. With ``protect_inputs``, a Function that uses ``mark_dirty``
-    sees clones, so the caller's leaves stay intact (DESIGN §3)."""
+    """Call ``info.cls.apply``. With ``protect_inputs``, a target that declares it writes into
+    its inputs (``mark_dirty``, an op's ``mutates_args``) sees copies in the same layout, so
+    the caller's tensors stay intact and every run compared starts from the same values
+    (DESIGN §3, §4)."""
+    from gradverify.checks._tensors import layout_copy
+
     values = list(args.values)
-    if protect_inputs and info.uses_mark_dirty:
-        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+    if protect_inputs and info.writes_inputs:
+        values = [layout_copy(v) if isinstance(v, torch.Tensor) else v for v in values]
     out = info.cls.apply(*values)
     if isinstance(out, tuple):
         return Applied(args, list(out), single=False)

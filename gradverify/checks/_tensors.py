@@ -34,6 +34,19 @@ def is_strided(t: torch.Tensor) -> bool:
     return t.layout == torch.strided
 
 
+def layout_copy(t: torch.Tensor) -> torch.Tensor:
+    """A differentiable copy of ``t`` with its strides (``clone`` makes a strided slice of a
+    larger buffer contiguous, which would hide what the layout check varies); a plain clone
+    for sparse, expanded or overlapping tensors and whatever else refuses a strided copy."""
+    if is_strided(t) and all(s != 0 or n <= 1 for s, n in zip(t.stride(), t.shape)):
+        try:
+            out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+            return out.copy_(t)
+        except RuntimeError:
+            pass
+    return t.clone()
+
+
 def is_inexact(t: torch.Tensor) -> bool:
     """Floating or complex: the kinds that carry gradients."""
     return t.is_floating_point() or t.is_complex()
@@ -221,14 +234,23 @@ _PROTECTION = (
     "a view of a leaf Variable that requires grad is being used in an in-place operation",
     "a leaf Variable that requires grad is being used in an in-place operation",
     "unsafe_view",
+    # a view made under no_grad or inference mode, or one of several views, changed in place
+    "is being modified inplace",
+    "output views to be modified inplace",
 )
 
 
 def is_protection(exc: BaseException) -> bool:
     """autograd refused an in-place change (at the op or at backward): the version-counter
-    error, the view+inplace error, the leaf errors. That is protection, not a defect."""
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and any(p in text for p in _PROTECTION)
+    error, the view+inplace errors (a view of a custom Function's output, one made in no_grad
+    or inference mode, one of several views), the leaf errors. That is protection, not a
+    defect."""
+    return isinstance(exc, RuntimeError) and is_protection_text(str(exc))
+
+
+def is_protection_text(text: str) -> bool:
+    """A message that carries one of autograd's in-place refusals."""
+    return any(p in text for p in _PROTECTION)
 
 
 def noncontiguous(t: torch.Tensor, how: str) -> torch.Tensor | None:

@@ -52,12 +52,15 @@ class Check(abc.ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     """Options settable under ``checks:`` in a spec or ``[tool.gradverify]``."""
     requires: ClassVar[tuple[str, ...]] = ("contract",)
-    """Checks that must not have failed for this one to run (else: skip, with that reason)."""
-    runs_after_expected_failure_of: ClassVar[tuple[str, ...]] = ()
-    """Checks in ``requires`` whose *expected* failure (``expect:``) does not block this one:
-    gradgradcheck checks the derivative of a declared surrogate gradient."""
+    """Checks whose failure means this one cannot run (else: skip, with that reason): a
+    contract failure is a backward result autograd rejects. Never a check that merely found
+    another defect: checks are independent."""
     invalidates: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})
     """Code -> later checks whose results are consequences of that finding (skipped)."""
+    explains_protection: ClassVar[tuple[str, ...]] = ()
+    """Codes whose defect makes autograd refuse a later backward (the version-counter error):
+    another check's finding that reports that refusal, in the same case, is marked as its
+    consequence (each root cause reported once)."""
     static: ClassVar[bool] = False
     """Reads the class, not a case's calls: runs on a target's first case only, and even when
     forward raises."""

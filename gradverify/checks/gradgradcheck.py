@@ -1,12 +1,12 @@
 """gradgradcheck: second-order gradients (double backward) against finite differences.
 
 Both blocks are checked, as torch's own gradgradcheck does: the derivative of backward's result
-with respect to the inputs and with respect to the incoming gradient. It also runs after an
-expected (declared) gradcheck failure: a surrogate or straight-through gradient is not the
-derivative of forward, but backward's own derivative is well defined and bare gradgradcheck
-checks it. After an unexpected gradcheck failure it is skipped, so one wrong formula is reported
-once. A backward decorated ``@once_differentiable`` declares double backward unsupported: that
-is a skip with the reason, not the "Jacobian mismatch" torch's gradgradcheck would report.
+with respect to the inputs and with respect to the incoming gradient. It runs whatever gradcheck
+said: gradgradcheck differentiates backward as written, whatever its relation to forward, so a
+wrong first derivative (or a declared surrogate gradient) and a broken double backward are two
+defects, both shown in one run, as bare gradgradcheck shows the second. A backward decorated
+``@once_differentiable`` declares double backward unsupported: that is a skip with the reason,
+not the "Jacobian mismatch" torch's gradgradcheck would report.
 """
 from __future__ import annotations
 
@@ -96,12 +96,14 @@ class GradgradcheckCheck(Check):
     summary = "second-order gradients (double backward) match finite differences (float64)"
     codes = CODES
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
-    requires = ("contract", "gradcheck")
-    runs_after_expected_failure_of = ("gradcheck",)
-    """A declared surrogate or straight-through gradient still has a backward whose own
-    derivative can be checked: bare gradgradcheck checks it too (never weaker)."""
 
     def run(self, ctx: CheckContext) -> Outcome:
+        outcome = self._run(ctx)
+        outcome.findings = [_marked(ctx, f) for f in outcome.findings]
+        return outcome
+
+    @staticmethod
+    def _run(ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
 
         skipped = _skip(ctx)
@@ -138,6 +140,18 @@ class GradgradcheckCheck(Check):
             return outcome  # the probe's findings: torch's check skips graph-broken gradients
         _report_mismatch(ctx, view, grad_outputs, probed, failure, tol, outcome)
         return outcome
+
+
+def _marked(ctx: CheckContext, finding: Finding) -> Finding:
+    """A finding that the incoming gradient is detached (GV144, GV142) for an input whose
+    first-order gradient gradcheck found "not multiplied by the incoming gradient": one root
+    cause (backward ignores its incoming gradient), marked as gradcheck's consequence."""
+    first = ctx.results.get("gradcheck")
+    if finding.code not in ("GV142", "GV144") or first is None:
+        return finding
+    same = any(f.code == "GV121" and f.input == finding.input and f.data.get("pattern") ==
+               "not multiplied by the incoming gradient" for f in first.findings)
+    return finding.following("GV121 (gradcheck)") if same else finding
 
 
 def _skip(ctx: CheckContext) -> Outcome | None:

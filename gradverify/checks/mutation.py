@@ -68,6 +68,9 @@ class MutationCheck(Check):
                                               "forward_ad", "vmap", "device", "compile")})
     """A forward that writes into its input changes what every later run starts from: the
     comparisons of these checks would blame layouts or precision for it."""
+    explains_protection = ("GV222", "GV223")
+    """A backward that writes into a saved tensor or its incoming gradient makes the next
+    backward on the same graph (gradcheck's, determinism's) fail autograd's version check."""
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch

@@ -219,9 +219,9 @@ def _targets(ctx: CheckContext, base: Args, applied: Applied) -> list[tuple[str,
     targets: list[tuple[str, Any]] = [(f"input {n!r}", i) for i, n in enumerate(base.names)
                                       if tk.is_tensor(base.values[i])]
     targets += [(f"output {j}", ("out", j)) for j, _ in applied.tensors]
-    # mark_dirty Functions run on clones: the caller's input is not theirs
+    # targets that write into their inputs run on copies: the caller's input is not theirs
     return [(label, which) for label, which in targets
-            if not (isinstance(which, int) and ctx.info.uses_mark_dirty)]
+            if not (isinstance(which, int) and ctx.info.writes_inputs)]
 
 
 def _fresh_run(ctx: CheckContext, which: Any) -> tuple[Applied, torch.Tensor]:
@@ -229,7 +229,7 @@ def _fresh_run(ctx: CheckContext, which: Any) -> tuple[Applied, torch.Tensor]:
     from gradverify.checks import _calls as calls
 
     args = ctx.args("double")
-    run = calls.apply(ctx.info, args, protect_inputs=ctx.info.uses_mark_dirty)
+    run = calls.apply(ctx.info, args, protect_inputs=ctx.info.writes_inputs)
     tensor = run.outputs[which[1]] if isinstance(which, tuple) else args.values[which]
     return run, tensor
 

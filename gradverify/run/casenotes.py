@@ -1,7 +1,10 @@
 """Findings about a case as a whole rather than one check: global state the target changed
 (GV012), a case that verified nothing (GV013), threads and processes left running (GV015),
-running out of memory (GV016), and an internal error while setting the case up (GV011)."""
+running out of memory (GV016), an internal error while setting the case up (GV011), and
+findings that are consequences of another check's finding in the same case."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gradverify import torchstate
 from gradverify.context import CheckContext
@@ -122,3 +125,25 @@ def state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> li
             hint="use context managers (with torch.no_grad(): ...) instead of global setters "
                  "inside forward/backward, so the caller's settings survive the call"))
     return findings
+
+
+def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
+    """Findings that report autograd refusing a backward because an earlier in-place write
+    changed what it saved, in a case where a check found that write (``explains_protection``),
+    marked as its consequence: the root cause is said once, with its own advice."""
+    from gradverify.checks._tensors import is_protection_text
+    from gradverify.registry import REGISTRY
+
+    root = next((f"{f.code} ({row.name})" for row in rows if row.name in REGISTRY
+                 for f in row.findings if f.code in REGISTRY[row.name].explains_protection),
+                None)
+    if root is None:
+        return rows
+    marked = []
+    for row in rows:
+        findings = tuple(
+            f.following(root) if f.severity != Severity.INFO and f.consequence_of is None
+            and not root.startswith(f.code) and is_protection_text(f.message) else f
+            for f in row.findings)
+        marked.append(replace(row, findings=findings) if findings != row.findings else row)
+    return marked

@@ -184,6 +184,7 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
         rows.setup_failed(casenotes.inputs_failed(exc, ctx), ctx)
     rows.restore()
+    rows.checks = casenotes.consequences_marked(rows.checks)
     rows.checks += casenotes.global_state_row(info, rows.state, rows.changed)
     rows.checks += casenotes.left_running_row(ctx, running)
     return CaseResult(target=info.target, spec=spec.path, case=case.name,
@@ -287,15 +288,13 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str
 
 
 def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> str | None:
-    """Why ``check`` would be meaningless here, or None. A prerequisite failed (an *expected*
-    failure blocks too, unless the check declares it runs after one: gradgradcheck checks the
-    derivative of a declared surrogate gradient, which is well defined); or an earlier check
-    found a defect that makes this one's results consequences of it (forward writing into its
-    input: every later comparison of runs would blame something else)."""
+    """Why ``check`` cannot run here, or None. A prerequisite failed (expectedly or not:
+    autograd rejects backward's result); or an earlier check found a defect that makes this
+    one's results consequences of it (forward writing into its input: every later comparison
+    of runs would blame something else)."""
     for name in check.requires:
         status = results[name].status if name in results else None
-        if status in (Status.FAIL, Status.ERROR) or \
-                (status == Status.XFAIL and name not in check.runs_after_expected_failure_of):
+        if status in (Status.FAIL, Status.ERROR, Status.XFAIL):
             return f"skipped: {name} failed"
     for name, result in results.items():
         invalidates = REGISTRY[name].invalidates if name in REGISTRY else {}

@@ -30,6 +30,26 @@ class CubeDetached(Function):
         return grad * 3 * x.detach() ** 2
 
 
+class WrongFactorDetached(Function):
+    """Two defects: the first derivative's factor is wrong (2x^2 for x^3) and its own
+    derivative is silently zero (detached). Bare gradgradcheck fails on the second whatever
+    the first: both must show in one run (the check runs after a gradcheck failure)."""
+
+    EXPECT = ("gradgradcheck", "GV141", "x")
+    ALSO = ("gradcheck", "GV121")
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x.detach() ** 2
+
+
 class NumpyBackward(Function):
     EXPECT = ("gradgradcheck", "GV142", "x")
     SPEC = VEC
