@@ -102,7 +102,8 @@ def numerical_columns(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[
 
     with torch.no_grad():
         base = pick(fn(*inputs))
-        x = inputs[i].detach().clone()
+        # contiguous, so that `flat` is a view of x whatever layout the input had
+        x = inputs[i].detach().clone(memory_format=torch.contiguous_format)
         flat = x.view(-1)
         central = [torch.zeros(b.numel(), len(cols), dtype=torch.float64) for b in base]
         left = [c.clone() for c in central]
@@ -143,9 +144,10 @@ def analytical_rows(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[to
     for r in range(n_rows):
         if projected:
             g = rows.reshape(out.shape).to(out.dtype)
-        else:
-            g = torch.zeros_like(out)
-            g.view(-1)[int(rows[r])] = 1
+        else:  # a one-hot row, contiguous whatever the output's layout (an einsum's, say)
+            g = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
+            g[int(rows[r])] = 1
+            g = g.reshape(out.shape)
         grads = torch.autograd.grad(out, leaves, g, retain_graph=True, allow_unused=True)
         for i, gi in enumerate(grads):
             if gi is not None:

@@ -30,6 +30,23 @@ class SinWrongSign(Function):
         return -grad * x.cos()
 
 
+class TransposedOutputWrongFactor(Function):
+    """Its output is a non-contiguous view (a transpose, as einsum returns): the Jacobian
+    diagnosis must not crash on it (it once wrote one-hot rows with .view(-1)), and must
+    name the input."""
+
+    EXPECT = ("gradcheck", "GV121", "x")
+    SPEC = MAT
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.einsum("ij->ji", x * 2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.t() * 3
+
+
 class SquareMissingFactor(Function):
     EXPECT = ("gradcheck", "GV121", "x")
     PATTERN = "off by a constant factor 0.5"
