@@ -34,6 +34,14 @@ def is_strided(t: torch.Tensor) -> bool:
     return t.layout == torch.strided
 
 
+_PERMUTED = {
+    "transposed": lambda n: [*range(n - 2), n - 1, n - 2] if n >= 2 else None,
+    "leading dims permuted": lambda n: [*range(n - 3), n - 2, n - 3, n - 1] if n >= 3 else None,
+    "reversed strides": lambda n: list(range(n))[::-1] if n >= 3 else None,
+}
+"""Memory orders (outermost dim first) of the permuted layouts ``noncontiguous`` makes."""
+
+
 def layout_copy(t: torch.Tensor) -> torch.Tensor:
     """A differentiable copy of ``t`` with its strides (``clone`` makes a strided slice of a
     larger buffer contiguous, which would hide what the layout check varies); a plain clone
@@ -254,16 +262,21 @@ def is_protection_text(text: str) -> bool:
 
 
 def noncontiguous(t: torch.Tensor, how: str) -> torch.Tensor | None:
-    """The same values in other memory: ``transposed`` storage (dim >= 2) or ``strided`` (every
-    other element of a larger buffer). None when the layout does not apply (sparse kinds, fewer
-    than two elements)."""
+    """The same values in other memory: ``transposed`` storage (the last two dims, dim >= 2),
+    ``leading dims permuted`` (the two dims before the last swapped in memory, dim >= 3: the
+    gradient of an attention output that is ``transpose(1, 2).reshape(...)``-ed downstream),
+    ``reversed strides`` (every dim's order reversed, column-major, dim >= 3) or ``strided``
+    (every other element of a larger buffer). None when the layout does not apply (sparse
+    kinds, too few elements or dims)."""
     if t.numel() < 2 or not is_strided(t):
         return None
     with torch.no_grad():
-        if how == "transposed":
-            if t.dim() < 2 or t.shape[-1] < 2 or t.shape[-2] < 2:
+        if how in _PERMUTED:
+            order = _PERMUTED[how](t.dim())
+            if order is None:
                 return None
-            out = t.detach().transpose(-1, -2).contiguous().transpose(-1, -2)
+            inverse = [order.index(d) for d in range(t.dim())]
+            out = t.detach().permute(order).contiguous().permute(inverse)
         elif how == "strided":
             if not t.dim():
                 return None

@@ -1,9 +1,12 @@
 """layout: non-contiguous inputs and incoming gradients must give the same results.
 
 Kernels that read ``data_ptr`` as if memory were contiguous are a top source of silently wrong
-gradients. Inputs are given transposed storage and strided (every other element) storage;
-incoming gradients are given those layouts and the expanded stride-0 layout that
-``out.sum().backward()`` produces. Outputs and gradients must equal the contiguous ones.
+gradients, and ``.view`` on a tensor a caller permuted a top source of crashes. Inputs and
+incoming gradients are given transposed storage, permuted leading dims (an attention output
+``transpose(1, 2).reshape(...)``-ed downstream hands backward such a gradient), fully reversed
+strides and strided (every other element) storage; incoming gradients also the expanded
+stride-0 layout that ``out.sum().backward()`` produces. Outputs and gradients must equal the
+contiguous ones.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from gradverify.results import Finding, Severity
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
 
-LAYOUTS = ("transposed", "strided")
+LAYOUTS = ("transposed", "leading dims permuted", "reversed strides", "strided")
 
 
 CODES = (
@@ -139,13 +142,20 @@ class LayoutCheck(Check):
         if isinstance(expected, Exception):
             return
         if isinstance(got, Exception):
+            viewed = "view size is not compatible" in str(got)
+            what = "the incoming gradient" if input_name is None else f"{input_name!r}"
             outcome.add(Finding(
                 raise_code, Severity.ERROR,
-                f"with {label}, the Function raised {calls.describe_exception(got)}",
+                f"with {label}, the Function raised {calls.describe_exception(got)}"
+                + (f": it calls .view() on {what}, which is not contiguous here"
+                   if viewed else ""),
                 input=input_name, output=output,
                 location=calls.user_location(got, ctx.info) or ctx.location,
-                hint="call .contiguous() on tensors before handing them to a kernel that "
-                     "assumes contiguous memory"))
+                hint="use .reshape(...) instead of .view(...), or call .contiguous() first: "
+                     "callers hand over permuted and transposed tensors (a downstream "
+                     "transpose(1, 2).reshape(...) permutes the incoming gradient's dims)"
+                if viewed else "call .contiguous() on tensors before handing them to a kernel "
+                               "that assumes contiguous memory"))
             return
         outs, grads = got
         ref_outs, ref_grads = expected

@@ -56,6 +56,30 @@ class GradContiguousAssumed(Function):
         return (flat * 2).reshape(grad.shape)
 
 
+class AttentionGradView(Function):
+    """Scales a [B, H, L, D] attention output per head; backward starts with
+    grad.view(B * H, L, D), as fused attention kernels do. Every check passed it, yet it
+    crashes a user's first training step: the output is transpose(1, 2).reshape(...)-ed
+    downstream, so the incoming gradient's leading dims are permuted in memory."""
+
+    EXPECT = ("layout", "GV254", None)
+    PATTERN = "calls .view() on the incoming gradient"
+    SPEC = spec_for(q={"shape": [2, 3, 4, 5]}, scale={"shape": [3], "requires_grad": False})
+
+    @staticmethod
+    def forward(ctx, q, scale):
+        ctx.save_for_backward(scale)
+        b, h, seq, d = q.shape
+        return (q.reshape(b * h, seq, d) * scale.repeat(b)[:, None, None]).view(b, h, seq, d)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (scale,) = ctx.saved_tensors
+        b, h, seq, d = grad.shape
+        flat = grad.view(b * h, seq, d)  # crashes on a permuted incoming gradient
+        return (flat * scale.repeat(b)[:, None, None]).view(b, h, seq, d), None
+
+
 # ============================================================================ correct
 
 
