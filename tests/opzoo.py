@@ -82,6 +82,25 @@ def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Tensor, Any]:
     return vsin(x), in_dims[0]
 
 
+@torch.library.custom_op("gvtest::halves", mutates_args=())
+def halves(x: Tensor) -> tuple[list[Tensor], int]:
+    """A Tensor[] and an int: its vmap rule gives the int out_dims None (issue 26)."""
+    n = x.shape[-1] // 2
+    return [x[..., :n].clone(), x[..., n:].clone()], n
+
+
+@halves.register_fake
+def _(x: Tensor) -> tuple[list[Tensor], int]:
+    n = x.shape[-1] // 2
+    return [x.new_empty(*x.shape[:-1], n), x.new_empty(*x.shape[:-1], x.shape[-1] - n)], n
+
+
+@halves.register_vmap
+def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Any, Any]:
+    x = x.movedim(in_dims[0], 0) if in_dims[0] is not None else x
+    return halves(x), ([0, 0], None)
+
+
 _LIB = torch.library.Library("gvtest", "FRAGMENT")
 _LIB.define("composite(Tensor x) -> Tensor")
 _LIB.impl("composite", lambda x: torch.sin(x) * 2, "CompositeImplicitAutograd")

@@ -22,7 +22,7 @@ import opzoo  # noqa: E402
 HERE = Path(__file__).resolve().parent
 SPECS = HERE / "specs_ops"
 CORRECT = ["sin", "sin_cos", "sin_into", "repeat_rows", "relu_where", "vsin", "composite",
-           "two_functions", "affine"]
+           "two_functions", "affine", "halves"]
 BUGS = {  # spec -> (the check that owns the bug, its code, the argument or parameter named)
     "sin_undeclared": ("op_schema", "GV401", "stats"),
     "sin_no_autograd": ("op_autograd_registration", "GV412", "x"),

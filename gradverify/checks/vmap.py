@@ -96,7 +96,6 @@ class VmapCheck(Check):
         import torch
 
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _compare as cmp
 
         info = ctx.info
         generator = ctx.generator("vmap")
@@ -108,14 +107,18 @@ class VmapCheck(Check):
             values = list(args.values)
             for i, t in zip(batched, tensors):
                 values[i] = t
+            if info.writes_inputs:  # as users call an in-place Function: on a non-leaf
+                values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
             out = info.cls.apply(*values)
             return out if isinstance(out, tuple) else (out,)
 
         inputs = [stacks[i] for i in batched]
         loop = [call(*[t[b] for t in inputs]) for b in range(BATCH)]
         rule = "register_vmap rule" if info.kind == CUSTOM_OP else "vmap staticmethod"
+        # non-tensor outputs (an int beside a Tensor[]) are not batched: out_dims None
+        out_dims = tuple(0 if _tensors_in(o) else None for o in loop[0])
         try:
-            mapped = torch.func.vmap(call)(*inputs)
+            mapped = torch.func.vmap(call, out_dims=out_dims)(*inputs)
         except NotImplementedError as exc:
             return str(exc) or "NotImplementedError"
         except Exception as exc:  # noqa: BLE001 -- user code or torch.func
@@ -129,22 +132,40 @@ class VmapCheck(Check):
                                     "torch ops")))
             return None
         for j, out in enumerate(mapped):
-            if not isinstance(out, torch.Tensor):
-                continue
-            expected = torch.stack([row[j] for row in loop])
-            if expected.shape != out.shape or not torch.allclose(out, expected, rtol=1e-7,
-                                                                 atol=1e-9):
-                worst = cmp.max_difference(out, expected)[0] if expected.shape == out.shape \
-                    else float("inf")
-                outcome.add(Finding(
-                    "GV311", Severity.ERROR,
-                    f"vmap's output {j}{label} differs from a loop over the batch "
-                    f"(by {worst:.3g}, shapes {list(out.shape)} vs {list(expected.shape)})",
-                    output=j, location=info.forward_location,
-                    hint=f"the {rule} returns wrong values or out_dims"))
+            self._against_loop(ctx, j, out, [row[j] for row in loop], label, rule, outcome)
         if info.kind != CUSTOM_OP:  # torch.func.grad cannot differentiate through an op
             self._gradients(ctx, call, inputs, [args.names[i] for i in batched], outcome)
         return None
+
+    @staticmethod
+    def _against_loop(ctx: CheckContext, j: int, out: Any, rows: list[Any], label: str,
+                      rule: str, outcome: Outcome) -> None:
+        """GV311 when vmap's output ``j`` (a tensor, a list of them, or a value that is not
+        batched) differs from the loop's ``rows``."""
+        import torch
+
+        from gradverify.checks import _compare as cmp
+
+        pairs = [(out, torch.stack(rows))] if isinstance(out, torch.Tensor) else \
+            [(o, torch.stack([row[k] for row in rows])) for k, o in enumerate(out)] \
+            if _tensors_in(out) else []
+        if not pairs and all(row == out for row in rows):
+            return
+        for got, expected in pairs or [(out, rows[0])]:
+            same = isinstance(got, torch.Tensor) and expected.shape == got.shape and \
+                torch.allclose(got, expected, rtol=1e-7, atol=1e-9)
+            if same:
+                continue
+            shapes = (f"shapes {list(got.shape)} vs {list(expected.shape)}"
+                      if isinstance(got, torch.Tensor) else f"{got!r} vs {expected!r}")
+            worst = cmp.max_difference(got, expected)[0] if isinstance(got, torch.Tensor) \
+                and expected.shape == got.shape else float("inf")
+            outcome.add(Finding(
+                "GV311", Severity.ERROR,
+                f"vmap's output {j}{label} differs from a loop over the batch "
+                f"(by {worst:.3g}, {shapes})", output=j, location=ctx.info.forward_location,
+                hint=f"the {rule} returns wrong values or out_dims"))
+            return
 
     @staticmethod
     def _gradients(ctx: CheckContext, call: Any, inputs: list[Any], names: list[str],
@@ -185,6 +206,15 @@ class VmapCheck(Check):
                         input=name, location=ctx.location,
                         hint="backward (or the vmap rule) mixes samples of the batch"))
                     return
+
+
+def _tensors_in(value: Any) -> bool:
+    """A tensor, or a list or tuple of them (an op's Tensor[] output): what vmap batches."""
+    import torch
+
+    return isinstance(value, torch.Tensor) or (
+        isinstance(value, (list, tuple)) and bool(value)
+        and all(isinstance(v, torch.Tensor) for v in value))
 
 
 def _unsupported(info: Any) -> str | None:

@@ -78,3 +78,31 @@ class ExplicitVmapScale(Function):
     @staticmethod
     def vmap(info, in_dims, x, factor):
         return ExplicitVmapScale.apply(x, factor), in_dims[0]
+
+
+class InplaceExpVmap(Function):
+    """exp_ in place with mark_dirty and a vmap staticmethod (torch's own NumpyExp_ pattern).
+    Users apply it to a non-leaf; a per-sample-gradient probe that calls it on a leaf meets
+    autograd's leaf error (a false GV313): the probe must call it as users do, on a copy."""
+
+    EXPECT = None
+    SPEC = spec_for(x={"shape": [4]})
+
+    @staticmethod
+    def forward(x):
+        return x.exp_()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (result,) = ctx.saved_tensors
+        return grad * result
+
+    @staticmethod
+    def vmap(info, in_dims, x):
+        InplaceExpVmap.apply(x)
+        return x, in_dims[0]
