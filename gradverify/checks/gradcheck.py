@@ -66,6 +66,14 @@ CODES = (
          "gradcheck then compares float64 finite differences with float32 results, so it fails "
          "or passes for the wrong reason.",
          "", "Support float64, or use `reference:`, which checks the working dtype directly."),
+    Code("GV128", "input-held-constant",
+         "An input that requires no grad cannot become float64 (a frozen tensor subclass, such "
+         "as a quantized weight kept in bfloat16): gradient checks hold it as it is, a "
+         "constant of the case, and differentiate the other inputs.",
+         "Gradient checks need float64; a frozen input that cannot be converted is verified "
+         "around rather than refused, and the report says so.",
+         "def make_inputs(dtype):\n    return torch.randn(3, 4, dtype=dtype), QuantWeight(w)",
+         "Nothing to fix; give a plain float copy of the weight to also check its gradient."),
     Code("GV127", "gradient-not-linear-in-incoming-gradient",
          "backward's result for an input is not linear in the incoming gradient: "
          "backward(-2 * g) differs from -2 * backward(g) for a signed random g. A backward "
@@ -186,6 +194,12 @@ class GradcheckCheck(Check):
 
     @staticmethod
     def _notes(ctx: CheckContext, entries: int, outcome: Outcome) -> None:
+        for name, what in ctx.maker.constants.items():
+            outcome.add(Finding(
+                "GV128", Severity.INFO,
+                f"{name!r} ({what}, requires no grad) cannot become float64: held as a "
+                "constant of the case; the other inputs' gradients are verified", input=name,
+                hint="give a plain float copy of it in another case to check its gradient too"))
         if outcome.mode == "fast":
             outcome.add(Finding(
                 "GV123", Severity.INFO,

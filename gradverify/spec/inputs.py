@@ -115,6 +115,9 @@ class InputMaker:
         self.seed = seed
         self.device = device
         self._cache: dict[str, Args] = {}
+        self.constants: dict[str, str] = {}
+        """Inputs held as they are in every role: a factory's frozen tensor that cannot become
+        float64 (a quantized weight kept in bfloat16), by name, with what it is."""
         self.groups: tuple[int | None, ...] = ()
         """Per argument, the length of an op's tensor list spread into inputs, else None."""
 
@@ -241,8 +244,10 @@ class InputMaker:
                              code="GV006", where=self.info.target) from None
         values = self._factory_values(result)
         shown = names_for(self.info, len(values))
+        self.constants = _constants(values, shown, wanted)
         if "dtype" in kwargs:
-            _require_double(values, shown, factory_name, wanted, self.info.target)
+            _require_double(values, shown, factory_name, wanted, self.info.target,
+                            set(self.constants))
         diff = [isinstance(v, torch.Tensor) and v.requires_grad for v in values]
         if not any(diff):
             # Users forget requires_grad; treat every floating tensor as differentiable then.
@@ -295,14 +300,35 @@ def _inexact(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
 
 
+def _constants(values: list[Any], names: list[str], wanted: torch.dtype) -> dict[str, str]:
+    """The factory's inputs that require no grad and cannot become ``wanted`` (the conversion
+    raises or keeps their dtype: a tensor subclass that stays quantized): constants of the
+    case, verified around (gradient checks differentiate the other inputs only)."""
+    import torch
+
+    found = {}
+    for name, value in zip(names, values):
+        if not _inexact(value) or value.requires_grad or value.dtype == wanted:
+            continue
+        try:
+            converted = value.detach().to(wanted)
+        except Exception:  # noqa: BLE001 -- a subclass's own refusal
+            converted = None
+        if not isinstance(converted, torch.Tensor) or converted.dtype != wanted:
+            found[name] = (f"{type(value).__name__} in "
+                           f"{str(value.dtype).removeprefix('torch.')}")
+    return found
+
+
 def _require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,
-                    target: str) -> None:
+                    target: str, constants: set[str]) -> None:
     """A factory that takes ``dtype`` must honour it: a gradient check in float32 would
-    compare finite differences against float32 round-off (DESIGN §3)."""
+    compare finite differences against float32 round-off (DESIGN §3). ``constants`` (frozen
+    inputs that cannot be converted) are exempt."""
     import torch
 
     for name, value in zip(names, values):
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor) or name in constants:
             continue
         low = (value.is_floating_point() and value.dtype != torch.float64) or \
             (value.is_complex() and value.dtype != torch.complex128)
@@ -330,7 +356,11 @@ def _converted(args: Args, *, double: bool, working: str = "float32") -> Args:
     values = []
     for v in args.values:
         if isinstance(v, torch.Tensor) and (v.is_complex() or v.is_floating_point()):
-            v = v.detach().to(cplx if v.is_complex() else real)
+            try:
+                v = v.detach().to(cplx if v.is_complex() else real)
+            except Exception:  # a frozen subclass refusing: a constant (re-raised otherwise)
+                if v.requires_grad:
+                    raise
         values.append(v)
     return Args(list(args.names), values, list(args.differentiable))
 
