@@ -116,7 +116,7 @@ class VmapCheck(Check):
         loop = [call(*[t[b] for t in inputs]) for b in range(BATCH)]
         rule = "register_vmap rule" if info.kind == CUSTOM_OP else "vmap staticmethod"
         # non-tensor outputs (an int beside a Tensor[]) are not batched: out_dims None
-        out_dims = tuple(0 if _tensors_in(o) else None for o in loop[0])
+        out_dims: Any = tuple(0 if _tensors_in(o) else None for o in loop[0])
         try:
             mapped = torch.func.vmap(call, out_dims=out_dims)(*inputs)
         except NotImplementedError as exc:

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,15 +92,23 @@ def snapshot() -> Running:
                    frozenset(_descendants(os.getpid())))
 
 
+GRACE_S = 0.5
+"""How long threads a case started may take to finish after it, before they count as left."""
+
+
 def since(before: Running) -> tuple[list[str], list[int]]:
-    """Threads (by name) and processes (by pid) started since ``before`` and still running."""
-    now = snapshot()
+    """Threads (by name) and processes (by pid) started since ``before`` and still running
+    (threads given ``GRACE_S`` to finish: work handed off a moment before the case ended)."""
     torch_dir = _torch_dir()
-    threads = [t.name for t in threading.enumerate()
-               if t.ident is not None and t.ident not in before.threads and t.is_alive()
-               and not _torch_thread(t, torch_dir)]
-    started = set(now.processes - before.processes)
-    return threads, sorted(started - _torch_processes(started, torch_dir))
+    new_threads = [t for t in threading.enumerate()
+                   if t.ident is not None and t.ident not in before.threads
+                   and not _torch_thread(t, torch_dir)]
+    deadline = time.monotonic() + GRACE_S
+    for thread in new_threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    new_processes = set(snapshot().processes - before.processes)
+    return ([t.name for t in new_threads if t.is_alive()],
+            sorted(new_processes - _torch_processes(new_processes, torch_dir)))
 
 
 def kill(pids: list[int]) -> None:

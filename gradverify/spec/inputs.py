@@ -353,16 +353,33 @@ def _converted(args: Args, *, double: bool, working: str = "float32") -> Args:
         real = getattr(torch, working) if working in FLOATING else (
             torch.float64 if working == "complex128" else torch.float32)
         cplx = torch.complex128 if working in ("float64", "complex128") else torch.complex64
-    values = []
-    for v in args.values:
-        if isinstance(v, torch.Tensor) and (v.is_complex() or v.is_floating_point()):
-            try:
-                v = v.detach().to(cplx if v.is_complex() else real)
-            except Exception:  # a frozen subclass refusing: a constant (re-raised otherwise)
-                if v.requires_grad:
-                    raise
-        values.append(v)
+    values = [_convert(v, real, cplx) for v in args.values]
     return Args(list(args.names), values, list(args.differentiable))
+
+
+def _convert(value: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
+    """``value`` with every floating and complex tensor in it converted: top-level, inside
+    lists and tuples, and an ``nn.Module``'s parameters and buffers (on a copy)."""
+    import copy
+
+    import torch
+
+    if isinstance(value, torch.Tensor) and (value.is_complex() or value.is_floating_point()):
+        try:
+            return value.detach().to(cplx if value.is_complex() else real)
+        except Exception:  # a frozen subclass refusing: a constant (re-raised otherwise)
+            if value.requires_grad:
+                raise
+            return value
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_convert(v, real, cplx) for v in value)
+    if isinstance(value, torch.nn.Module):
+        module = copy.deepcopy(value)
+        for tensor in [*module.parameters(), *module.buffers()]:
+            if tensor.is_floating_point() or tensor.is_complex():
+                tensor.data = tensor.data.to(cplx if tensor.is_complex() else real)
+        return module
+    return value
 
 
 def _generate(arg: TensorArg, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:

@@ -140,3 +140,31 @@ class NearlyEqualDifference(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, -grad if ctx.needs_input_grad[1] else None
+
+
+def make_list_and_module(generator):
+    x = torch.randn(2, 3, generator=generator, dtype=torch.float64)
+    pair = [torch.randn(4, generator=generator, dtype=torch.float64) for _ in range(2)]
+    layer = torch.nn.Linear(3, 4, dtype=torch.float64)
+    with torch.no_grad():
+        layer.weight.copy_(torch.randn(4, 3, generator=generator, dtype=torch.float64))
+        layer.bias.copy_(torch.randn(4, generator=generator, dtype=torch.float64))
+    return x.requires_grad_(), pair, layer
+
+
+class ListAndModuleArgs(Function):
+    """Takes a list of tensors and an nn.Module. naive precision: only top-level tensors are
+    rounded to the working dtype, so the float32 run mixes in float64 list items and module
+    weights (forward raises on float32 @ float64, or float32 is compared with float64)."""
+
+    SPEC = {"cases": [{"name": "c", "factory": "zoo:make_list_and_module", "dtype": "float32"}]}
+
+    @staticmethod
+    def forward(ctx, x, pair, layer):
+        ctx.save_for_backward(layer.weight, pair[0])
+        return layer(x) * pair[0] + pair[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        weight, scale = ctx.saved_tensors
+        return (grad * scale) @ weight, None, None

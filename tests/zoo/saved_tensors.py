@@ -5,6 +5,8 @@ would flag (view, sparse, integer and empty outputs or saved tensors).
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
@@ -263,3 +265,22 @@ class ZeroSizeBatch(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return 2 * x * grad
+
+
+class OutputHeldByPendingWork(Function):
+    """Hands its output to background work that holds it for a moment (as torch.jit.fork
+    futures do). naive cycle check: the output is still referenced right after the caller
+    drops it, so "kept on ctx" fires; it is let go without the garbage collector, so it is
+    not a cycle."""
+
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        out = x * 2
+        threading.Timer(0.05, lambda held: None, args=(out,)).start()
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
