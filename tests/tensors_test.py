@@ -144,3 +144,39 @@ def test_fresh_leaves_keep_the_class(name):
     copy = fresh_leaf(t, grad)
     assert type(copy) is type(t) and copy.requires_grad == grad and copy.is_leaf
     assert tk.same_values(copy, t)
+
+
+def _view_made_in_no_grad() -> None:
+    x = torch.randn(3, requires_grad=True).clone()
+    with torch.no_grad():
+        view = x[:2]
+    view.mul_(2)
+
+
+def _view_made_in_inference_mode() -> None:
+    base = torch.randn(3, requires_grad=True).clone()
+    with torch.inference_mode():
+        view = base.view(3)
+    view.mul_(2)
+
+
+def _inference_tensor_changed() -> None:
+    with torch.inference_mode():
+        made = torch.ones(3)
+    made.mul_(2)
+
+
+def _one_of_several_views() -> None:
+    first, _ = torch.randn(2, 3, requires_grad=True).clone().unbind(0)
+    first.mul_(2)
+
+
+@pytest.mark.parametrize("refused", [_view_made_in_no_grad, _view_made_in_inference_mode,
+                                     _inference_tensor_changed, _one_of_several_views],
+                         ids=lambda f: f.__name__)
+def test_every_in_place_refusal_of_autograd_is_protection(refused):
+    """autograd refuses an in-place change with more than the version-counter message: each is
+    protection, not a defect (a false GV213 before)."""
+    with pytest.raises(RuntimeError) as info:
+        refused()
+    assert tk.is_protection(info.value), str(info.value)

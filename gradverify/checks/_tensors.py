@@ -245,6 +245,7 @@ _PROTECTION = (
     # a view made under no_grad or inference mode, or one of several views, changed in place
     "is being modified inplace",
     "output views to be modified inplace",
+    "Inplace update to inference tensor outside InferenceMode",
 )
 
 
