@@ -174,3 +174,51 @@ def test_dtype_aliases_and_defaults():
     assert (a.resolved_init, b.resolved_init, c.resolved_init) == ("randn", "randint", "bernoulli")
     assert a.differentiable and not b.differentiable and not c.differentiable
     assert FLOATING.isdisjoint(COMPLEX)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1e-5", 1e-5), ("1E5", 1e5), (".5", 0.5), ("-2.5e3", -2500.0), ("+1e0", 1.0),
+    ("1.0e-5", 1e-5), ("3", 3), ("0x10", 16), ("e5", "e5"), ("1e", "1e"), ("1.2.3", "1.2.3"),
+    ("'1e-5'", "1e-5"),
+])
+def test_numbers_read_as_python_and_yaml_1_2_read_them(text, expected):
+    from gradverify.spec.yamlio import load_documents
+
+    ((doc, _),) = load_documents(f"value: {text}\n", "s.yaml")
+    assert doc["value"] == expected and type(doc["value"]) is type(expected)
+
+
+@pytest.mark.parametrize("value", [1e-5, 1e5, 1e300, -3.25e-8, 0.5, 2.0, float("inf"), 7])
+def test_numbers_are_written_to_read_back_as_the_same_type_by_any_yaml(value):
+    import yaml
+
+    from gradverify.spec.yamlio import flow_scalar, load_documents
+
+    text = flow_scalar(value)
+    ((doc, _),) = load_documents(f"value: {text}\n", "s.yaml")
+    for loaded in (doc["value"], yaml.safe_load(text)):  # ours (YAML 1.2) and PyYAML's 1.1
+        assert loaded == value and type(loaded) is type(value), (text, loaded)
+
+
+def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
+    from gradverify.target import introspect
+
+    module = tmp_path / "epsmod.py"
+    module.write_text("from torch.autograd import Function\n\n"
+                      "class AddEps(Function):\n    @staticmethod\n"
+                      "    def forward(ctx, x, eps: float):\n        return x + eps\n\n"
+                      "    @staticmethod\n    def backward(ctx, grad):\n        return grad, None\n")
+    import importlib.util
+
+    spec_obj = importlib.util.spec_from_file_location("epsmod", module)
+    loaded = importlib.util.module_from_spec(spec_obj)
+    spec_obj.loader.exec_module(loaded)
+    (spec,) = load_text("cases:\n  - name: a\n    args: {x: {shape: [3]}, eps: 1e-5}\n"
+                        "  - name: b\n    args: {x: {shape: [3]}, eps: 'tiny'}\n", "s.yaml")
+    from gradverify.spec.binding import bind
+
+    info = introspect(loaded.AddEps)
+    assert bind(spec.cases[0], info, spec).args[1].value == 1e-5
+    with pytest.raises(SpecError, match="annotated float and needs a float") as raised:
+        bind(spec.cases[1], info, spec)
+    assert "s.yaml:4" in str(raised.value) and "cases[1].args.eps" in str(raised.value)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
-from gradverify.spec.model import COMPLEX, Case, SeqArg, Spec, TensorArg
+from gradverify.spec.model import COMPLEX, Case, SeqArg, Spec, TensorArg, ValueArg
 from gradverify.target import _MISSING, FunctionInfo, Param
 
 MAX_CASE_BYTES = 2 * 1024**3
@@ -34,11 +34,11 @@ def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
     """Match a case's args to forward's parameters; SpecError (exit 3) when they do not fit.
     A module target's parameters follow forward's arguments, bound to the module's values."""
     if not info.parameters:
-        return _bind(case, info, spec)
+        return _typed(_bind(case, info, spec), info, case, spec)
     from gradverify.kinds import ModuleParameter
 
     forward = replace(info, params=info.params[: len(info.params) - len(info.parameters)])
-    bound = _bind(case, forward, spec)
+    bound = _typed(_bind(case, forward, spec), forward, case, spec)
     if case.factory:
         return bound
     return Bound(bound.names + info.parameters,
@@ -162,6 +162,33 @@ def _signature(info: FunctionInfo) -> str:
 def _show_param(p: Param) -> str:
     prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
     return f"{prefix}{p.name}" + ("" if p.default is _MISSING else f"={p.default!r}")
+
+
+_NUMBERS = {"float": "a float", "SymFloat": "a float", "int": "an integer",
+            "SymInt": "an integer"}
+"""Annotations (Python's or an op schema's) a string argument cannot satisfy."""
+
+
+def _typed(bound: Bound, info: FunctionInfo, case: Case, spec: Spec) -> Bound:
+    """``bound``, unless a parameter annotated ``float`` or ``int`` is given a string (YAML 1.1
+    reads ``1e-5`` as one): a spec error at the case's line, never a crash in forward."""
+    annotations = {p.name: _annotation_name(p.annotation) for p in info.params}
+    for name, arg in zip(bound.names, bound.args):
+        wanted = _NUMBERS.get(annotations.get(name, ""))
+        if wanted and isinstance(arg, ValueArg) and arg.dim is None \
+                and isinstance(arg.value, str):
+            raise SpecError(f"{name!r} is annotated {annotations[name]} and needs {wanted}, but "
+                            f"the spec gives the string {arg.value!r}; write a number (1.0e-5, "
+                            "1e-5 and .5 are floats)", file=spec.path, line=case.line,
+                            key=f"{_case_key(case, spec)}.args.{name}")
+    return bound
+
+
+def _annotation_name(annotation: Any) -> str:
+    """``float`` for float, "float", "Optional[float]", "float | None" or a schema's "float?"."""
+    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    text = text.replace("typing.", "").replace("Optional[", "").rstrip("]?")
+    return text.split(" |")[0].strip()
 
 
 def _case_key(case: Case, spec: Spec) -> str:

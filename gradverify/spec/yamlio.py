@@ -5,6 +5,7 @@ never executed.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,14 @@ class LList(list[Any]):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    """Safe loading; numbers read as YAML 1.2 and Python read them: ``1e-5``, ``1E5`` and
+    ``.5`` are floats (YAML 1.1, PyYAML's default, reads ``1e-5`` as a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 MAX_NODES = 200_000
@@ -249,6 +257,17 @@ _YAML_WORDS = {"null", "true", "false", "yes", "no", "on", "off", "~"}
 """Words YAML 1.1 (PyYAML) reads as booleans or null, in any case."""
 
 
+def _float(value: float) -> str:
+    """A float that reads back as a float in YAML 1.1 too: ``1.0e-05``, not ``1e-05``."""
+    if value != value:
+        return ".nan"
+    if value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
+
+
 def flow_scalar(value: Any) -> str:
     """A Python value as a YAML flow scalar that reads back as the same value."""
     import json
@@ -257,7 +276,9 @@ def flow_scalar(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, int):
         return repr(value)
     text = str(value)
     if text and (text[0].isalpha() or text[0] == "_") and all(
