@@ -91,3 +91,26 @@ def test_the_search_ends_where_forward_runs_and_backs_off_no_further_than_needed
     # forward per halving of each dim (about log2(recorded / shrunk)).
     halvings = sum(recorded[d].bit_length() for d in recorded)
     assert forwards <= 2 + len(shrunk) + halvings
+
+
+def _weight(constant: float | None, dtype: str = "float32") -> dict:
+    arg = {"kind": "tensor", "shape": [8], "dtype": dtype, "device": "cpu",
+           "requires_grad": True, "layout": "strided", "finite": True, "sorted": True}
+    if constant is not None:
+        arg.update(constant=constant, positive=constant > 0)
+    return arg
+
+
+def test_a_recorded_constant_float_becomes_random_values_never_a_degenerate_one():
+    """A LayerNorm weight of ones or a zero bias: a backward that forgets the weight passes
+    on ones; the recorded spec must catch what a hand-written one does."""
+    from gradverify.recording.shrink import _tensor
+
+    for constant, init in ((1.0, "positive"), (0.0, None), (-2.5, None)):
+        factory: list[str] = []
+        spec, note = _tensor(_weight(constant), {}, [], "float32", True, factory, "weight")
+        assert spec.get("init") == init and "sorted" not in spec and not factory, spec
+        assert f"recorded constant {constant!r}" in note
+    spec, _ = _tensor({**_weight(None), "dtype": "int64", "constant": 0, "min": 0, "max": 0},
+                      {}, [], "float32", True, [], "index")
+    assert spec["init"] == "zeros"  # an integer constant (a mask, an index) keeps its value

@@ -169,6 +169,13 @@ def _tensor(arg: Mapping[str, Any], names: Mapping[int, str], siblings: Sequence
     if arg.get("onehot"):
         factory.append(f"{label} is one-hot along its last dim")
         return None, recorded
+    if constant is not None and floating:
+        # A weight of ones, a bias of zeros: a backward that forgets the weight passes on
+        # them. Random values (positive where the constant was) catch it.
+        if constant > 0:
+            spec["init"] = "positive"
+        return spec, "; ".join([*notes, f"recorded constant {constant!r}: random values here, "
+                                        "since a constant hides a missing factor"])
     if constant is not None:
         if constant in (0, 1):
             spec["init"] = "zeros" if constant == 0 else "ones"
