@@ -33,7 +33,7 @@ def test_collects_items_named_like_the_design(suite):
 
 def test_failures_carry_findings(suite):
     result = suite.runpytest("--gradverify", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=20, skipped=5)
+    result.assert_outcomes(failed=1, passed=21, skipped=4)
     result.stdout.fnmatch_lines(["*error: gradient for 'x' (output 0) is wrong: off by a constant "
                                  "factor 0.5*[GV121]*",
                                  "*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*"])
@@ -54,7 +54,7 @@ def test_nothing_without_the_flag(suite):
 def test_xdist(suite):
     result = suite.runpytest("--gradverify", "-n", "2", "--dist", "loadscope",
                              "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=20, skipped=5)
+    result.assert_outcomes(failed=1, passed=21, skipped=4)
 
 
 def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
@@ -64,7 +64,7 @@ def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
         "target: nowhere:Thing\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
     suite.makepyfile(test_unit="def test_mine():\n    assert True\n")
     result = suite.runpytest("--gradverify", "specs", "test_unit.py", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=3, passed=21, skipped=5)  # half, missing, ops:Bad gradcheck
+    result.assert_outcomes(failed=3, passed=22, skipped=4)  # half, missing, ops:Bad gradcheck
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*specs/half.yaml:5*[GV001]*", "*nowhere*[GV003]*",
                                  "*FAILED specs/half.yaml::spec*"])

@@ -207,7 +207,8 @@ def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
     module.write_text("from torch.autograd import Function\n\n"
                       "class AddEps(Function):\n    @staticmethod\n"
                       "    def forward(ctx, x, eps: float):\n        return x + eps\n\n"
-                      "    @staticmethod\n    def backward(ctx, grad):\n        return grad, None\n")
+                      "    @staticmethod\n    def backward(ctx, grad):\n"
+                      "        return grad, None\n")
     import importlib.util
 
     spec_obj = importlib.util.spec_from_file_location("epsmod", module)

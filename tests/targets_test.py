@@ -15,7 +15,7 @@ import torchversions
 from gradverify import verify
 from gradverify.results import Status
 
-torchversions.require_custom_ops(module=True)  # opzoo defines custom ops at import
+torchversions.require_test_ops(module=True)  # opzoo defines custom ops at import
 
 import opzoo  # noqa: E402
 

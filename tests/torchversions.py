@@ -10,11 +10,19 @@ def require(version: tuple[int, ...], what: str, *, module: bool = False) -> Non
     """Skip the calling test (or, with ``module``, the whole test module) on an older torch."""
     reason = torchcompat.too_old(version)
     if reason:
-        pytest.skip(f"{what} need {reason}", allow_module_level=module)
+        pytest.skip(f"{what}: need {reason}", allow_module_level=module)
 
 
 def require_custom_ops(*, module: bool = False) -> None:
     require(torchcompat.CUSTOM_OPS_TORCH, "custom ops (torch.library.custom_op, opcheck)",
+            module=module)
+
+
+def require_test_ops(*, module: bool = False) -> None:
+    """The test modules' own custom ops are written as users write them today: string
+    annotations (``from __future__ import annotations``, refused by torch 2.4's infer_schema)
+    and ``list[Tensor]`` (refused before torch 2.7)."""
+    require((2, 7), "the test ops (string annotations, list[Tensor] in signatures)",
             module=module)
 
 

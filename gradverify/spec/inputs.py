@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import InputError, did_you_mean
 from gradverify.results import InputInfo
+from gradverify.spec import convert
 from gradverify.spec.binding import Bound, Default, names_for, resolve_shape
 from gradverify.spec.model import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
 from gradverify.target import _MISSING, FunctionInfo
@@ -145,7 +146,7 @@ class InputMaker:
         values = [self._value(arg, role, generator) for arg in self.bound.args]
         diff = [(isinstance(arg, TensorArg) and arg.differentiable)
                 or (isinstance(arg, Default) and _is_parameter(arg.value)
-                    and _inexact(values[i])) for i, arg in enumerate(self.bound.args)]
+                    and convert.inexact(values[i])) for i, arg in enumerate(self.bound.args)]
         items = [[isinstance(i, TensorArg) and i.differentiable for i in arg.items]
                  if isinstance(arg, SeqArg) else None for arg in self.bound.args]
         return self._spread(Args(list(self.bound.names), values, diff), items)
@@ -172,7 +173,7 @@ class InputMaker:
             names += [f"{name}[{i}]" for i in range(len(value))]
             values += list(value)
             given = items[k] if k < len(items) else None
-            diff += given if given is not None else [_inexact(v) for v in value]
+            diff += given if given is not None else [convert.inexact(v) for v in value]
         return Args(names, values, diff)
 
     def _value(self, arg: Any, role: str, generator: torch.Generator) -> Any:
@@ -211,7 +212,7 @@ class InputMaker:
         from gradverify.kinds import module_parameter
 
         value = module_parameter(self.info, name).clone()
-        if role == "double" and _inexact(value):
+        if role == "double" and convert.inexact(value):
             value = value.to(torch.complex128 if value.is_complex() else torch.float64)
         return value.to(self.device)
 
@@ -244,9 +245,9 @@ class InputMaker:
                              code="GV006", where=self.info.target) from None
         values = self._factory_values(result)
         shown = names_for(self.info, len(values))
-        self.constants = _constants(values, shown, wanted)
+        self.constants = convert.constants(values, shown, wanted)
         if "dtype" in kwargs:
-            _require_double(values, shown, factory_name, wanted, self.info.target,
+            convert.require_double(values, shown, factory_name, wanted, self.info.target,
                             set(self.constants))
         diff = [isinstance(v, torch.Tensor) and v.requires_grad for v in values]
         if not any(diff):
@@ -257,7 +258,7 @@ class InputMaker:
         for name in self.info.parameters:  # a module's parameters follow forward's arguments
             shown.append(name)
             values.append(self._parameter(name, "double"))
-            diff.append(_inexact(values[-1]))
+            diff.append(convert.inexact(values[-1]))
         # A factory that ignores dtype gets its floating tensors converted, as YAML inputs are.
         return _converted(self._spread(Args(shown, values, diff), ()), double=True)
 
@@ -293,93 +294,6 @@ def _is_parameter(value: Any) -> bool:
 
     return isinstance(value, ModuleParameter)
 
-
-def _inexact(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
-
-
-def _constants(values: list[Any], names: list[str], wanted: torch.dtype) -> dict[str, str]:
-    """The factory's inputs that require no grad and cannot become ``wanted`` (the conversion
-    raises or keeps their dtype: a tensor subclass that stays quantized): constants of the
-    case, verified around (gradient checks differentiate the other inputs only)."""
-    import torch
-
-    found = {}
-    for name, value in zip(names, values):
-        if not _inexact(value) or value.requires_grad or value.dtype == wanted:
-            continue
-        try:
-            converted = value.detach().to(wanted)
-        except Exception:  # noqa: BLE001 -- a subclass's own refusal
-            converted = None
-        if not isinstance(converted, torch.Tensor) or converted.dtype != wanted:
-            found[name] = (f"{type(value).__name__} in "
-                           f"{str(value.dtype).removeprefix('torch.')}")
-    return found
-
-
-def _require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,
-                    target: str, constants: set[str]) -> None:
-    """A factory that takes ``dtype`` must honour it: a gradient check in float32 would
-    compare finite differences against float32 round-off (DESIGN §3). ``constants`` (frozen
-    inputs that cannot be converted) are exempt."""
-    import torch
-
-    for name, value in zip(names, values):
-        if not isinstance(value, torch.Tensor) or name in constants:
-            continue
-        low = (value.is_floating_point() and value.dtype != torch.float64) or \
-            (value.is_complex() and value.dtype != torch.complex128)
-        if low:
-            raise InputError(
-                f"factory {factory} takes `dtype` but returned {name!r} as "
-                f"{str(value.dtype).removeprefix('torch.')} when called with dtype="
-                f"{str(wanted).removeprefix('torch.')}; create its floating tensors with "
-                "dtype=dtype (gradient checks need float64; the working dtype is the case's "
-                "`dtype`), or drop the `dtype` parameter and gradverify converts them",
-                code="GV006", where=target)
-
-
-def _converted(args: Args, *, double: bool, working: str = "float32") -> Args:
-    """Floating and complex tensors in double precision, or rounded to the working dtype
-    (``working``: a case's dtype name); everything else as it is."""
-    import torch
-
-    if double:
-        real, cplx = torch.float64, torch.complex128
-    else:
-        real = getattr(torch, working) if working in FLOATING else (
-            torch.float64 if working == "complex128" else torch.float32)
-        cplx = torch.complex128 if working in ("float64", "complex128") else torch.complex64
-    values = [_convert(v, real, cplx) for v in args.values]
-    return Args(list(args.names), values, list(args.differentiable))
-
-
-def _convert(value: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
-    """``value`` with every floating and complex tensor in it converted: top-level, inside
-    lists and tuples, and an ``nn.Module``'s parameters and buffers (on a copy)."""
-    import copy
-
-    import torch
-
-    if isinstance(value, torch.Tensor) and (value.is_complex() or value.is_floating_point()):
-        try:
-            return value.detach().to(cplx if value.is_complex() else real)
-        except Exception:  # a frozen subclass refusing: a constant (re-raised otherwise)
-            if value.requires_grad:
-                raise
-            return value
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_convert(v, real, cplx) for v in value)
-    if isinstance(value, torch.nn.Module):
-        module = copy.deepcopy(value)
-        for tensor in [*module.parameters(), *module.buffers()]:
-            if tensor.is_floating_point() or tensor.is_complex():
-                tensor.data = tensor.data.to(cplx if tensor.is_complex() else real)
-        return module
-    return value
 
 
 def _generate(arg: TensorArg, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -438,3 +352,9 @@ def _generate(arg: TensorArg, shape: tuple[int, ...], generator: torch.Generator
 
 def _lists(values: Any) -> Any:
     return [_lists(v) for v in values] if isinstance(values, tuple) else values
+
+
+def _converted(args: Args, *, double: bool, working: str = "float32") -> Args:
+    """``args`` with their tensors converted (``convert.converted``)."""
+    return Args(list(args.names), convert.converted(args.values, double=double, working=working),
+                list(args.differentiable))

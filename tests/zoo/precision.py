@@ -157,7 +157,7 @@ class ListAndModuleArgs(Function):
     rounded to the working dtype, so the float32 run mixes in float64 list items and module
     weights (forward raises on float32 @ float64, or float32 is compared with float64)."""
 
-    SPEC = {"cases": [{"name": "c", "factory": "zoo:make_list_and_module", "dtype": "float32"}]}
+    SPEC = factory_case("make_list_and_module", dtype="float32")
 
     @staticmethod
     def forward(ctx, x, pair, layer):

@@ -1,0 +1,100 @@
+"""A case's arguments in another dtype: float64 for gradient checks, the working dtype for
+precision, and the inputs that stay as they are (frozen tensors that cannot be converted).
+Every floating tensor is converted, inside lists and an ``nn.Module``'s parameters too."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gradverify.errors import InputError
+from gradverify.spec.model import FLOATING
+
+
+def inexact(value: Any) -> bool:
+    """A floating or complex tensor."""
+    import torch
+
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+if TYPE_CHECKING:
+    import torch
+
+
+def constants(values: list[Any], names: list[str], wanted: torch.dtype) -> dict[str, str]:
+    """The factory's inputs that require no grad and cannot become ``wanted`` (the conversion
+    raises or keeps their dtype: a tensor subclass that stays quantized): constants of the
+    case, verified around (gradient checks differentiate the other inputs only)."""
+    import torch
+
+    found = {}
+    for name, value in zip(names, values):
+        if not inexact(value) or value.requires_grad or value.dtype == wanted:
+            continue
+        try:
+            converted = value.detach().to(wanted)
+        except Exception:  # noqa: BLE001 -- a subclass's own refusal
+            converted = None
+        if not isinstance(converted, torch.Tensor) or converted.dtype != wanted:
+            found[name] = (f"{type(value).__name__} in "
+                           f"{str(value.dtype).removeprefix('torch.')}")
+    return found
+
+
+def require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,
+                    target: str, constants: set[str]) -> None:
+    """A factory that takes ``dtype`` must honour it: a gradient check in float32 would
+    compare finite differences against float32 round-off (DESIGN §3). ``constants`` (frozen
+    inputs that cannot be converted) are exempt."""
+    import torch
+
+    for name, value in zip(names, values):
+        if not isinstance(value, torch.Tensor) or name in constants:
+            continue
+        low = (value.is_floating_point() and value.dtype != torch.float64) or \
+            (value.is_complex() and value.dtype != torch.complex128)
+        if low:
+            raise InputError(
+                f"factory {factory} takes `dtype` but returned {name!r} as "
+                f"{str(value.dtype).removeprefix('torch.')} when called with dtype="
+                f"{str(wanted).removeprefix('torch.')}; create its floating tensors with "
+                "dtype=dtype (gradient checks need float64; the working dtype is the case's "
+                "`dtype`), or drop the `dtype` parameter and gradverify converts them",
+                code="GV006", where=target)
+
+
+def converted(values: list[Any], *, double: bool, working: str = "float32") -> list[Any]:
+    """``values`` with floating and complex tensors in double precision, or rounded to the
+    working dtype (``working``: a case's dtype name); everything else as it is."""
+    import torch
+
+    if double:
+        real, cplx = torch.float64, torch.complex128
+    else:
+        real = getattr(torch, working) if working in FLOATING else (
+            torch.float64 if working == "complex128" else torch.float32)
+        cplx = torch.complex128 if working in ("float64", "complex128") else torch.complex64
+    return [_convert(v, real, cplx) for v in values]
+
+
+def _convert(value: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
+    """``value`` with every floating and complex tensor in it converted: top-level, inside
+    lists and tuples, and an ``nn.Module``'s parameters and buffers (on a copy)."""
+    import copy
+
+    import torch
+
+    if isinstance(value, torch.Tensor) and (value.is_complex() or value.is_floating_point()):
+        try:
+            return value.detach().to(cplx if value.is_complex() else real)
+        except Exception:  # a frozen subclass refusing: a constant (re-raised otherwise)
+            if value.requires_grad:
+                raise
+            return value
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_convert(v, real, cplx) for v in value)
+    if isinstance(value, torch.nn.Module):
+        module = copy.deepcopy(value)
+        for tensor in [*module.parameters(), *module.buffers()]:
+            if tensor.is_floating_point() or tensor.is_complex():
+                tensor.data = tensor.data.to(cplx if tensor.is_complex() else real)
+        return module
+    return value
