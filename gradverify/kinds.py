@@ -170,8 +170,14 @@ def _adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
              backward: Callable[..., Any] | None = None,
              random_use: RandomUse | None = None) -> type:
     """``source``: the user's function behind the target (what ``init`` reads as forward);
-    ``random_use``: whether its calls draw random numbers (``draws_random``)."""
-    members: dict[str, Any] = {"apply": staticmethod(apply), "__module__": module,
+    ``random_use``: whether its calls draw random numbers (``draws_random``). Outputs in
+    lists and tuples (an op's ``Tensor[]``, a function returning a list) come out flat, one
+    output each, as autograd and torch's gradcheck see them."""
+
+    def flat_apply(*values: Any) -> Any:
+        return opcalls.flat_outputs(apply(*values))
+
+    members: dict[str, Any] = {"apply": staticmethod(flat_apply), "__module__": module,
                                "__qualname__": name, "forward": staticmethod(source),
                                "random_use": random_use}
     if backward is not None:
@@ -269,7 +275,8 @@ def _function_info(fn: Callable[..., Any], name: str) -> FunctionInfo:
                      random_use=use),
         target=name, style="none", params=params, once_differentiable=False,
         has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
-        backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION)
+        backward_arity=None, uses_mark_dirty=False, source_file=_file_of(fn), kind=FUNCTION,
+        list_inputs=True)
 
 
 # ----------------------------------------------------------------------------- modules
@@ -311,7 +318,7 @@ def _module_info(cls: type, name: str, init_args: Mapping[str, Any]) -> Function
         once_differentiable=False, has_jvp=False, vmap=None,
         forward_location=location_of(forward), backward_location=None, backward_arity=None,
         uses_mark_dirty=False, source_file=_file_of(cls), kind=MODULE, module=module,
-        parameters=names)
+        parameters=names, list_inputs=True)
 
 
 def draws_random(info: FunctionInfo) -> bool:

@@ -22,17 +22,22 @@ def op_arguments(op: Any, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[
 
 def tensor_lists(info: FunctionInfo, names: Sequence[str],
                  values: Sequence[Any]) -> tuple[int | None, ...]:
-    """Per value of a case, the length of a ``Tensor[]`` argument of an op given as a list of
-    tensors, else None. Such lists are spread into one input per tensor (``xs[0]``, ``xs[1]``):
-    autograd differentiates an op through the tensors of a list, and gradcheck sees
-    top-level tensors only."""
+    """Per value of a case, the length of a ``Tensor[]`` argument of an op, or of any list
+    argument of a plain function or module, given as a list of tensors, else None. Such lists
+    are spread into one input per tensor (``xs[0]``, ``xs[1]``): autograd differentiates an op
+    or plain code through the tensors of a list, and gradcheck sees top-level tensors only.
+    (A Function class's ``apply`` does not: tensors in a list are constants to it.)"""
     import torch
 
     from gradverify import torchcompat
 
-    if info.op is None:
+    if info.list_inputs:
+        lists = set(names)
+    elif info.op is None:
         return tuple(None for _ in values)
-    lists = {a.name for a in info.op._schema.arguments if torchcompat.is_tensor_list_type(a.type)}
+    else:
+        lists = {a.name for a in info.op._schema.arguments
+                 if torchcompat.is_tensor_list_type(a.type)}
     # where torch flattens: a list of tensors only (a None in a Tensor?[] keeps it whole),
     # an empty one included
     return tuple(len(value) if name in lists and isinstance(value, list)
@@ -94,3 +99,16 @@ def gradient_count(info: FunctionInfo, count: int) -> int:
         return count
     keyword = op_arguments(info.op, op_values(info, range(count)))[1]
     return count - len(keyword)
+
+
+def flat_outputs(out: Any) -> Any:
+    """A call's result with the tensors of nested lists and tuples (an op's ``Tensor[]``, a
+    function returning a list) as outputs of their own, in order, as autograd and torch's
+    gradcheck see them; a single value as it is."""
+    if not isinstance(out, (list, tuple)):
+        return out
+    flat: list[Any] = []
+    for item in out:
+        inner = flat_outputs(item)
+        flat += list(inner) if isinstance(item, (list, tuple)) else [inner]
+    return tuple(flat)

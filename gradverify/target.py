@@ -76,6 +76,8 @@ class FunctionInfo:
     """A module target's instance (built from the spec's ``init_args``)."""
     parameters: tuple[str, ...] = ()
     """A module target's parameter names: the last ``len(parameters)`` of ``params``."""
+    list_inputs: bool = False
+    """Autograd differentiates it through the tensors in its list arguments (plain code)."""
 
     @property
     def name(self) -> str:
@@ -153,20 +155,10 @@ def _import_failed(name: str, exc: BaseException) -> str:
         return (f"importing {name!r} exited (sys.exit({'' if status is None else status})){where}"
                 "; a module must not exit when imported: put script code under "
                 "`if __name__ == \"__main__\":`")
-    return (f"importing {name!r} raised {type(exc).__name__}: {exc}{where}"
-            + _needs_newer_torch(exc))
-
-
-def _needs_newer_torch(exc: BaseException) -> str:
-    """A note when an import failed on a torch API this torch lacks (``torch.library.custom_op``
-    before torch 2.4): the code is fine, the torch is too old for it."""
     from gradverify import torchcompat
 
-    if isinstance(exc, AttributeError) and "torch.library" in str(exc) \
-            and not torchcompat.custom_ops_supported():
-        return (f"; custom ops (torch.library.custom_op, register_fake, opcheck) need "
-                f"{torchcompat.too_old(torchcompat.CUSTOM_OPS_TORCH)}")
-    return ""
+    return (f"importing {name!r} raised {type(exc).__name__}: {exc}{where}"
+            + torchcompat.missing_api_note(exc))
 
 
 def _import_file(path: Path) -> ModuleType:

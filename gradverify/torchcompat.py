@@ -42,6 +42,17 @@ def too_old(required: tuple[int, ...]) -> str | None:
     return f"torch >= {'.'.join(map(str, required))} (this is torch {version()})"
 
 
+def missing_api_note(exc: BaseException) -> str:
+    """"; custom ops ... need torch >= 2.4 (this is torch 2.1.2)" when ``exc`` is a user
+    module's import failing on ``torch.library.custom_op`` and the like on a torch that lacks
+    them (the code is fine, the torch is too old for it); else ""."""
+    if isinstance(exc, AttributeError) and "torch.library" in str(exc) \
+            and not custom_ops_supported():
+        return ("; custom ops (torch.library.custom_op, register_fake, opcheck) need "
+                f"{too_old(CUSTOM_OPS_TORCH)}")
+    return ""
+
+
 def torch_dir() -> str:
     """The folder torch is installed in: frames there are torch's, not the user's."""
     return str(Path(_torch().__file__).resolve().parent)

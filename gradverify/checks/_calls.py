@@ -83,7 +83,8 @@ def differentiable_call(ctx: Any) -> Applied | NothingToDifferentiate:
     if not args.diff_positions:
         return NothingToDifferentiate("no input requires grad", verifies_nothing=True)
     applied = apply(ctx.info, args)
-    if not applied.differentiable or applied.ctx is None:
+    # (an output requiring grad may have no graph node: a function's input returned as is)
+    if not applied.differentiable:
         floating = [j for j, o in applied.tensors if is_inexact(o)]
         if floating:
             return NothingToDifferentiate(
@@ -203,7 +204,11 @@ def tensor_function(info: FunctionInfo, args: Args, positions: Sequence[int],
         values = list(base)
         for pos, t in zip(positions, tensors):
             values[pos] = t
-        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+        # a clone made under no_grad (gradcheck's finite differences) requires no grad: keep
+        # the flag, so that code registering hooks on its input runs as it would for a user
+        values = [v.clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor)
+                  and v.requires_grad and not torch.is_grad_enabled() else
+                  v.clone() if isinstance(v, torch.Tensor) else v for v in values]
         out = info.cls.apply(*values)
         out = out if isinstance(out, tuple) else (out,)
         return tuple(out[j] for j in outputs)

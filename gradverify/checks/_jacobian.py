@@ -102,8 +102,11 @@ def numerical_columns(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[
 
     with torch.no_grad():
         base = pick(fn(*inputs))
-        # contiguous, so that `flat` is a view of x whatever layout the input had
-        x = inputs[i].detach().clone(memory_format=torch.contiguous_format)
+        # contiguous, so that `flat` is a view of x whatever layout the input had; requiring
+        # grad as the input does (torch's gradcheck perturbs the input itself): code that
+        # registers a hook on its input runs as it does for a user
+        x = inputs[i].detach().clone(memory_format=torch.contiguous_format) \
+            .requires_grad_(inputs[i].requires_grad)
         flat = x.view(-1)
         central = [torch.zeros(b.numel(), len(cols), dtype=torch.float64) for b in base]
         left = [c.clone() for c in central]

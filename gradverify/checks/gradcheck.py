@@ -223,14 +223,15 @@ class GradcheckCheck(Check):
         by_input = {item.input: item for item in nonlinear}
         reported = set()
         for block in blocks:
+            out = view.applied.differentiable[block.output]  # the output's own index
             name = view.names[block.input]
             if block.only_kinks:
                 outcome.add(Finding(
                     "GV122", Severity.WARNING,
                     jac.mismatch_message(block, f"the inputs sit on a non-differentiable point "
                                          f"for {name!r} (left and right differences disagree)",
-                                         name, f"output {block.output}"),
-                    input=name, output=block.output, location=ctx.location,
+                                         name, f"output {out}"),
+                    input=name, output=out, location=ctx.location,
                     hint="choose an `init` in the spec that keeps inputs away from kinks and ties "
                          "(e.g. uniform with low: 0.1, or distinct values)",
                     data=_data(block, ctx.verbose)))
@@ -243,9 +244,9 @@ class GradcheckCheck(Check):
             reported.add(block.input)
             outcome.add(Finding(
                 "GV121", Severity.ERROR,
-                jac.mismatch_message(block, f"gradient for {name!r} (output {block.output}) is "
-                                     "wrong", name, f"output {block.output}"),
-                input=name, output=block.output, location=ctx.location,
+                jac.mismatch_message(block, f"gradient for {name!r} (output {out}) is "
+                                     "wrong", name, f"output {out}"),
+                input=name, output=out, location=ctx.location,
                 hint=hint or jac.pattern_hint(block.pattern, name),
                 data={**_data(block, ctx.verbose), "pattern": block.pattern}))
         for item in nonlinear:

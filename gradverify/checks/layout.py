@@ -63,11 +63,13 @@ class LayoutCheck(Check):
                                 "gets them in another order, so runs cannot be compared")
 
         outcome = Outcome()
+        # every run on fresh copies: a target that registers hooks on, or writes into, its
+        # inputs must not hand the next run what the last one left
         base = ctx.args("double")
         diff = base.diff_positions
-        applied = calls.apply(ctx.info, base)
+        applied = calls.apply(ctx.info, base.clone())
         grads = calls.random_grads(applied, ctx.generator("layout"))
-        reference = self._run(ctx, base, grads, diff)
+        reference = self._run(ctx, base.clone(), grads, diff)
         if isinstance(reference, Exception):
             return Outcome.skip("forward/backward raised on contiguous inputs")
         tried = 0
@@ -113,10 +115,10 @@ class LayoutCheck(Check):
                 dense = [x.contiguous() if k == j and isinstance(x, torch.Tensor) else x
                          for k, x in enumerate(grads)]
                 dense[j] = variant.contiguous()
-                expected = self._run(ctx, base, dense, diff)
+                expected = self._run(ctx, base.clone(), dense, diff)
                 trial = list(dense)
                 trial[j] = variant
-                self._compare(ctx, outcome, self._run(ctx, base, trial, diff), expected,
+                self._compare(ctx, outcome, self._run(ctx, base.clone(), trial, diff), expected,
                               f"the incoming gradient for output {j} {how}", None, "GV253",
                               "GV254", diff, base.names, output=j)
         return tried

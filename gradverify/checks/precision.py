@@ -118,7 +118,7 @@ class PrecisionCheck(Check):
         differentiable)."""
         from gradverify.checks import _calls as calls
 
-        reference_run = calls.apply(ctx.info, double)
+        reference_run = calls.apply(ctx.info, double.clone())  # fresh: one call per copy
         grads = calls.random_grads(reference_run, ctx.generator("precision")) \
             if reference_run.differentiable else None
         reference = calls.forward_backward(ctx.info, double, grads, double.diff_positions)

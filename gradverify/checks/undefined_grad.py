@@ -120,7 +120,10 @@ class UndefinedGradCheck(Check):
                                           [torch.zeros_like(o) for o in outs], allow_unused=True)
             except Exception as exc:  # noqa: BLE001 -- user code
                 error = exc
-        materialize = not any(g is None for grads in received for g in grads)
+        # a non-tensor output's gradient is always None: only tensor outputs' say it
+        tensors = [isinstance(o, torch.Tensor) for o in fresh.outputs]
+        materialize = not any(g is None for grads in received
+                              for g, tensor in zip(grads, tensors) if tensor)
         note = (" (forward called set_materialize_grads(False), so they arrive as None)"
                 if not materialize else " (they arrive as zeros)")
         if error is not None:
