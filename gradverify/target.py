@@ -87,10 +87,51 @@ class FunctionInfo:
 
 
 def ensure_cwd_on_path() -> None:
-    """Put the current directory first on sys.path, as ``python -m`` does."""
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
+    """Put the current directory on sys.path for the user's imports, as ``python -m`` does
+    (unless it is there already, as ``''``)."""
+    if "" not in sys.path:
+        add_user_path(os.getcwd())
+
+
+def add_user_path(folder: str) -> None:
+    """Put a folder of the user's on sys.path: after the standard library, so that a
+    ``json.py`` or ``hashlib.py`` there is the user's module and never replaces the standard
+    library's (which gradverify and torch import later, lazily); before installed packages, so
+    that a package being worked on there wins over an installed copy of it."""
+    if folder not in sys.path:
+        sys.path.insert(_after_stdlib(), folder)
+
+
+def _after_stdlib() -> int:
+    """The position on sys.path just after the standard library's folders (its zip, its
+    folder, lib-dynload)."""
+    import sysconfig
+
+    stdlib = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}
+    zips = {os.path.join(os.path.dirname(folder),
+                         f"python{sys.version_info[0]}{sys.version_info[1]}.zip")
+            for folder in stdlib}
+    last = -1
+    for index, entry in enumerate(sys.path):
+        real = os.path.realpath(entry) if entry else ""
+        inside = os.path.dirname(real) in stdlib and not real.endswith("-packages")
+        if real in stdlib or real in zips or inside:
+            last = index
+    return last + 1
+
+
+BOOT = ("import sys, runpy\n"
+        "if not getattr(sys.flags, 'safe_path', False):\n"
+        "    del sys.path[0]\n"
+        "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n")
+"""How gradverify starts one of its own modules in a fresh interpreter: as ``python -m``
+would, but without the working directory first on sys.path, so that a ``gradverify.py`` or
+``json.py`` of the user's there is never run in its place."""
+
+
+def own_module_command(module: str, *args: str) -> list[str]:
+    """The command line that runs gradverify's ``module`` as ``__main__`` with ``args``."""
+    return [sys.executable, "-c", BOOT, module, *args]
 
 
 def split_target(text: str) -> tuple[str, str]:
@@ -98,7 +139,19 @@ def split_target(text: str) -> tuple[str, str]:
     if not sep or not module or not attr:
         raise TargetError(f"target {text!r} must look like 'package.module:ClassName' or "
                           "'path/to/file.py:ClassName'", code="GV003")
-    return module, attr
+    return module, _as_typed(attr)
+
+
+def _as_typed(name: str) -> str:
+    """A Python name as the user typed it: under a locale that is not UTF-8 (``LC_ALL=C``) the
+    command line arrives with its UTF-8 bytes escaped (``\\udcce\\udc94``), and ``ΔScale`` is
+    what was meant. (A path keeps the escapes: they are how the file system spells it.)"""
+    if not any("\udc80" <= char <= "\udcff" for char in name):
+        return name
+    try:
+        return os.fsencode(name).decode("utf-8")
+    except UnicodeError:
+        return name
 
 
 def import_module(name: str) -> ModuleType:
@@ -188,7 +241,7 @@ def _import_file(path: Path) -> ModuleType:
                           where=str(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    sys.path.insert(0, str(resolved.parent))
+    add_user_path(str(resolved.parent))
     try:
         spec.loader.exec_module(module)
     except KeyboardInterrupt as exc:
@@ -224,7 +277,7 @@ def resolve_named(text: str) -> tuple[Any, str]:
     path_like = module_name.endswith(".py") or "/" in module_name or os.sep in module_name
     if path_like and not module.__name__.startswith("_gradverify_user_"):
         return obj, f"{module.__name__}:{attr}"
-    return obj, text
+    return obj, f"{module_name}:{attr}"
 
 
 def resolve(text: str) -> FunctionInfo:

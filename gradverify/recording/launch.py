@@ -51,6 +51,7 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
 
     from gradverify.files import check_folder
     from gradverify.recording.write import write_specs
+    from gradverify.target import own_module_command
 
     target = command_target(command)
     check_folder(out, option="-o/--output")  # before the script runs, not after
@@ -58,8 +59,8 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
-        child = subprocess.Popen([sys.executable, "-m", "gradverify.recording.launch", str(config),
-                                  *target])
+        child = subprocess.Popen(own_module_command("gradverify.recording.launch", str(config),
+                                                    *target))
         received: list[int] = []
         with _passing_signals(child, received):
             code = child.wait()

@@ -262,8 +262,10 @@ def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
     request = {"target": target, "drafts": [
         {"args": d.args, "dtype": d.dtype, "shrunk": d.sizes, "recorded": d.recorded}
         for d in todo]}
+    from gradverify.target import own_module_command
+
     try:
-        done = subprocess.run([sys.executable, "-m", "gradverify.recording.shrink"],
+        done = subprocess.run(own_module_command("gradverify.recording.shrink"),
                               input=json.dumps(request), capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT)
         answer = json.loads(done.stdout.strip().splitlines()[-1])

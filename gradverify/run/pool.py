@@ -15,7 +15,6 @@ import pickle
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections import deque
@@ -29,8 +28,10 @@ from gradverify.discover import Plan
 from gradverify.errors import interrupt_signal
 from gradverify.options import RunOptions
 from gradverify.results import CaseResult, ErrorEntry
+from gradverify.run import leftovers
 from gradverify.run import worker as worker_process
 from gradverify.run.tasks import Outcomes, Task, TasksInterrupted, failed_case, mark_interrupted
+from gradverify.target import own_module_command
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
@@ -66,6 +67,7 @@ class Pool:
         self.workers: list[_Worker] = []
         self.versions: dict[str, str] = {}
         self._logs = tempfile.TemporaryDirectory(prefix="gradverify-")
+        self._before = leftovers.descendants(os.getpid())
         cores = os.cpu_count() or 1
         self._threads = max(1, cores // self.jobs) if self.jobs > 1 else 0
 
@@ -79,6 +81,9 @@ class Pool:
             # (helper processes of a Function) is in its session and goes with it.
             _kill(worker)
             worker.conn.close()
+        # What a worker that died on its own left behind was adopted by this process (the
+        # command line inherits orphans too): nothing outlives the run.
+        leftovers.kill(sorted(leftovers.descendants(os.getpid()) - self._before))
         self._logs.cleanup()
 
     def prestart(self, count: int) -> None:
@@ -92,8 +97,8 @@ class Pool:
         # Its own session: the terminal's Ctrl-C reaches the parent alone (which stops the
         # workers), and everything a worker starts can be killed with its process group.
         process = subprocess.Popen(
-            [sys.executable, "-m", "gradverify.run.worker", str(theirs.fileno()), str(log),
-             str(self._threads)],
+            own_module_command("gradverify.run.worker", str(theirs.fileno()), str(log),
+                               str(self._threads)),
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
             preexec_fn=worker_process.die_with_parent(), start_new_session=True)
         theirs.close()
@@ -332,11 +337,15 @@ class Pool:
 
 
 def _kill(worker: _Worker) -> None:
-    """Kill a worker and every process in its session (what its Functions started)."""
+    """Kill a worker and everything below it: every process in its session (what its
+    Functions started) and what it adopted (daemons that left the session: a worker inherits
+    its descendants' orphans)."""
+    below = sorted(leftovers.descendants(worker.process.pid))
     try:
         os.killpg(worker.process.pid, signal.SIGKILL)
     except OSError:
         worker.process.kill()
+    leftovers.kill(below)
     worker.process.wait()
 
 
