@@ -15,11 +15,14 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
                   spec_file: str | None = None, progress: Any = None) -> Report:
     """What ``gradverify check TARGET...`` does: discover, run, report."""
     from gradverify.discover import Discoverer
+    from gradverify.run.leftovers import adopt_orphans
     from gradverify.run.runner import run
-    from gradverify.target import ensure_cwd_on_path
+    from gradverify.syspath import ensure_cwd_on_path
 
     started = time.perf_counter()
-    ensure_cwd_on_path()
+    # This process inherits what a case's processes orphan (a daemon's double fork), so that
+    # the end of the case, or of the run, finds and stops it: nothing outlives the command.
+    adopt_orphans()
 
     def discover(defer: bool) -> Any:
         discoverer = Discoverer(config, spec_file, defer_imports=defer)
@@ -28,6 +31,7 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
     if not options.isolate:
         from gradverify import torchstate
 
+        ensure_cwd_on_path()  # only where user code is imported: workers do it for themselves
         # On torch's defaults, with the verification functions bound before any user module
         # is imported; this process's own state is given back afterwards.
         with torchstate.isolated():
@@ -35,7 +39,9 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
     from gradverify.run.pool import Pool
 
     with Pool(options) as pool:
-        pool.prestart(options.jobs)  # workers import torch while specs are read here
+        # One worker imports torch while specs are read here; the others start once the
+        # number of cases is known (no more workers than cases).
+        pool.prestart(1)
         return run(discover(True), options, progress, pool=pool, started=started)
 
 
@@ -62,7 +68,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     import importlib
 
     from gradverify import config, torchstate
-    from gradverify.target import ensure_cwd_on_path
+    from gradverify.syspath import ensure_cwd_on_path
 
     importlib.import_module("gradverify.report")  # registers raise_for_failures' text
     ensure_cwd_on_path()

@@ -24,7 +24,7 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
-from gradverify.options import FORMATS
+from gradverify.options import FORMATS, MAX_TIMEOUT
 from gradverify.results import ExitCode, Report
 
 
@@ -87,7 +87,8 @@ def cli() -> None:
               help="Also write a JUnit XML report to this file.")
 @click.option("-j", "--jobs", default=None, metavar="N|auto",
               help="Worker processes running cases in parallel (default 1; auto = cores).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
+              default=None,
               metavar="SECONDS", help="Per-case time limit; the case's worker is killed "
               "(default 300).")
 @click.option("--shard", default=None, metavar="K/N",
@@ -128,9 +129,6 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     from gradverify.api import check_targets
     from gradverify.files import absolute, refuse_overwriting
     from gradverify.options import RunOptions
-    from gradverify.run.leftovers import adopt_orphans
-
-    adopt_orphans()  # a daemon a Function starts is found and stopped, not left to init
     config = config_mod.load()
     # Absolute now: a forward that changes the working directory cannot move the reports.
     outputs = [(option, absolute(path)) for option, path in
@@ -281,7 +279,7 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
         import subprocess
 
         echo("")
-        from gradverify.target import own_module_command
+        from gradverify.syspath import own_module_command
 
         checked = subprocess.call(own_module_command("gradverify", "check",
                                                      *map(str, written.paths)))

@@ -85,7 +85,7 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
     """``[tool.gradverify]`` read by the validator that reads specs (``SettingsReader``): a value
     is accepted, or refused with the same message, in either file."""
     from gradverify.errors import shown_path
-    from gradverify.options import DEVICE_RE, FORMATS, MODES, parse_jobs
+    from gradverify.options import DEVICE_RE, FORMATS, MAX_TIMEOUT, MODES, parse_jobs
 
     read = SettingsReader(f"{shown_path(file) if file else 'pyproject.toml'}: [tool.gradverify]")
     read.known_keys(section, KEYS, None, "")
@@ -104,6 +104,9 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
         values["seed"] = read.number(section["seed"], None, "seed", integer=True)
     if "timeout" in section:
         values["timeout"] = float(read.number(section["timeout"], None, "timeout", positive=True))
+        if not values["timeout"] <= MAX_TIMEOUT:
+            raise read.fail(f"at most {MAX_TIMEOUT:g} seconds, got {section['timeout']}", None,
+                            "timeout")
     for key in ("strict", "fail-on-warnings"):  # fail-on-warnings: the documented name
         if key in section:
             values["strict"] = read.boolean(section[key], None, key)

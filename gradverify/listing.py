@@ -65,7 +65,8 @@ def _refuse_target(item: str) -> None:
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
     from gradverify.kinds import targets_in
-    from gradverify.target import ensure_cwd_on_path, import_module
+    from gradverify.syspath import ensure_cwd_on_path
+    from gradverify.target import import_module
     from gradverify.torchstate import import_torch
 
     import_torch()

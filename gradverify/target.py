@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import TargetError, did_you_mean, shown_path
+from gradverify.syspath import add_user_path, ensure_cwd_on_path
 
 if TYPE_CHECKING:
     from torch.autograd import Function
@@ -84,54 +85,6 @@ class FunctionInfo:
     @property
     def positional(self) -> tuple[Param, ...]:
         return tuple(p for p in self.params if p.kind == "positional")
-
-
-def ensure_cwd_on_path() -> None:
-    """Put the current directory on sys.path for the user's imports, as ``python -m`` does
-    (unless it is there already, as ``''``)."""
-    if "" not in sys.path:
-        add_user_path(os.getcwd())
-
-
-def add_user_path(folder: str) -> None:
-    """Put a folder of the user's on sys.path: after the standard library, so that a
-    ``json.py`` or ``hashlib.py`` there is the user's module and never replaces the standard
-    library's (which gradverify and torch import later, lazily); before installed packages, so
-    that a package being worked on there wins over an installed copy of it."""
-    if folder not in sys.path:
-        sys.path.insert(_after_stdlib(), folder)
-
-
-def _after_stdlib() -> int:
-    """The position on sys.path just after the standard library's folders (its zip, its
-    folder, lib-dynload)."""
-    import sysconfig
-
-    stdlib = {os.path.realpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}
-    zips = {os.path.join(os.path.dirname(folder),
-                         f"python{sys.version_info[0]}{sys.version_info[1]}.zip")
-            for folder in stdlib}
-    last = -1
-    for index, entry in enumerate(sys.path):
-        real = os.path.realpath(entry) if entry else ""
-        inside = os.path.dirname(real) in stdlib and not real.endswith("-packages")
-        if real in stdlib or real in zips or inside:
-            last = index
-    return last + 1
-
-
-BOOT = ("import sys, runpy\n"
-        "if not getattr(sys.flags, 'safe_path', False):\n"
-        "    del sys.path[0]\n"
-        "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n")
-"""How gradverify starts one of its own modules in a fresh interpreter: as ``python -m``
-would, but without the working directory first on sys.path, so that a ``gradverify.py`` or
-``json.py`` of the user's there is never run in its place."""
-
-
-def own_module_command(module: str, *args: str) -> list[str]:
-    """The command line that runs gradverify's ``module`` as ``__main__`` with ``args``."""
-    return [sys.executable, "-c", BOOT, module, *args]
 
 
 def split_target(text: str) -> tuple[str, str]:

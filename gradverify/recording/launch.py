@@ -51,7 +51,7 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
 
     from gradverify.files import check_folder
     from gradverify.recording.write import write_specs
-    from gradverify.target import own_module_command
+    from gradverify.syspath import own_module_command
 
     target = command_target(command)
     check_folder(out, option="-o/--output")  # before the script runs, not after

@@ -1,5 +1,5 @@
 """A worker process (``gradverify.run.worker FD LOG THREADS``, started with
-``target.own_module_command``): imports targets and runs one case at a time for the parent's
+``syspath.own_module_command``): imports targets and runs one case at a time for the parent's
 ``gradverify.run.pool.Pool``, sending back frozen results over its socket. Its output goes to the
 log file; it runs in a session of its own, and inherits what its descendants orphan."""
 from __future__ import annotations
@@ -32,12 +32,12 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     from gradverify import torchstate
 
     torchstate.baseline()  # before any user module is imported
-    from gradverify import target
+    from gradverify import syspath, target
     from gradverify.discover import resolve_deferred
     from gradverify.run.execute import execute
 
     # Only now, with gradverify's own modules imported: the user's folder is for their imports.
-    target.ensure_cwd_on_path()
+    syspath.ensure_cwd_on_path()
     target.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
     cache: dict[int, Any] = {}
     conn.send(("ready", str(torch.__version__)))  # plain str: unpickling must not import torch
