@@ -63,7 +63,9 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     comes from ``[tool.gradverify]`` in the nearest pyproject.toml, else the default.
 
     The checks run with torch's defaults (grad mode on, ...) whatever state the caller is in
-    (inside ``torch.no_grad()``, say); the caller's state is given back afterwards.
+    (inside ``torch.no_grad()``, say); the caller's state is given back afterwards. Calls from
+    several threads run one after another (torch's settings and ``sys.stdout`` are the
+    process's), each with its own right verdict.
     """
     import importlib
 
@@ -71,13 +73,13 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     from gradverify.syspath import ensure_cwd_on_path
 
     importlib.import_module("gradverify.report")  # registers raise_for_failures' text
-    ensure_cwd_on_path()
     loaded = config.load()
     options = RunOptions.from_config(
         loaded, only=None if checks is None else tuple(checks),
         skip=None if skip is None else tuple(skip), seed=seed, device=device, mode=mode,
         cases=cases, strict=strict, atol=atol, rtol=rtol, eps=eps)
-    with torchstate.isolated():
+    with torchstate.isolated():  # one call at a time: threads wait their turn
+        ensure_cwd_on_path()
         return _verify(function, spec, options, loaded, init_args)
 
 
