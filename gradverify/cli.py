@@ -127,7 +127,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     Default: the spec folders (specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
-    from gradverify.files import absolute, refuse_overwriting
+    from gradverify.files import absolute, refuse_overwriting, refuse_shared
     from gradverify.options import RunOptions
     config = config_mod.load()
     # Absolute now: a forward that changes the working directory cannot move the reports.
@@ -136,6 +136,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     if outputs:
         from gradverify.discover import files_read
 
+        refuse_shared(outputs)
         refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
     options = RunOptions.from_config(
         config, only=_split_checks(only, "--only"), skip=_split_checks(skip, "--skip"),
@@ -296,9 +297,12 @@ def list_(where: tuple[str, ...]) -> int:
     from gradverify import config as config_mod
     from gradverify.listing import list_items
 
-    for line in list_items(list(where), config_mod.load()):
+    errors: list[str] = []
+    for line in list_items(list(where), config_mod.load(), errors):
         terminal.out(line + "\n")
-    return 0
+    for error in errors:
+        terminal.err(f"error: {error}")
+    return int(ExitCode.INPUT) if errors else 0
 
 
 @cli.command()
