@@ -146,8 +146,15 @@ def _import_module(name: str) -> ModuleType:
 
 
 def _import_failed(name: str, exc: BaseException) -> str:
+    """The paragraph for a failed import, pointing at the user's file and line: a syntax
+    error's own location, else the innermost frame that is neither importlib's nor ours."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return (f"importing {name!r} raised {type(exc).__name__}: {exc.msg} at "
+                f"{shown_path(exc.filename)}:{exc.lineno}")
+    ours = os.path.dirname(os.path.abspath(__file__))
     frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if "importlib" not in f.filename]
+    user = [f for f in frames if "importlib" not in f.filename
+            and not os.path.abspath(f.filename).startswith(ours + os.sep)]
     where = f" at {shown_path(user[-1].filename)}:{user[-1].lineno}" if user else ""
     if isinstance(exc, SystemExit):
         status = exc.code if isinstance(exc.code, int) or exc.code is None else repr(exc.code)
