@@ -15,14 +15,10 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
                   spec_file: str | None = None, progress: Any = None) -> Report:
     """What ``gradverify check TARGET...`` does: discover, run, report."""
     from gradverify.discover import Discoverer
-    from gradverify.run.leftovers import adopt_orphans
     from gradverify.run.runner import run
     from gradverify.syspath import ensure_cwd_on_path
 
     started = time.perf_counter()
-    # This process inherits what a case's processes orphan (a daemon's double fork), so that
-    # the end of the case, or of the run, finds and stops it: nothing outlives the command.
-    adopt_orphans()
 
     def discover(defer: bool) -> Any:
         discoverer = Discoverer(config, spec_file, defer_imports=defer)

@@ -127,17 +127,11 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     Default: the spec folders (specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
-    from gradverify.files import absolute, refuse_overwriting, refuse_shared
     from gradverify.options import RunOptions
-    config = config_mod.load()
-    # Absolute now: a forward that changes the working directory cannot move the reports.
-    outputs = [(option, absolute(path)) for option, path in
-               (("--output", output), ("--json", json_file), ("--junit-xml", junit_file)) if path]
-    if outputs:
-        from gradverify.discover import files_read
 
-        refuse_shared(outputs)
-        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
+    config = config_mod.load()
+    outputs = _outputs({"--output": output, "--json": json_file, "--junit-xml": junit_file},
+                       targets, config, spec_file)
     options = RunOptions.from_config(
         config, only=_split_checks(only, "--only"), skip=_split_checks(skip, "--skip"),
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
@@ -164,6 +158,22 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     if failed and code not in (ExitCode.INPUT, ExitCode.INTERNAL):
         return int(ExitCode.USAGE)  # the report is shown, but a file asked for is missing
     return code
+
+
+def _outputs(asked: dict[str, str | None], targets: tuple[str, ...], config: Any,
+             spec_file: str | None) -> list[tuple[str, Path]]:
+    """The report files asked for, as (option, absolute path): absolute now, so that a forward
+    that changes the working directory cannot move them. Refused before anything runs: two
+    reports into one file, or a report over a file the run reads."""
+    from gradverify.files import absolute, refuse_overwriting, refuse_shared
+
+    outputs = [(option, absolute(path)) for option, path in asked.items() if path]
+    if outputs:
+        from gradverify.discover import files_read
+
+        refuse_shared(outputs)
+        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
+    return outputs
 
 
 def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Path]], *,
@@ -370,6 +380,11 @@ def run() -> int:
     delay (``--no-isolate`` runs Functions in this process; GV015 reported them)."""
     import threading
 
+    from gradverify.run.leftovers import adopt_orphans
+
+    # This process inherits what its descendants orphan (a daemon a Function starts with a
+    # double fork), so that the end of the case or of the run finds and stops it.
+    adopt_orphans()
     code = main()
     stray = [t for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]

@@ -96,9 +96,9 @@ def split_target(text: str) -> tuple[str, str]:
 
 
 def _as_typed(name: str) -> str:
-    """A Python name as the user typed it: under a locale that is not UTF-8 (``LC_ALL=C``) the
-    command line arrives with its UTF-8 bytes escaped (``\\udcce\\udc94``), and ``ΔScale`` is
-    what was meant. (A path keeps the escapes: they are how the file system spells it.)"""
+    """A Python name as typed: under a locale that is not UTF-8 (``LC_ALL=C``) the command line
+    arrives with UTF-8 bytes escaped (``\\udcce\\udc94``) where ``Δ`` was meant. (A path keeps
+    the escapes: they are how the file system spells it.)"""
     if not any("\udc80" <= char <= "\udcff" for char in name):
         return name
     try:
@@ -397,6 +397,3 @@ def _line_of(cls: type) -> int | None:
         return inspect.getsourcelines(cls)[1]
     except (OSError, TypeError):
         return None
-
-
-

@@ -89,7 +89,7 @@ class Pool:
         """Run ``cases`` cases with no more workers than they need; the note that says so when
         that lowers an explicit ``-j``."""
         self.jobs, note = worker_count(max(1, self.options.jobs), cases, cores())
-        return None if self.options.jobs_auto else note
+        return None if self.options.jobs_auto or not cases else note
 
     def __enter__(self) -> Pool:
         return self
