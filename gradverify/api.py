@@ -16,10 +16,9 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
     """What ``gradverify check TARGET...`` does: discover, run, report."""
     from gradverify.discover import Discoverer
     from gradverify.run.runner import run
-    from gradverify.target import ensure_cwd_on_path
+    from gradverify.syspath import ensure_cwd_on_path
 
     started = time.perf_counter()
-    ensure_cwd_on_path()
 
     def discover(defer: bool) -> Any:
         discoverer = Discoverer(config, spec_file, defer_imports=defer)
@@ -28,6 +27,7 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
     if not options.isolate:
         from gradverify import torchstate
 
+        ensure_cwd_on_path()  # only where user code is imported: workers do it for themselves
         # On torch's defaults, with the verification functions bound before any user module
         # is imported; this process's own state is given back afterwards.
         with torchstate.isolated():
@@ -35,7 +35,9 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
     from gradverify.run.pool import Pool
 
     with Pool(options) as pool:
-        pool.prestart(options.jobs)  # workers import torch while specs are read here
+        # One worker imports torch while specs are read here; the others start once the
+        # number of cases is known (no more workers than cases).
+        pool.prestart(1)
         return run(discover(True), options, progress, pool=pool, started=started)
 
 
@@ -57,21 +59,23 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     comes from ``[tool.gradverify]`` in the nearest pyproject.toml, else the default.
 
     The checks run with torch's defaults (grad mode on, ...) whatever state the caller is in
-    (inside ``torch.no_grad()``, say); the caller's state is given back afterwards.
+    (inside ``torch.no_grad()``, say); the caller's state is given back afterwards. Calls from
+    several threads run one after another (torch's settings and ``sys.stdout`` are the
+    process's), each with its own right verdict.
     """
     import importlib
 
     from gradverify import config, torchstate
-    from gradverify.target import ensure_cwd_on_path
+    from gradverify.syspath import ensure_cwd_on_path
 
     importlib.import_module("gradverify.report")  # registers raise_for_failures' text
-    ensure_cwd_on_path()
     loaded = config.load()
     options = RunOptions.from_config(
         loaded, only=None if checks is None else tuple(checks),
         skip=None if skip is None else tuple(skip), seed=seed, device=device, mode=mode,
         cases=cases, strict=strict, atol=atol, rtol=rtol, eps=eps)
-    with torchstate.isolated():
+    with torchstate.isolated():  # one call at a time: threads wait their turn
+        ensure_cwd_on_path()
         return _verify(function, spec, options, loaded, init_args)
 
 

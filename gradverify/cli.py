@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
-from gradverify.options import FORMATS
+from gradverify.options import FORMATS, MAX_TIMEOUT
 from gradverify.results import ExitCode, Report
 
 
@@ -86,7 +87,8 @@ def cli() -> None:
               help="Also write a JUnit XML report to this file.")
 @click.option("-j", "--jobs", default=None, metavar="N|auto",
               help="Worker processes running cases in parallel (default 1; auto = cores).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
+              default=None,
               metavar="SECONDS", help="Per-case time limit; the case's worker is killed "
               "(default 300).")
 @click.option("--shard", default=None, metavar="K/N",
@@ -125,17 +127,11 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     Default: the spec folders (specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
-    from gradverify.files import absolute, refuse_overwriting
     from gradverify.options import RunOptions
 
     config = config_mod.load()
-    # Absolute now: a forward that changes the working directory cannot move the reports.
-    outputs = [(option, absolute(path)) for option, path in
-               (("--output", output), ("--json", json_file), ("--junit-xml", junit_file)) if path]
-    if outputs:
-        from gradverify.discover import files_read
-
-        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
+    outputs = _outputs({"--output": output, "--json": json_file, "--junit-xml": junit_file},
+                       targets, config, spec_file)
     options = RunOptions.from_config(
         config, only=_split_checks(only, "--only"), skip=_split_checks(skip, "--skip"),
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
@@ -155,8 +151,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     failed = _show_and_write(report, fmt, outputs, verbosity=1 if verbose else -1 if quiet
                              else 0, color=color)
     if interrupted is not None:
-        click.echo(f"interrupted by {signal.Signals(interrupted.signum).name}: the report holds "
-                   "the cases that finished; the others are errors (GV014)", err=True)
+        terminal.err(f"interrupted by {signal.Signals(interrupted.signum).name}: the report "
+                     "holds the cases that finished; the others are errors (GV014)")
         return interrupt_exit_code(interrupted)
     code = int(report.exit_code)
     if failed and code not in (ExitCode.INPUT, ExitCode.INTERNAL):
@@ -164,24 +160,42 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     return code
 
 
+def _outputs(asked: dict[str, str | None], targets: tuple[str, ...], config: Any,
+             spec_file: str | None) -> list[tuple[str, Path]]:
+    """The report files asked for, as (option, absolute path): absolute now, so that a forward
+    that changes the working directory cannot move them. Refused before anything runs: two
+    reports into one file, or a report over a file the run reads."""
+    from gradverify.files import absolute, refuse_overwriting, refuse_shared
+
+    outputs = [(option, absolute(path)) for option, path in asked.items() if path]
+    if outputs:
+        from gradverify.discover import files_read
+
+        refuse_shared(outputs)
+        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
+    return outputs
+
+
 def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Path]], *,
                     verbosity: int, color: bool) -> bool:
     """The report on the console, then in each file asked for; whether a file could not be
     written (each such error is said on stderr). The console comes first, so that an output
     that cannot be written never loses the report; not when an output is stdout itself
-    (``--output /dev/stdout`` asks for that format there)."""
+    (``--output /dev/stdout`` asks for that format there). A console that cannot be written
+    (closed, full) costs nothing else: ``terminal.out`` never raises."""
     from gradverify.files import OutputError, write_text
     from gradverify.report import RENDERERS
-    from gradverify.report.console import write_console
+    from gradverify.report.console import render_console
 
     verbose = verbosity > 0
     to_file = dict(outputs)
     if any(terminal.is_stdout(path) for path in to_file.values()):
         pass
     elif fmt in (None, "rich", "plain") or "--output" in to_file:
-        write_console(report, sys.stdout, color=color and fmt != "plain", verbosity=verbosity)
+        terminal.out(render_console(report, color=color and fmt != "plain",
+                                    verbosity=verbosity))
     else:
-        sys.stdout.write(RENDERERS[fmt](report, verbose))
+        terminal.out(RENDERERS[fmt](report, verbose))
     files = {"--output": RENDERERS["plain" if fmt in (None, "rich") else fmt],
              "--json": RENDERERS["json"], "--junit-xml": RENDERERS["junit"]}
     failed = False
@@ -189,7 +203,7 @@ def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Pa
         try:
             write_text(path, files[option](report, verbose))
         except OutputError as exc:
-            click.echo(f"error: {option}: {exc}", err=True)
+            terminal.err(f"error: {option}: {exc}")
             failed = True
     return failed
 
@@ -215,14 +229,14 @@ def init(target: str, output: str | None, force: bool, imports: tuple[str, ...])
     import_torch()
     written, skipped = init_mod.write(target, output, force=force, imports=imports)
     for skip in skipped:
-        click.echo(f"note: skipped {skip.target}: {skip.reason}", err=True)
+        terminal.err(f"note: skipped {skip.target}: {skip.reason}")
     if output is None:
-        sys.stdout.write("---\n".join(spec.text for _, spec in written))
+        terminal.out("---\n".join(spec.text for _, spec in written))
         return 0
     for path, spec in written:
         state = "inputs run" if spec.ran else f"TODO: {spec.error}"
-        click.echo(f"wrote {path or output}: {spec.target} ({state})")
-    click.echo(f"next: gradverify check {output}")
+        terminal.out(f"wrote {path or output}: {spec.target} ({state})\n")
+    terminal.out(f"next: gradverify check {output}\n")
     return 0
 
 
@@ -257,8 +271,8 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
 
     code, written = run_recorded(command, Path(out), include=include, exclude=exclude,
                                  limit=limit, force=force, shrink=not no_shrink)
-    echo = lambda text="": click.echo(text, err=True)  # noqa: E731 -- stdout is the script's
-    echo()
+    echo = terminal.err  # stdout is the script's
+    echo("")
     if not written.lines:
         echo("gradverify record: no custom Function was called"
              + (f" (matching {', '.join(include)})" if include else ""))
@@ -275,9 +289,11 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
     if then_check and written.paths:
         import subprocess
 
-        echo()
-        checked = subprocess.call([sys.executable, "-m", "gradverify", "check",
-                                   *map(str, written.paths)])
+        echo("")
+        from gradverify.syspath import own_module_command
+
+        checked = subprocess.call(own_module_command("gradverify", "check",
+                                                     *map(str, written.paths)))
         return code or checked
     return code
 
@@ -291,9 +307,12 @@ def list_(where: tuple[str, ...]) -> int:
     from gradverify import config as config_mod
     from gradverify.listing import list_items
 
-    for line in list_items(list(where), config_mod.load()):
-        click.echo(line)
-    return 0
+    errors: list[str] = []
+    for line in list_items(list(where), config_mod.load(), errors):
+        terminal.out(line + "\n")
+    for error in errors:
+        terminal.err(f"error: {error}")
+    return int(ExitCode.INPUT) if errors else 0
 
 
 @cli.command()
@@ -302,12 +321,22 @@ def explain(topic: str | None) -> int:
     """What a finding code (GV121) or a check (gradcheck) means, why it matters, how to fix it."""
     from gradverify.explain import explain_topic
 
-    click.echo(explain_topic(topic))
+    terminal.out(explain_topic(topic) + "\n")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: run the CLI and turn every outcome into an exit code."""
+    """Entry point: run the CLI and turn every outcome into an exit code. A console that
+    could not be written is one line on stderr; the exit code stays the command's."""
+    terminal.standard_streams()
+    code = _main(argv)
+    lost = terminal.lost_console()
+    if lost:
+        terminal.err(lost)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         result: Any = cli.main(args=list(argv) if argv is not None else None,
                                prog_name="gradverify", standalone_mode=False)
@@ -315,32 +344,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        with contextlib.suppress(OSError, ValueError):
+            exc.show()
         return int(exc.exit_code)
     except (click.Abort, KeyboardInterrupt) as exc:
-        click.echo("interrupted", err=True)
+        terminal.err("interrupted")
         # click turns an interrupt into Abort; the signal rides on the original exception
         cause = exc.__context__ if isinstance(exc, click.Abort) else exc
         return interrupt_exit_code(cause)  # 130 SIGINT, 143 SIGTERM
     except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
+        terminal.err(f"error: {exc}")
         return int(ExitCode.USAGE)
     except InputError as exc:
-        click.echo(f"error: {exc}  [{exc.code}]", err=True)
+        terminal.err(f"error: {exc}  [{exc.code}]")
         return int(ExitCode.INPUT)
     except GradverifyError as exc:  # pragma: no cover -- every subclass is handled above
-        click.echo(f"error: {exc}", err=True)
+        terminal.err(f"error: {exc}")
         return int(ExitCode.INPUT)
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error of ours.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return int(ExitCode.OK)
     except Exception:  # noqa: BLE001 -- the one place that turns bugs into exit 4
-        traceback.print_exc()
-        click.echo(f"\ngradverify {__version__} hit an internal error (exit 4). This is a bug in "
-                   "gradverify, not in your Function: please report it with the traceback above "
-                   "and the spec you ran.", err=True)
+        terminal.err(traceback.format_exc())
+        terminal.err(f"\ngradverify {__version__} hit an internal error (exit 4). This is a bug "
+                     "in gradverify, not in your Function: please report it with the traceback "
+                     "above and the spec you ran.")
         return int(ExitCode.INTERNAL)
 
 
@@ -349,12 +380,18 @@ def run() -> int:
     delay (``--no-isolate`` runs Functions in this process; GV015 reported them)."""
     import threading
 
+    from gradverify.run.leftovers import adopt_orphans
+
+    # This process inherits what its descendants orphan (a daemon a Function starts with a
+    # double fork), so that the end of the case or of the run finds and stops it.
+    adopt_orphans()
     code = main()
     stray = [t for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if stray:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                stream.flush()
         os._exit(code)
     return code
 

@@ -140,5 +140,15 @@ GENERAL = (
          "target: mypkg.ops:mysin   # a torch.library.custom_op, checked on torch 2.1",
          "Upgrade torch, or give the spec `requires_torch: \"2.4\"`: on an older torch its "
          "cases are then skipped with that reason."),
+    Code("GV018", "worker-did-not-start",
+         "A worker process (a fresh Python that imports torch and gradverify, then runs cases) "
+         "exited or hung before it was ready, so the cases it was to run did not run.",
+         "It is the environment, not any target: torch or gradverify cannot be imported by "
+         "this interpreter, or the machine is too loaded to start one within its deadline "
+         "(180 s, apart from --timeout, which limits each case from when it starts). No "
+         "target is blamed for it.",
+         "PYTHONPATH=/opt/old-torch gradverify check   # a torch that does not import",
+         "Run the command the message gives (python -c \"import torch, gradverify\") with the "
+         "same interpreter and environment, and fix what it prints."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

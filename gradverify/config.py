@@ -1,13 +1,14 @@
 """``[tool.gradverify]`` in the nearest ``pyproject.toml`` (upward from the current directory)."""
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify.errors import InputError, UsageError
+from gradverify.errors import InputError, UsageError, shown_path
 from gradverify.spec.model import CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader
 from gradverify.spec.yamlio import kind_of
@@ -17,6 +18,8 @@ if sys.version_info >= (3, 11):  # mypy checks the version CI runs
 else:  # pragma: no cover
     import tomli as tomllib
 
+SPEC_SUFFIXES = (".yaml", ".yml")
+"""What a spec file's name ends with."""
 KEYS = ("specs", "exclude", "checks", "only", "skip", "tolerance", "seed", "device", "mode",
         "jobs", "timeout", "fail-on-warnings", "strict", "format")
 
@@ -57,6 +60,32 @@ class Config:
         return False
 
 
+def spec_files(directory: Path, config: Config,
+               unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Spec files below a directory, sorted, without the configured excludes (the directory
+    itself may be excluded: naming it explicitly overrides that). A folder that cannot be read
+    is added to ``unreadable``, with why: its specs are never skipped without a word."""
+    found = []
+
+    def failed(exc: OSError) -> None:
+        folder = Path(exc.filename)
+        if unreadable is not None and not config.excluded(folder, directory):
+            unreadable.append((folder, (exc.strerror or str(exc)).lower()))
+
+    for root, _, names in os.walk(directory, onerror=failed):
+        for name in names:
+            path = Path(root) / name
+            if path.suffix in SPEC_SUFFIXES and path.is_file() \
+                    and not config.excluded(path, directory):
+                found.append(path)
+    return sorted(found)
+
+
+def unreadable_folder(folder: Path, why: str) -> str:
+    return (f"{shown_path(folder)}: cannot read this folder ({why}): the spec files in it are "
+            "not run")
+
+
 def find_pyproject(start: Path | None = None) -> Path | None:
     here = (start or Path.cwd()).resolve()
     for directory in (here, *here.parents):
@@ -85,7 +114,7 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
     """``[tool.gradverify]`` read by the validator that reads specs (``SettingsReader``): a value
     is accepted, or refused with the same message, in either file."""
     from gradverify.errors import shown_path
-    from gradverify.options import DEVICE_RE, FORMATS, MODES, parse_jobs
+    from gradverify.options import DEVICE_RE, FORMATS, MAX_TIMEOUT, MODES, parse_jobs
 
     read = SettingsReader(f"{shown_path(file) if file else 'pyproject.toml'}: [tool.gradverify]")
     read.known_keys(section, KEYS, None, "")
@@ -104,6 +133,9 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
         values["seed"] = read.number(section["seed"], None, "seed", integer=True)
     if "timeout" in section:
         values["timeout"] = float(read.number(section["timeout"], None, "timeout", positive=True))
+        if not values["timeout"] <= MAX_TIMEOUT:
+            raise read.fail(f"at most {MAX_TIMEOUT:g} seconds, got {section['timeout']}", None,
+                            "timeout")
     for key in ("strict", "fail-on-warnings"):  # fail-on-warnings: the documented name
         if key in section:
             values["strict"] = read.boolean(section[key], None, key)

@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify.config import Config
+from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
 from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.spec.model import Spec, canonical_target, is_op_name, is_target_string
-
-SPEC_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
@@ -41,16 +39,6 @@ class Plan:
     isolation a worker process discovers them, so that this process never imports torch."""
     config: Config | None = None
     spec_file: str | None = None
-
-
-def spec_files(directory: Path, config: Config) -> list[Path]:
-    """Spec files below a directory, sorted, without the configured excludes (the directory
-    itself may be excluded: naming it explicitly overrides that)."""
-    found = []
-    for path in sorted(directory.rglob("*")):
-        if path.suffix in SPEC_SUFFIXES and path.is_file() and not config.excluded(path, directory):
-            found.append(path)
-    return found
 
 
 def _error(exc: InputError, target: str | None = None, spec: str | None = None) -> ErrorEntry:
@@ -117,10 +105,10 @@ class Discoverer:
     def _one(self, target: str) -> None:
         target = canonical_target(target)
         path = Path(target)
-        if target.endswith(SPEC_SUFFIXES):
-            self._spec_file(path, explicit=True)
-        elif path.is_dir():
+        if path.is_dir():  # a folder named like a spec file (more.yaml) is a folder
             self._directory(path)
+        elif target.endswith(SPEC_SUFFIXES):
+            self._spec_file(path, explicit=True)
         elif ":" in target and not path.exists():
             self._class(target)
         elif target.endswith(".py") or path.is_file() or \
@@ -132,8 +120,12 @@ class Discoverer:
                 message=f"{target}: not a spec file, directory, module or 'module:Class' target"))
 
     def _directory(self, directory: Path) -> None:
-        files = spec_files(directory, self.config)
-        if not files:
+        unreadable: list[tuple[Path, str]] = []
+        files = spec_files(directory, self.config, unreadable)
+        for folder, why in unreadable:
+            self.plan.errors.append(ErrorEntry(None, str(folder), "GV001",
+                                               unreadable_folder(folder, why)))
+        if not files and not unreadable:
             self.plan.notes.append(f"{directory}: no spec files (*.yaml, *.yml) found")
         for file in files:
             self._spec_file(file, explicit=False)
@@ -340,10 +332,10 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
     folders: list[Path] = [] if targets else config.spec_dirs()
     for target in targets:
         path = Path(target)
-        if target.endswith(SPEC_SUFFIXES):
-            specs.append(path)
-        elif path.is_dir():
+        if path.is_dir():  # a folder named like a spec file is a folder
             folders.append(path)
+        elif target.endswith(SPEC_SUFFIXES):
+            specs.append(path)
         elif ":" in target and not path.exists():
             names.append(target)
             folders += config.spec_dirs()  # a mod:Class target runs the specs naming it

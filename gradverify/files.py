@@ -59,6 +59,20 @@ def refuse_overwriting(outputs: Iterable[tuple[str, Path]], read: Iterable[Path]
                 "factory or reference); choose another file")
 
 
+def refuse_shared(outputs: Iterable[tuple[str, Path]]) -> None:
+    """OutputError when two reports (``(option, path)``) would go into one file: the second
+    would replace the first without a word. The null device may take any number."""
+    null = _identity(Path(os.devnull))
+    seen: dict[tuple[int, int] | str, tuple[str, Path]] = {}
+    for option, path in outputs:
+        identity = _identity(path)
+        if identity in seen and identity != null:
+            first, where = seen[identity]
+            raise OutputError(f"{first} {shown_path(where)} and {option} {shown_path(path)} "
+                              "name the same file: each report needs a file of its own")
+        seen[identity] = (option, path)
+
+
 def _identity(path: Path) -> tuple[int, int] | str:
     """The file a path names: device and inode when it exists (links and hard links alike),
     else the resolved path."""

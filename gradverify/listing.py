@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from gradverify.config import Config
-from gradverify.discover import SPEC_SUFFIXES, Discoverer, resolves_to, spec_files
-from gradverify.errors import SpecError, UsageError
+from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
+from gradverify.discover import Discoverer, resolves_to
+from gradverify.errors import InputError, SpecError, UsageError
 from gradverify.spec.file import load_file
 from gradverify.spec.model import canonical_target, is_op_name
 
@@ -25,14 +25,16 @@ def _spec_lines(files: list[Path]) -> Iterator[str]:
             yield f"{spec.where}  {spec.target or '(no target)'}  {cases} case{'s' * (cases != 1)}"
 
 
-def list_items(where: list[str], config: Config) -> Iterator[str]:
+def list_items(where: list[str], config: Config, errors: list[str]) -> Iterator[str]:
     """The lines ``gradverify list WHERE...`` prints; UsageError, before any line, for an
-    argument that names a target rather than a module or a spec path."""
+    argument that names a target rather than a module or a spec path. What cannot be listed (a
+    module that does not import, a folder that cannot be read) is added to ``errors`` and the
+    other arguments are still listed."""
     for item in where:
         _refuse_target(item)
     if not where:
         dirs = [d for d in config.spec_dirs() if d.is_dir()]
-        files = [f for d in dirs for f in spec_files(d, config)]
+        files = [f for d in dirs for f in _spec_files(d, config, errors)]
         if not files:
             yield f"no spec files under {', '.join(config.specs)}"
         yield from _spec_lines(files)
@@ -40,11 +42,21 @@ def list_items(where: list[str], config: Config) -> Iterator[str]:
     for item in where:
         path = Path(item)
         if path.is_dir():
-            yield from _spec_lines(spec_files(path, config))
+            yield from _spec_lines(_spec_files(path, config, errors))
         elif item.endswith(SPEC_SUFFIXES):
             yield from _spec_lines([path])
         else:
-            yield from _module_lines(item, config)
+            try:
+                yield from _module_lines(item, config)
+            except InputError as exc:
+                errors.append(f"{exc}  [{exc.code}]")
+
+
+def _spec_files(folder: Path, config: Config, errors: list[str]) -> list[Path]:
+    unreadable: list[tuple[Path, str]] = []
+    files = spec_files(folder, config, unreadable)
+    errors += [f"{unreadable_folder(path, why)}  [GV001]" for path, why in unreadable]
+    return files
 
 
 def _refuse_target(item: str) -> None:
@@ -65,7 +77,8 @@ def _refuse_target(item: str) -> None:
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
     from gradverify.kinds import targets_in
-    from gradverify.target import ensure_cwd_on_path, import_module
+    from gradverify.syspath import ensure_cwd_on_path
+    from gradverify.target import import_module
     from gradverify.torchstate import import_torch
 
     import_torch()
@@ -78,7 +91,13 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
         return
     specs = Discoverer(config).folder_specs()
     for attr, obj in found:
-        # an op registered by name (ns::op) is named so; its spec imports this module
+        if "::" not in attr and not attr.isidentifier():
+            yield (f"{module.__name__}: {attr!r} cannot be named as a target (a target names "
+                   "a module attribute by its Python name); bind it to a name in the module")
+            continue
+        # an op registered by name (ns::op) is named so; its spec imports this module. Any
+        # other target is named by the attribute that holds it, which is what `check` resolves
+        # (not its __qualname__: make_square.<locals>.Square, or a type() name)
         target, traits = _describe(attr if "::" in attr else f"{module.__name__}:{attr}", obj)
         owner = next((spec.where for spec in specs if resolves_to(spec, obj)
                       or spec.target == target), None)
@@ -95,7 +114,7 @@ def _describe(name: str, obj: object) -> tuple[str, list[str]]:
     kind = kind_of_object(obj)
     if kind == MODULE:
         return name, ["nn.Module"]
-    info = introspect(obj, name if kind == CUSTOM_OP else None)
+    info = introspect(obj, name)
     if kind == CUSTOM_OP:
         traits = ["custom op", "register_autograd" if info.style != "none"
                   else "no register_autograd"]

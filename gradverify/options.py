@@ -33,6 +33,8 @@ DEFAULT_MODE = "auto"
 DEFAULT_SEED = 0
 DEFAULT_TIMEOUT = 300.0
 """Seconds a case may run before its worker is killed (isolated runs)."""
+MAX_TIMEOUT = 1_000_000.0
+"""The largest ``--timeout`` (11 days): waits take no more (``inf`` is a usage error)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class RunOptions:
     isolate: bool = False
     """Run cases in worker processes (crashes and hangs become that case's error)."""
     jobs: int = 1
+    jobs_auto: bool = False
+    """``-j auto``: as many as the cores, lowered to the cases without a note."""
     timeout: float = DEFAULT_TIMEOUT
     """Seconds per case before its worker is killed (isolated runs only)."""
     shard: tuple[int, int] | None = None
@@ -85,8 +89,10 @@ class RunOptions:
             if problem is not None:
                 raise UsageError(problem)
         device = check_device(device or config.device or DEFAULT_DEVICE)
-        if timeout is not None and not timeout > 0:
-            raise UsageError(f"timeout: must be > 0 seconds, got {timeout}")
+        if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
+            raise UsageError(f"timeout: must be > 0 and at most {MAX_TIMEOUT:g} seconds, got "
+                             f"{timeout}")
+        jobs = jobs if jobs is not None else config.jobs
         config_checks = config.checks
         if mode is not None:  # the flag is over [tool.gradverify], its checks' `mode` included
             config_checks = {name: replace(setting, options={
@@ -100,7 +106,7 @@ class RunOptions:
             tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps),
             config_tolerance=config.tolerance, config_checks=config_checks,
             verbose=verbose, strict=bool(strict if strict is not None else config.strict),
-            isolate=isolate, jobs=parse_jobs(jobs if jobs is not None else config.jobs),
+            isolate=isolate, jobs=parse_jobs(jobs), jobs_auto=jobs == "auto",
             timeout=timeout if timeout is not None else
             config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
             shard=parse_shard(shard), changed=changed)
@@ -155,11 +161,36 @@ def parse_jobs(value: int | str | None) -> int:
     if value is None:
         return 1
     if value == "auto":
-        return os.cpu_count() or 1
+        return cores()
     text = str(value)
     if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
         raise UsageError(f"-j/--jobs: expected a positive integer or 'auto', got {value!r}")
     return int(text)
+
+
+WORKERS_PER_CORE = 2
+"""``-j`` never starts more workers than this many per core (nor more than there are cases)."""
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_count(requested: int, cases: int, available: int) -> tuple[int, str | None]:
+    """How many workers a run of ``cases`` cases starts for ``-j requested`` on ``available``
+    cores, and the note that says so when that is fewer than asked for."""
+    by_cores = WORKERS_PER_CORE * available
+    count = max(1, min(requested, cases, by_cores))
+    if count >= requested:
+        return count, None
+    why = (f"there {'is 1 case' if cases == 1 else f'are {cases} cases'}" if cases <= by_cores
+           else f"at most {WORKERS_PER_CORE} per core ({available} core"
+                f"{'s' * (available != 1)})")
+    return count, f"-j {requested} lowered to {count} worker{'s' * (count != 1)}: {why}"
 
 
 def parse_shard(value: str | None) -> tuple[int, int] | None:

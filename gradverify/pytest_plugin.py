@@ -88,7 +88,7 @@ class SpecFile(pytest.File):
     def collect(self) -> Any:
         from gradverify.errors import InputError, SpecError
         from gradverify.spec.file import load_file
-        from gradverify.target import ensure_cwd_on_path
+        from gradverify.syspath import ensure_cwd_on_path
 
         ensure_cwd_on_path()
         try:

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import TargetError, did_you_mean, shown_path
+from gradverify.syspath import add_user_path, ensure_cwd_on_path
 
 if TYPE_CHECKING:
     from torch.autograd import Function
@@ -93,19 +94,24 @@ class FunctionInfo:
         return tuple(p for p in self.params if p.kind == "positional")
 
 
-def ensure_cwd_on_path() -> None:
-    """Put the current directory first on sys.path, as ``python -m`` does."""
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-
-
 def split_target(text: str) -> tuple[str, str]:
     module, sep, attr = text.rpartition(":")
     if not sep or not module or not attr:
         raise TargetError(f"target {text!r} must look like 'package.module:ClassName' or "
                           "'path/to/file.py:ClassName'", code="GV003")
-    return module, attr
+    return module, _as_typed(attr)
+
+
+def _as_typed(name: str) -> str:
+    """A Python name as typed: under a locale that is not UTF-8 (``LC_ALL=C``) the command line
+    arrives with UTF-8 bytes escaped (``\\udcce\\udc94``) where ``Δ`` was meant. (A path keeps
+    the escapes: they are how the file system spells it.)"""
+    if not any("\udc80" <= char <= "\udcff" for char in name):
+        return name
+    try:
+        return os.fsencode(name).decode("utf-8")
+    except UnicodeError:
+        return name
 
 
 def import_module(name: str) -> ModuleType:
@@ -147,8 +153,15 @@ def _import_module(name: str) -> ModuleType:
 
 
 def _import_failed(name: str, exc: BaseException) -> str:
+    """The paragraph for a failed import, pointing at the user's file and line: a syntax
+    error's own location, else the innermost frame that is neither importlib's nor ours."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return (f"importing {name!r} raised {type(exc).__name__}: {exc.msg} at "
+                f"{shown_path(exc.filename)}:{exc.lineno}")
+    ours = os.path.dirname(os.path.abspath(__file__))
     frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if "importlib" not in f.filename]
+    user = [f for f in frames if "importlib" not in f.filename
+            and not os.path.abspath(f.filename).startswith(ours + os.sep)]
     where = f" at {shown_path(user[-1].filename)}:{user[-1].lineno}" if user else ""
     if isinstance(exc, SystemExit):
         status = exc.code if isinstance(exc.code, int) or exc.code is None else repr(exc.code)
@@ -185,7 +198,7 @@ def _import_file(path: Path) -> ModuleType:
                           where=str(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    sys.path.insert(0, str(resolved.parent))
+    add_user_path(str(resolved.parent))
     try:
         spec.loader.exec_module(module)
     except KeyboardInterrupt as exc:
@@ -221,7 +234,7 @@ def resolve_named(text: str) -> tuple[Any, str]:
     path_like = module_name.endswith(".py") or "/" in module_name or os.sep in module_name
     if path_like and not module.__name__.startswith("_gradverify_user_"):
         return obj, f"{module.__name__}:{attr}"
-    return obj, text
+    return obj, f"{module_name}:{attr}"
 
 
 def resolve(text: str) -> FunctionInfo:
@@ -387,6 +400,3 @@ def _line_of(cls: type) -> int | None:
         return inspect.getsourcelines(cls)[1]
     except (OSError, TypeError):
         return None
-
-
-

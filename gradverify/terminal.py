@@ -1,13 +1,22 @@
 """The process around a command: signals that stop a run, where user code's output goes,
-the progress bar, colour. Used by ``cli``; no logic of gradverify's own."""
+the progress bar, colour, and the console itself. Used by ``cli``; no logic of gradverify's own.
+
+The console is the least reliable sink (DESIGN §8): stdout may be closed, full, a pipe whose
+reader left, or unable to encode a name. Nothing written to it may cost a report file or the
+exit code, so every console write goes through ``out`` and ``err``, which never raise.
+"""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import IO, Any
+
+_LOST: list[str] = []
+"""Why stdout could not be written (the first failure), said once on stderr at the end."""
 
 
 @contextlib.contextmanager
@@ -57,7 +66,84 @@ def progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
 def color(no_color: bool) -> bool:
     if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
-    return sys.stdout.isatty()
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except (OSError, ValueError):  # closed
+        return False
+
+
+def standard_streams() -> None:
+    """Make the standard streams safe before a command runs: descriptors 0-2 that the caller
+    closed are opened on the null device (a socket or file opened later would otherwise take
+    their number, and a worker process pointing its output at 1 and 2 would write over it),
+    and what stdout and stderr cannot encode is escaped (``\\u0394``) instead of raising."""
+    _LOST.clear()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
+def out(text: str) -> None:
+    """Write ``text`` to stdout and flush it. A stdout that is closed, full or gone is
+    remembered (``lost_console``) and written no more; never an error."""
+    if _LOST:
+        return
+    if sys.stdout is None:
+        _LOST.append("it is closed")
+        return
+    failure = _write(sys.stdout, text)
+    if failure is not None:
+        _LOST.append(failure)
+
+
+def err(text: str) -> None:
+    """Write a line to stderr, if there is one that can be written."""
+    if sys.stderr is not None:
+        _write(sys.stderr, text if text.endswith("\n") else text + "\n")
+
+
+def _write(stream: IO[str], text: str) -> str | None:
+    """Write and flush; None, or why the stream cannot be written (it is then pointed at the
+    null device, so that Python's own flush at exit neither fails nor changes the exit code)."""
+    try:
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # a stream that was not reconfigured (an embedding host)
+            encoding = getattr(stream, "encoding", None) or "ascii"
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
+        return None
+    except (OSError, ValueError) as exc:
+        _silence(stream)
+        if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+            return ""  # the reader left on purpose (`| head`): nothing to say
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return reason.lower() or type(exc).__name__
+
+
+def _silence(stream: IO[str]) -> None:
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+        stream.flush()  # what was buffered goes to the null device
+
+
+def lost_console() -> str | None:
+    """The line to say on stderr when the console report could not be written, or None."""
+    if not _LOST or not _LOST[0]:
+        return None
+    return (f"gradverify: cannot write to stdout ({_LOST[0]}): the console report is lost; "
+            "report files asked for (--output, --json, --junit-xml) are written and the exit "
+            "code is the run's")
 
 
 

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,9 @@ _ORIGINALS: dict[str, Any] = {}
 (before any user module is imported)."""
 _GUARDS: list[Any] = []
 """Context guards entered to undo a guard the user entered and never left (inference mode)."""
+
+_LOCK = threading.RLock()
+"""Held while a block runs on the baseline (``isolated``)."""
 
 IMPORT_CHANGES: dict[str, list[str]] = {}
 """What importing a module changed, by module name (reported on that module's targets)."""
@@ -217,7 +221,15 @@ def restore() -> list[str]:
 @contextlib.contextmanager
 def isolated() -> Iterator[None]:
     """Run the block on torch's defaults, whatever state the caller is in, and give the caller
-    its state back afterwards (grad mode, inference mode, hooks and all)."""
+    its state back afterwards (grad mode, inference mode, hooks and all). Blocks run one at a
+    time: what they set is process-wide (the default dtype, the working directory,
+    ``sys.stdout``), so ``verify()`` called from several threads runs each call in turn."""
+    with _LOCK, _isolated():
+        yield
+
+
+@contextlib.contextmanager
+def _isolated() -> Iterator[None]:
     global _BASELINE
     torch = import_torch()
 

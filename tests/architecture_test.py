@@ -37,7 +37,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                 "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
                    "gradverify.spec", "gradverify.spec.model", "gradverify.files",
-                   "gradverify._version", "gradverify.examples", "gradverify.torchcompat")),
+                   "gradverify._version", "gradverify.examples", "gradverify.torchcompat",
+                   "gradverify.syspath")),
 ]
 """The README's table "Where the code lives", enforced."""
 

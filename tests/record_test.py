@@ -28,6 +28,16 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.fixture(autouse=True)
+def _forget_recording_ops():
+    """Tests here import tests/recording/ops.py as ``ops``: later tests in this process write
+    an ``ops.py`` of their own, which must not find this one cached."""
+    yield
+    module = sys.modules.get("ops")
+    if module is not None and str(HERE) in str(getattr(module, "__file__", "")):
+        del sys.modules["ops"]
+
+
 @pytest.fixture
 def training(tmp_path: Path) -> Path:
     for name in ("ops.py", "train.py"):

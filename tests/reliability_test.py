@@ -6,7 +6,6 @@ process outlives the run and that no file of the user's changed.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,75 +20,32 @@ from pathlib import Path
 import pytest
 
 import functions
+from hostile import (
+    GOOD,
+    GRADVERIFY,
+    NO_ROOT,
+    SIGN_BUG,
+    digest,
+    gv,
+    make_project,
+    marked_processes,
+    processes_in,
+    unwrap,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="real signals, /proc, capabilities and rlimits")
 
-GRADVERIFY = shutil.which("gradverify") or ""
-GOOD = functions.module(functions.square("Good"))
-SIGN_BUG = functions.module(functions.square("SignBug", gradient="-2 * x * grad"))
-GOOD_SPEC = "target: good:Good\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n"
-
-
-def gv(cwd: Path, *args: str, timeout: float = 120, wrap: tuple[str, ...] = (),
-       env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The installed command, as a user runs it (``wrap``: capsh, prlimit, ...)."""
-    command = [*wrap, GRADVERIFY, *args] if not wrap or wrap[0] != "capsh" else \
-        [*wrap, " ".join([GRADVERIFY, *args])]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL,
-                          env={**os.environ, "NO_COLOR": "1", **(env or {})})
-
-
-def digest(root: Path) -> dict[str, str]:
-    """Every file's content hash below ``root``: what the user has."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-def unwrap(text: str) -> str:
-    return " ".join(text.split())
-
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "good.py").write_text(GOOD)
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "good.yaml").write_text(GOOD_SPEC)
-    return tmp_path
+    return make_project(tmp_path)
 
 
 @pytest.fixture(autouse=True)
 def _installed():
     if not GRADVERIFY:
         pytest.skip("the gradverify command is not installed")
-
-
-def _marked_processes(marker: str) -> list[int]:
-    """Processes whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_text().replace("\0", " "):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def _processes_in(folder: Path) -> list[int]:
-    """Processes working in ``folder`` (what a run there started, and nothing of the tests
-    running beside it)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if Path(os.readlink(entry / "cwd")) == folder:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 # ----------------------------------------------------------------------------- files
@@ -132,9 +88,6 @@ def test_an_unwritable_output_comes_after_the_whole_report(project):
     assert "notes.txt is a file, not a folder" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert (project / "notes.txt").read_text() == "mine"
-
-
-NO_ROOT = ("capsh", "--drop=cap_dac_override,cap_dac_read_search,cap_fowner", "--", "-c")
 
 
 @pytest.mark.skipif(not shutil.which("capsh"), reason="needs capsh to drop root's overrides")
@@ -287,7 +240,7 @@ def test_a_worker_that_closes_its_socket_is_bounded(project):
     assert result.returncode == 1
     assert re.search(r"specs/good.yaml +good:Good +\.", result.stdout)
     assert "closed its connection" in result.stdout
-    assert not _processes_in(project)
+    assert not processes_in(project)
 
 
 SPAWNER = """
@@ -319,7 +272,7 @@ def test_nothing_a_case_starts_outlives_the_run(project, mode):
     assert "GV015" in flat and "process(es)" in flat
     assert re.search(r"specs/good.yaml +good:Good +\.", flat)
     time.sleep(0.5)
-    assert not _processes_in(project)
+    assert not processes_in(project)
 
 
 LONGRUN = """
@@ -350,7 +303,7 @@ def test_record_stops_on_signals_and_keeps_what_it_saw(project, signum, code):
     assert process.returncode == code, stderr
     assert (project / "rec" / "Good.yaml").is_file(), stderr
     assert not list(spool.iterdir()), "spool files were left behind"
-    assert not _marked_processes(str(spool))  # the script's command line names its spool
+    assert not marked_processes(str(spool))  # the script's command line names its spool
 
 
 # ----------------------------------------------------------------------------- bad targets

@@ -51,6 +51,7 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
 
     from gradverify.files import check_folder
     from gradverify.recording.write import write_specs
+    from gradverify.syspath import own_module_command
 
     target = command_target(command)
     check_folder(out, option="-o/--output")  # before the script runs, not after
@@ -58,8 +59,8 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
-        child = subprocess.Popen([sys.executable, "-m", "gradverify.recording.launch", str(config),
-                                  *target])
+        child = subprocess.Popen(own_module_command("gradverify.recording.launch", str(config),
+                                                    *target))
         received: list[int] = []
         with _passing_signals(child, received):
             code = child.wait()
@@ -131,12 +132,29 @@ def boot(argv: list[str]) -> None:
 
     atexit.register(note_compiled)
     sys.argv = list(rest)
+    sys.excepthook = _script_traceback
     if module:
         sys.path.insert(0, os.getcwd())
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
     else:
         sys.path.insert(0, str(Path(rest[0]).resolve().parent))
-        runpy.run_path(rest[0], run_name="__main__")
+        runpy.run_path(script or rest[0], run_name="__main__")  # __file__ absolute, as python
+
+
+def _script_traceback(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+    """An uncaught exception of the script (Ctrl-C's KeyboardInterrupt too) printed as
+    ``python script.py`` prints it: without the frames of gradverify's launcher and runpy
+    above the script's own. Python then exits as it would (by SIGINT for Ctrl-C)."""
+    import runpy
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    launcher = {"<string>", "<frozen runpy>", os.path.abspath(runpy.__file__)}
+    inner = tb
+    while inner is not None and (inner.tb_frame.f_code.co_filename in launcher or os.path.abspath(
+            inner.tb_frame.f_code.co_filename).startswith(package + os.sep)):
+        inner = inner.tb_next
+    shown = inner if inner is not None else tb  # a failure of the launcher itself: all of it
+    sys.__excepthook__(kind, value.with_traceback(shown), shown)
 
 
 if __name__ == "__main__":

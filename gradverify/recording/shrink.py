@@ -269,8 +269,10 @@ def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
     request = {"target": target, "drafts": [
         {"args": d.args, "dtype": d.dtype, "shrunk": d.sizes, "recorded": d.recorded}
         for d in todo]}
+    from gradverify.syspath import own_module_command
+
     try:
-        done = subprocess.run([sys.executable, "-m", "gradverify.recording.shrink"],
+        done = subprocess.run(own_module_command("gradverify.recording.shrink"),
                               input=json.dumps(request), capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT)
         answer = json.loads(done.stdout.strip().splitlines()[-1])
@@ -287,7 +289,7 @@ def _probe_main() -> None:
     """In a fresh process: import the target, and search sizes at which forward runs."""
     request = json.loads(sys.stdin.read())
     from gradverify.kinds import resolve
-    from gradverify.target import ensure_cwd_on_path
+    from gradverify.syspath import ensure_cwd_on_path
 
     ensure_cwd_on_path()
     results = []

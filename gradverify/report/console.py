@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
-from gradverify.report.text import CHAR, LABEL, finding_line
+from gradverify.report.text import CHAR, LABEL, escaped, finding_line
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
@@ -37,10 +37,12 @@ QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
 class _Line:
-    """A line as (text, style) segments; plain rendering ignores styles."""
+    """A line as (text, style) segments; plain rendering ignores styles. What a user named (a
+    case, a target, a path, an exception's text) never breaks a line: control characters are
+    escaped."""
 
     def __init__(self, *segments: tuple[str, str]) -> None:
-        self.segments = [s for s in segments if s[0]]
+        self.segments = [(escaped(text), style) for text, style in segments if text]
 
     def plain(self) -> str:
         return "".join(text for text, _ in self.segments).rstrip()
@@ -92,7 +94,9 @@ class _Writer:
             yield _p("errors", "bold underline")
             for error in report.errors:
                 label = "internal error" if error.internal else "error"
-                message, *details = error.message.rstrip().split("\n")
+                # a traceback keeps its lines; any other message is one paragraph
+                message, *details = error.message.rstrip().split("\n") if error.internal \
+                    else (error.message,)
                 wrapped = self.wrap(f"{label}: {message}  [{error.code}]", "    ")
                 yield _Line((f"{label}: ", "bold red"), (wrapped[0][len(label) + 2:], ""))
                 for rest in wrapped[1:] + details:
@@ -309,17 +313,20 @@ def render_plain(report: Report, verbose: bool = False, *, verbosity: int | None
     return "\n".join(line.plain() for line in lines(report, level, width)) + "\n"
 
 
-def write_console(report: Report, stream: IO[str], *, color: bool, verbose: bool = False,
-                  verbosity: int | None = None) -> None:
-    level = verbosity if verbosity is not None else (VERBOSE if verbose else NORMAL)
+def render_console(report: Report, *, color: bool, verbosity: int = NORMAL) -> str:
+    """The console report as text: plain, or with the terminal's colour codes (rendered here,
+    so that the caller writes it in one piece to a stream that may fail)."""
     if not color:
-        stream.write(render_plain(report, verbosity=level))
-        return
+        return render_plain(report, verbosity=verbosity)
+    import io
     import shutil
 
     from rich.console import Console
 
     width = shutil.get_terminal_size((WIDTH, 24)).columns
-    console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
-    for line in lines(report, level, width):
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, highlight=False, soft_wrap=True,
+                      width=width)
+    for line in lines(report, verbosity, width):
         console.print(line.rich())
+    return buffer.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.report.console import summary_line
+from gradverify.report.text import escaped
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def render(report: Report, verbose: bool = False) -> str:
                     continue
                 kind = "error" if f.severity == Severity.ERROR and check.status in (
                     Status.FAIL, Status.ERROR) else "warning"
-                message = f"{case.target} [{case.case}] {check.name}: {f.message}"
+                message = f"{escaped(case.target)} [{escaped(case.case)}] {check.name}: " \
+                          f"{f.message}"
                 if f.hint:
                     message += f"\nfix: {f.hint} (gradverify explain {f.code})"
                 lines.append(_annotation(kind, f.location, f"{f.code} {check.name}", message))

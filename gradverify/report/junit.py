@@ -11,7 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from gradverify.report.text import finding_text
+from gradverify.report.text import escaped, finding_text
 from gradverify.results import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 def _testcase(suite: ET.Element, classname: str, case: str, check: CheckResult,
               strict: bool) -> None:
-    element = ET.SubElement(suite, "testcase", classname=classname, name=f"{case}::{check.name}",
+    element = ET.SubElement(suite, "testcase", classname=classname,
+                            name=f"{escaped(case)}::{check.name}",
                             time=f"{check.duration_s:.3f}")
     text = "\n".join(finding_text(f, check.name, expected=check.status == Status.XFAIL)
                      for f in check.findings)
@@ -47,16 +48,17 @@ def render(report: Report, verbose: bool = False) -> str:
         targets.setdefault(case.target, []).append(case)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for target, cases in targets.items():
-        suite = ET.SubElement(root, "testsuite", name=target)
+        suite = ET.SubElement(root, "testsuite", name=escaped(target))
         for case in cases:
             for check in case.checks:
-                _testcase(suite, target, case.case, check, report.settings.strict)
+                _testcase(suite, escaped(target), case.case, check, report.settings.strict)
         _count(suite, totals, sum(c.duration_s for c in cases))
     if report.errors:
         suite = ET.SubElement(root, "testsuite", name="gradverify")
         for error in report.errors:
             element = ET.SubElement(suite, "testcase", classname="gradverify",
-                                    name=error.spec or error.target or "input", time="0")
+                                    name=escaped(error.spec or error.target or "input"),
+                                    time="0")
             ET.SubElement(element, "error", message=error.message[:500],
                           type=error.code).text = error.message
         _count(suite, totals, 0.0)

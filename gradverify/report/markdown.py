@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.report.console import summary_line
+from gradverify.report.text import escaped
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ _ICON = {Status.PASS: "✅", Status.FAIL: "❌", Status.ERROR: "💥", Status.WA
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return escaped(text).replace("|", "\\|")
 
 
 def render(report: Report, verbose: bool = False) -> str:

@@ -3,7 +3,23 @@
 """
 from __future__ import annotations
 
+import re
+
 from gradverify.results import Finding, Severity, Status
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+"""Control characters and line breaks (the tab excepted)."""
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def escaped(text: str) -> str:
+    """``text`` with control characters and line breaks written as escapes (``\\n``,
+    ``\\x1b``): a user-given name (a case, a target, a spec path) never starts a new line of a
+    CI log, where a line beginning ``::error`` is a workflow command, nor moves the cursor."""
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group()) or (
+        f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"),
+        text)
+
 
 LABEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 

@@ -27,7 +27,20 @@ class Running:
     processes: frozenset[int]
 
 
-def _descendants(pid: int) -> set[int]:
+def adopt_orphans() -> None:
+    """Make this process the one that inherits what its descendants orphan (Linux
+    ``prctl(PR_SET_CHILD_SUBREAPER)``): a daemon a Function starts (a double fork, ``setsid``)
+    stays below this process (a worker, or the command itself), where the end of the case finds
+    and stops it, instead of going to init and outliving the run. Elsewhere, nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
+
+
+def descendants(pid: int) -> set[int]:
     """Every process below ``pid``, from the parent ids in /proc (empty where there is none)."""
     parents: dict[int, list[int]] = {}
     proc = Path("/proc")
@@ -84,12 +97,12 @@ def _torch_processes(pids: set[int], torch_dir: str | None) -> set[int]:
         if any(os.path.realpath(a).startswith(torch_dir) for a in argv if os.sep in a) or \
                 any(a == "-m" and b.startswith("torch.") for a, b in itertools.pairwise(argv)):
             owned.add(pid)
-    return owned | {d for pid in owned for d in _descendants(pid)}
+    return owned | {d for pid in owned for d in descendants(pid)}
 
 
 def snapshot() -> Running:
     return Running(frozenset(t.ident for t in threading.enumerate() if t.ident is not None),
-                   frozenset(_descendants(os.getpid())))
+                   frozenset(descendants(os.getpid())))
 
 
 GRACE_S = 0.5
@@ -112,16 +125,23 @@ def since(before: Running) -> tuple[list[str], list[int]]:
 
 
 def kill(pids: list[int]) -> None:
+    """Kill the processes, and reap those that are this process's children (adopted ones
+    included), so that none is left a zombie; waits at most a second."""
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    for pid in pids:  # reap our own children, so that none is left a zombie
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except OSError:
-            pass
+    pending, deadline = list(pids), time.monotonic() + 1.0
+    while pending and time.monotonic() < deadline:
+        for pid in list(pending):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pending.remove(pid)
+            except OSError:  # not a child of this process: its parent reaps it
+                pending.remove(pid)
+        if pending:
+            time.sleep(0.01)
 
 
 def describe(threads: list[str], processes: list[int]) -> str:

@@ -1,12 +1,12 @@
 """Worker processes: a case that segfaults, aborts or hangs becomes that case's error.
 
-The parent never imports torch. Each worker is a fresh interpreter (``python -m
-gradverify.run.worker``, talking over a socket pair) that imports the targets, runs one case at a
-time and sends back its frozen ``CaseResult``. Workers are started before the parent reads any
-spec, so their torch import overlaps with the parent's own work. A worker that dies is
-replaced; one that exceeds ``--timeout`` on a case is killed and replaced. Worker output (user
-prints, native crash messages) goes to a log file, so it never mixes into the report; the tail
-of it is quoted when a worker crashes.
+The parent never imports torch. Each worker is a fresh interpreter (``gradverify.run.worker``,
+talking over a socket pair) that imports the targets, runs one case at a time and sends back its
+frozen ``CaseResult``. One worker starts before the parent reads any spec, so its torch import
+overlaps with the parent's own work; the others once the number of cases is known. A worker that
+dies is replaced; one that exceeds ``--timeout`` on a case is killed and replaced. Worker
+output (user prints, native crash messages) goes to a log file, so it never mixes into the
+report; the tail of it is quoted when a worker crashes.
 """
 from __future__ import annotations
 
@@ -26,18 +26,30 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.discover import Plan
-from gradverify.errors import interrupt_signal
-from gradverify.options import RunOptions
-from gradverify.results import CaseResult, ErrorEntry
+from gradverify.errors import interrupt_signal, shown_path
+from gradverify.options import RunOptions, cores, worker_count
+from gradverify.results import ErrorEntry
+from gradverify.run import leftovers
 from gradverify.run import worker as worker_process
-from gradverify.run.tasks import Outcomes, Task, TasksInterrupted, failed_case, mark_interrupted
+from gradverify.run.tasks import (
+    Outcome,
+    Outcomes,
+    Task,
+    TasksInterrupted,
+    crashed,
+    ended,
+    lost,
+    mark_interrupted,
+    timed_out,
+)
+from gradverify.syspath import own_module_command
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
-
-
-
-# ----------------------------------------------------------------------------- parent side
+START_DEADLINE = 180.0
+"""Seconds a worker may take to start (a fresh Python importing torch and gradverify), apart
+from the per-case ``--timeout``: on a loaded CI runner torch's import alone can take tens of
+seconds, and a case's limit starts when the case starts."""
 
 
 @dataclass
@@ -45,6 +57,8 @@ class _Worker:
     process: subprocess.Popen[bytes]
     conn: Connection
     log: Path
+    spawned: float
+    """When it was started (``time.monotonic()``): its start deadline counts from here."""
     task: Task | None = None
     started: float = 0.0
     check: str | None = None
@@ -57,17 +71,25 @@ class _Worker:
 
 
 class Pool:
-    """``jobs`` workers, started on demand, each running one case at a time."""
+    """``jobs`` workers, started on demand, each running one case at a time: never more than
+    the cases (``fit``) or a few per core (``options.worker_count``)."""
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options
-        self.jobs = max(1, options.jobs)
+        self.jobs = worker_count(max(1, options.jobs), max(1, options.jobs), cores())[0]
         self.timeout = options.timeout
         self.workers: list[_Worker] = []
         self.versions: dict[str, str] = {}
+        self.start_error: ErrorEntry | None = None
+        """Why a worker did not start (GV018); the cases no started worker can run get it."""
         self._logs = tempfile.TemporaryDirectory(prefix="gradverify-")
-        cores = os.cpu_count() or 1
-        self._threads = max(1, cores // self.jobs) if self.jobs > 1 else 0
+        self._before = leftovers.descendants(os.getpid())
+
+    def fit(self, cases: int) -> str | None:
+        """Run ``cases`` cases with no more workers than they need; the note that says so when
+        that lowers an explicit ``-j``."""
+        self.jobs, note = worker_count(max(1, self.options.jobs), cases, cores())
+        return None if self.options.jobs_auto or not cases else note
 
     def __enter__(self) -> Pool:
         return self
@@ -79,6 +101,9 @@ class Pool:
             # (helper processes of a Function) is in its session and goes with it.
             _kill(worker)
             worker.conn.close()
+        # What a worker that died on its own left behind was adopted by this process (the
+        # command line inherits orphans too): nothing outlives the run.
+        leftovers.kill(sorted(leftovers.descendants(os.getpid()) - self._before))
         self._logs.cleanup()
 
     def prestart(self, count: int) -> None:
@@ -91,13 +116,16 @@ class Pool:
         log = Path(self._logs.name) / f"worker-{len(self.workers)}-{time.monotonic_ns()}.log"
         # Its own session: the terminal's Ctrl-C reaches the parent alone (which stops the
         # workers), and everything a worker starts can be killed with its process group.
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gradverify.run.worker", str(theirs.fileno()), str(log),
-             str(self._threads)],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-            preexec_fn=worker_process.die_with_parent(), start_new_session=True)
+        threads = max(1, cores() // self.jobs) if self.jobs > 1 else 0
+        with open(log, "ab") as output:  # from the start: what a failed start says is kept
+            process = subprocess.Popen(
+                own_module_command("gradverify.run.worker", str(theirs.fileno()), str(log),
+                                   str(threads)),
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, preexec_fn=worker_process.die_with_parent(),
+                start_new_session=True)
         theirs.close()
-        worker = _Worker(process, Connection(mine.detach()), log)
+        worker = _Worker(process, Connection(mine.detach()), log, time.monotonic())
         self.workers.append(worker)
         return worker
 
@@ -105,20 +133,38 @@ class Pool:
         return worker.process.poll() is None
 
     def _await_ready(self, worker: _Worker) -> bool:
+        """Whether the worker has started, waiting up to its start deadline (not the case
+        timeout); one that did not is retired and becomes ``start_error``."""
         if worker.ready:
             return True
-        message = self._receive(worker, self.timeout)
+        message = self._receive(worker, worker.spawned + START_DEADLINE - time.monotonic())
         if message is None or message[0] != "ready":
+            self.start_error = self._not_started(worker)
             return False
         worker.ready = True
         self.versions["torch"] = message[1]
         return True
 
+    def _not_started(self, worker: _Worker) -> ErrorEntry:
+        try:
+            worker.process.wait(timeout=2)
+            how = f"{ended(worker.process.returncode)} while starting"
+        except subprocess.TimeoutExpired:
+            how = f"did not start within {START_DEADLINE:g} s"
+        _kill(worker)
+        self._retire(worker)
+        return ErrorEntry(None, None, "GV018",
+                          f"a worker process (a fresh Python that imports torch and gradverify "
+                          f"to run the cases) {how}{worker_process.log_tail(worker.log)}; the "
+                          "cases it was to run did not run. Check that `python -c \"import "
+                          "torch, gradverify\"` works in this environment (the interpreter "
+                          f"{shown_path(sys.executable)})")
+
     def _receive(self, worker: _Worker, timeout: float) -> Any:
         """The worker's next message within ``timeout`` seconds, or None (it closed its end,
         died, or stayed silent): no wait on a worker is unbounded."""
         try:
-            if worker.conn.poll(timeout):
+            if worker.conn.poll(max(0.0, timeout)):
                 return worker.conn.recv()
         except (EOFError, OSError, pickle.UnpicklingError):
             pass
@@ -136,9 +182,9 @@ class Pool:
             # a prestarted worker (already importing torch) if there is one; it then runs cases
             idle = [w for w in self.workers if w.task is None and self._alive(w)]
             worker = idle[0] if idle else self._start()
-            if not self._await_ready(worker):
-                found.errors.append(self._import_crash(worker, remaining.pop(0)))
-                continue
+            if not self._await_ready(worker) and self.start_error is not None:
+                found.errors.append(self.start_error)  # no target's fault: none is blamed
+                break
             worker.conn.send(("discover", Plan(deferred=remaining, config=plan.config,
                                                spec_file=plan.spec_file)))
             current = None
@@ -166,7 +212,7 @@ class Pool:
         target (exit 3), with how it ended."""
         try:
             worker.process.wait(timeout=2)
-            how = _ended(worker)
+            how = ended(worker.process.returncode)
         except subprocess.TimeoutExpired:
             how = f"did not finish within {self.timeout:g} s"
         _kill(worker)
@@ -216,21 +262,12 @@ class Pool:
         for worker in alive + fresh:
             self._await_ready(worker)
         while pending or any(w.task for w in self.workers):
-            for worker in [w for w in self.workers if w.task is None]:
-                if not pending:
-                    break
-                task = pending.popleft()
-                if not (self._alive(worker) and self._await_ready(worker)):
-                    outcomes[task.index] = self._crashed(worker, task)
-                    self._retire(worker)
+            if self.start_error is not None and not any(w.ready for w in self.workers):
+                while pending:  # no worker could start: the cases left cannot run
+                    outcomes[pending.popleft().index] = None, [self.start_error]
                     done += 1
-                    continue
-                worker.task, worker.started, worker.check = task, time.monotonic(), None
-                worker.log_offset = worker_process.log_size(worker.log)
-                worker.conn.send(("task", task, self.options))
-                if progress:
-                    progress(done, len(tasks), f"{task.job.target} {task.case}")
-            if pending and len(self.workers) < self.jobs:
+            done += self._assign(pending, outcomes, done, len(tasks), progress)
+            if pending and len(self.workers) < self.jobs and self.start_error is None:
                 self._await_ready(self._start())
                 continue
             busy = [w for w in self.workers if w.task is not None]
@@ -251,6 +288,29 @@ class Pool:
             if progress:
                 progress(done, len(tasks), "")
         return outcomes
+
+    def _assign(self, pending: deque[Task], outcomes: Outcomes, done: int, total: int,
+                progress: Callable[[int, int, str], None] | None) -> int:
+        """Give each idle worker a pending task; how many tasks ended at once (their worker
+        had died). A task whose worker did not start stays pending."""
+        ended = 0
+        for worker in [w for w in self.workers if w.task is None]:
+            if not pending:
+                break
+            if not self._await_ready(worker):
+                continue
+            task = pending.popleft()
+            if not self._alive(worker):
+                outcomes[task.index] = self._crashed(worker, task)
+                self._retire(worker)
+                ended += 1
+                continue
+            worker.task, worker.started, worker.check = task, time.monotonic(), None
+            worker.log_offset = worker_process.log_size(worker.log)
+            worker.conn.send(("task", task, self.options))
+            if progress:
+                progress(done + ended, total, f"{task.job.target} {task.case}")
+        return ended
 
     def _poll(self, worker: _Worker, outcomes: Outcomes) -> bool:
         """Handle what one busy worker did; True when its task is finished. Never blocks:
@@ -299,44 +359,28 @@ class Pool:
         if worker in self.workers:
             self.workers.remove(worker)
 
-    def _lost(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
-        message = (f"the process running this case closed its connection to gradverify and "
-                   f"was stopped{' during ' + worker.check if worker.check else ''}"
-                   f"{worker_process.log_tail(worker.log, worker.log_offset)}")
-        return failed_case(task, worker.check, "GV010", message,
-                           "the Function (or a module it imports) closed file descriptors it "
-                           "does not own (os.closerange, closing sockets); rerun this case "
-                           "alone with --no-isolate"), []
+    def _lost(self, worker: _Worker, task: Task) -> Outcome:
+        return lost(task, worker.check, worker_process.log_tail(worker.log, worker.log_offset))
 
-    def _crashed(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
+    def _crashed(self, worker: _Worker, task: Task) -> Outcome:
         _reap(worker)
-        if worker.check == "import":
-            job = task.job
-            return None, [ErrorEntry(job.target, job.spec.path if job.spec else None, "GV003",
-                                     f"importing {job.target.rpartition(':')[0]} "
-                                     f"{_ended(worker)}: the module ends the process when "
-                                     "imported"
-                                     + worker_process.log_tail(worker.log, worker.log_offset))]
-        message = (f"the process running this case died ({_death(worker)})"
-                   f"{' during ' + worker.check if worker.check else ''}"
-                   f"{worker_process.log_tail(worker.log, worker.log_offset)}")
-        return failed_case(task, worker.check, "GV010", message,
-                            "a crash in native code (an extension or kernel); rerun this case "
-                            "alone with --no-isolate under a debugger"), []
+        return crashed(task, worker.check, worker.process.returncode,
+                       worker_process.log_tail(worker.log, worker.log_offset))
 
-    def _timed_out(self, worker: _Worker, task: Task) -> tuple[CaseResult | None, list[ErrorEntry]]:
-        message = (f"timed out after {self.timeout:g} s"
-                   f"{' during ' + worker.check if worker.check else ''}")
-        return failed_case(task, worker.check, "GV009", message,
-                            "use smaller shapes, --fast, or a larger --timeout"), []
+    def _timed_out(self, worker: _Worker, task: Task) -> Outcome:
+        return timed_out(task, worker.check, self.timeout)
 
 
 def _kill(worker: _Worker) -> None:
-    """Kill a worker and every process in its session (what its Functions started)."""
+    """Kill a worker and everything below it: every process in its session (what its
+    Functions started) and what it adopted (daemons that left the session: a worker inherits
+    its descendants' orphans)."""
+    below = sorted(leftovers.descendants(worker.process.pid))
     try:
         os.killpg(worker.process.pid, signal.SIGKILL)
     except OSError:
         worker.process.kill()
+    leftovers.kill(below)
     worker.process.wait()
 
 
@@ -347,24 +391,3 @@ def _reap(worker: _Worker) -> None:
     except subprocess.TimeoutExpired:
         worker.process.kill()
         worker.process.wait()
-
-
-def _ended(worker: _Worker) -> str:
-    """How a finished worker ended, for an import: ``exited with status 7``, ``was killed by
-    SIGSEGV``."""
-    code = worker.process.returncode
-    return f"exited with status {code}" if code is not None and code >= 0 else \
-        f"was {_death(worker)}"
-
-
-def _death(worker: _Worker) -> str:
-    code = worker.process.poll()
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"killed by {name}"
-    return f"exit code {code}"

@@ -51,6 +51,9 @@ def run(plan: Plan, options: RunOptions,
         with contextlib.nullcontext(pool) if pool is not None else Pool(options) as pool:
             plan = pool.discover(plan)
             tasks = plan_tasks(plan.jobs, options)
+            lowered = pool.fit(len(tasks))
+            if lowered:
+                plan.notes.append(lowered)
             try:
                 outcomes = pool.run(tasks, progress)
             except TasksInterrupted as exc:

@@ -37,8 +37,43 @@ def failed_case(task: Task, check: str | None, code: str, message: str, hint: st
                       inferred=spec is None)
 
 
-Outcomes = dict[int, tuple[CaseResult | None, list[ErrorEntry]]]
-"""Each task's outcome by its index: the case's result (or None) and the errors met."""
+Outcome = tuple[CaseResult | None, list[ErrorEntry]]
+"""A task's outcome: the case's result (or None) and the errors met."""
+Outcomes = dict[int, Outcome]
+"""Each task's outcome by its index."""
+
+
+def during(check: str | None) -> str:
+    return f" during {check}" if check else ""
+
+
+def lost(task: Task, check: str | None, tail: str) -> Outcome:
+    """The worker running ``task`` closed its connection (``tail``: its last output)."""
+    message = (f"the process running this case closed its connection to gradverify and was "
+               f"stopped{during(check)}{tail}")
+    return failed_case(task, check, "GV010", message,
+                       "the Function (or a module it imports) closed file descriptors it does "
+                       "not own (os.closerange, closing sockets); rerun this case alone with "
+                       "--no-isolate"), []
+
+
+def crashed(task: Task, check: str | None, code: int | None, tail: str) -> Outcome:
+    """The worker running ``task`` died with exit status ``code``: while importing the
+    target, that target's import error; else the case's crash."""
+    if check == "import":
+        job = task.job
+        return None, [ErrorEntry(job.target, job.spec.path if job.spec else None, "GV003",
+                                 f"importing {job.target.rpartition(':')[0]} {ended(code)}: "
+                                 f"the module ends the process when imported{tail}")]
+    message = f"the process running this case died ({died(code)}){during(check)}{tail}"
+    return failed_case(task, check, "GV010", message,
+                       "a crash in native code (an extension or kernel); rerun this case alone "
+                       "with --no-isolate under a debugger"), []
+
+
+def timed_out(task: Task, check: str | None, timeout: float) -> Outcome:
+    return failed_case(task, check, "GV009", f"timed out after {timeout:g} s{during(check)}",
+                       "use smaller shapes, --fast, or a larger --timeout"), []
 
 
 UNSUPPORTED_ROW = "torch"
@@ -80,3 +115,22 @@ def mark_interrupted(tasks: list[Task], outcomes: Outcomes, exc: KeyboardInterru
                 task, None, "GV014", f"the run was stopped by {why} before this case finished",
                 "rerun it; nothing is wrong with the case itself"), []
     return outcomes
+
+
+def ended(code: int | None) -> str:
+    """How a finished worker ended, for an import: ``exited with status 7``, ``was killed by
+    SIGSEGV``."""
+    return f"exited with status {code}" if code is not None and code >= 0 else f"was {died(code)}"
+
+
+def died(code: int | None) -> str:
+    """A worker's exit status in words: ``killed by SIGSEGV``, ``exit code 3``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    return f"exit code {code}"

@@ -1,6 +1,7 @@
-"""A worker process (``python -m gradverify.run.worker FD LOG THREADS``): imports targets and runs
-one case at a time for the parent's ``gradverify.run.pool.Pool``, sending back frozen results over
-its socket. Its output goes to the log file; it runs in a session of its own."""
+"""A worker process (``gradverify.run.worker FD LOG THREADS``, started with
+``syspath.own_module_command``): imports targets and runs one case at a time for the parent's
+``gradverify.run.pool.Pool``, sending back frozen results over its socket. Its output goes to the
+log file; it runs in a session of its own, and inherits what its descendants orphan."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.results import ErrorEntry
+from gradverify.run import leftovers
 from gradverify.run.tasks import Task
 
 
@@ -20,9 +22,7 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    from gradverify.target import ensure_cwd_on_path
-
-    ensure_cwd_on_path()
+    leftovers.adopt_orphans()
     from gradverify.torchstate import import_torch
 
     torch = import_torch()
@@ -32,10 +32,12 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     from gradverify import torchstate
 
     torchstate.baseline()  # before any user module is imported
-    from gradverify import target
+    from gradverify import syspath, target
     from gradverify.discover import resolve_deferred
     from gradverify.run.execute import execute
 
+    # Only now, with gradverify's own modules imported: the user's folder is for their imports.
+    syspath.ensure_cwd_on_path()
     target.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
     cache: dict[int, Any] = {}
     conn.send(("ready", str(torch.__version__)))  # plain str: unpickling must not import torch

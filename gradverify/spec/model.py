@@ -230,9 +230,12 @@ def canonical_target(text: str) -> str:
 
 def is_target_string(text: str) -> bool:
     """``module:Name`` or ``path/file.py:Outer.Inner``: any Python identifiers, Unicode
-    included (``uniops:ΔScale``); or an operator's name, ``ns::op[.overload]``."""
+    included (``uniops:ΔScale``), and a file's path as the file system spells it (``my ops
+    dir/ünï códe ops.py:Quad``, as on the command line); or an operator's name,
+    ``ns::op[.overload]``."""
     if is_op_name(text):
         return True
     module, sep, attr = text.rpartition(":")
-    return bool(sep and _MODULE_RE.match(module)
+    path = module.endswith(".py") and module.isprintable()
+    return bool(sep and (_MODULE_RE.match(module) or path)
                 and all(part.isidentifier() for part in attr.split(".")))
