@@ -77,16 +77,14 @@ class FunctionInfo:
     """A module target's instance (built from the spec's ``init_args``)."""
     parameters: tuple[str, ...] = ()
     """A module target's parameter names: the last ``len(parameters)`` of ``params``."""
-    list_inputs: bool = False
-    """Autograd differentiates it through the tensors in its list arguments (plain code)."""
+    list_inputs: bool = False  # autograd differentiates it through its lists' tensors
 
     @property
     def name(self) -> str:
         return self.cls.__qualname__
 
     @property
-    def writes_inputs(self) -> bool:
-        """Writes into its inputs, declared (``mark_dirty``, an op's ``mutates_args``)."""
+    def writes_inputs(self) -> bool:  # declared: mark_dirty, an op's mutates_args
         return self.uses_mark_dirty or bool(self.mutates)
 
     @property
