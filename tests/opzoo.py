@@ -101,6 +101,53 @@ def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Any, Any]:
     return halves(x), ([0, 0], None)
 
 
+@torch.library.custom_op("gvtest::scale_and_count", mutates_args=("counter",))
+def scale_and_count(x: Tensor, counter: Tensor) -> Tensor:
+    """Writes into its declared `counter` (running statistics): every run compared must start
+    from fresh copies, or layout and precision compare different counts (issue 26)."""
+    counter.add_(1)
+    return x * counter.sum()
+
+
+@scale_and_count.register_fake
+def _(x: Tensor, counter: Tensor) -> Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("gvtest::split_wrong", mutates_args=())
+def split_wrong(x: Tensor) -> list[Tensor]:
+    """Two halves, a Tensor[] output; its backward doubles the gradient. Each half is an
+    output of its own to gradcheck, as to autograd (it once verified nothing here)."""
+    n = x.shape[-1] // 2
+    return [x[..., :n].clone(), x[..., n:].clone()]
+
+
+@split_wrong.register_fake
+def _(x: Tensor) -> list[Tensor]:
+    n = x.shape[-1] // 2
+    return [x.new_empty(*x.shape[:-1], n), x.new_empty(*x.shape[:-1], x.shape[-1] - n)]
+
+
+split_wrong.register_autograd(lambda ctx, grads: 2 * torch.cat(grads, -1),
+                              setup_context=lambda ctx, inputs, output: None)
+
+
+def sum_pair_wrong(xs: list[Tensor]) -> Tensor:
+    """A plain function of a list of tensors (spread into inputs xs[0], xs[1]) through a
+    Function whose backward forgets the second."""
+    return _FirstOnlyGrad.apply(xs[0], xs[1])
+
+
+class _FirstOnlyGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
+        return a + b
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
+        return grad, torch.zeros_like(grad)
+
+
 _LIB = torch.library.Library("gvtest", "FRAGMENT")
 _LIB.define("composite(Tensor x) -> Tensor")
 _LIB.impl("composite", lambda x: torch.sin(x) * 2, "CompositeImplicitAutograd")

@@ -269,3 +269,21 @@ def test_second_order_hint_names_a_saved_intermediate():
     (finding,) = _findings(report, "gradgradcheck")
     assert "sparse_coo tensor built in forward" in finding.hint
     assert "Build it in backward from the saved inputs" in finding.hint
+
+
+def test_findings_that_follow_from_another_say_so():
+    """One root cause, said once: a backward that writes into a saved tensor (GV222) makes
+    autograd refuse the next backward on the graph (gradcheck's, determinism's); those say
+    they are its consequence and point at it instead of advice of their own. A backward that
+    ignores its incoming gradient fails gradcheck and gradgradcheck: the second says so."""
+    report = verify(zoo.BackwardMutatesSaved, spec=zoo.BackwardMutatesSaved.SPEC)
+    findings = {f.code: f for case in report.results for c in case.checks for f in c.findings}
+    assert findings["GV222"].consequence_of is None
+    for code in ("GV121", "GV008"):
+        assert findings[code].consequence_of == "GV222 (mutation)", findings[code]
+        assert "a consequence of GV222 (mutation)" in findings[code].message
+        assert findings[code].hint == "fix GV222 (mutation) first: this follows from it"
+    report = verify(zoo.IgnoresIncomingGrad, spec=zoo.IgnoresIncomingGrad.SPEC)
+    second = [f for case in report.results for c in case.checks if c.name == "gradgradcheck"
+              for f in c.findings]
+    assert second and all(f.consequence_of == "GV121 (gradcheck)" for f in second), second
