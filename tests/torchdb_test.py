@@ -137,7 +137,8 @@ def test_torchs_test_databases_get_the_verdicts_bare_torch_proves(db):
 def test_every_database_entry_has_a_spec_and_an_expected_verdict():
     """Each OpInfo is named in the first comment line of its spec (``hop_db: map.simple``). The
     databases change between torch releases: complete for the pinned torch."""
-    torchversions.require_test_ops()    from torch.testing._internal.autograd_function_db import autograd_function_db
+    torchversions.require_test_ops()
+    from torch.testing._internal.autograd_function_db import autograd_function_db
     from torch.testing._internal.custom_op_db import custom_op_db
     from torch.testing._internal.hop_db import hop_db
 
