@@ -75,10 +75,10 @@ class CompileCheck(Check):
         import torch
 
         torchcompat.dynamo_reset()
-        compiled = torch.compile(_Call(ctx.info.cls, clone=way == "inside"), fullgraph=True,
-                                 backend="aot_eager")
         run = ctx.args("double")
         diff = run.diff_positions
+        compiled = torch.compile(_Call(ctx.info.cls, tuple(diff) if way == "inside" else ()),
+                                 fullgraph=True, backend="aot_eager")
         given = [v.clone() if way == "outside" and isinstance(v, torch.Tensor) and v.requires_grad
                  else v for v in run.values]
         try:
@@ -154,16 +154,17 @@ _WAYS = {"leaf": "", "inside": " (input made inside the compiled region)",
 
 
 class _Call:
-    """A named callable, so Dynamo's messages point at the Function; with ``clone``, tensors
-    that require grad are cloned first, inside the compiled region."""
+    """A named callable, so Dynamo's messages point at the Function; the arguments at
+    ``clone`` (those that require grad) are cloned first, inside the compiled region. Which
+    they are is decided outside it: Dynamo before torch 2.5 cannot trace
+    ``getattr(tensor, "requires_grad")`` and would report a graph break that is gradverify's."""
 
-    def __init__(self, cls: Any, clone: bool = False) -> None:
+    def __init__(self, cls: Any, clone: tuple[int, ...] = ()) -> None:
         self.cls = cls
         self.clone = clone
 
     def __call__(self, *args: Any) -> Any:
-        if self.clone:
-            args = tuple(a.clone() if getattr(a, "requires_grad", False) else a for a in args)
+        args = tuple(a.clone() if i in self.clone else a for i, a in enumerate(args))
         return self.cls.apply(*args)
 
 
