@@ -89,7 +89,7 @@ def _inner_backward(ctx: CheckContext) -> str | None:
         seen.add(id(node))
         forward_cls = getattr(node, "_forward_cls", None)
         if forward_cls is not None and registered_formula(node) is None \
-                and forward_cls not in torchcompat.function_wrappers():  # checkpoint's
+                and not torchcompat.torch_internal(forward_cls):  # checkpoint's, cond's
             found.add(forward_cls)
         pending += [next_node for next_node, _ in node.next_functions]
     return location_of(next(iter(found)).backward) if len(found) == 1 else None

@@ -61,16 +61,23 @@ def refuse_overwriting(outputs: Iterable[tuple[str, Path]], read: Iterable[Path]
 
 def refuse_shared(outputs: Iterable[tuple[str, Path]]) -> None:
     """OutputError when two reports (``(option, path)``) would go into one file: the second
-    would replace the first without a word. The null device may take any number."""
-    null = _identity(Path(os.devnull))
+    would replace the first without a word. Devices and pipes (the null device, a terminal,
+    /dev/stdout) are written directly, one report after the other: they may take any number."""
     seen: dict[tuple[int, int] | str, tuple[str, Path]] = {}
     for option, path in outputs:
         identity = _identity(path)
-        if identity in seen and identity != null:
+        if identity in seen and _regular_or_new(path):
             first, where = seen[identity]
             raise OutputError(f"{first} {shown_path(where)} and {option} {shown_path(path)} "
                               "name the same file: each report needs a file of its own")
         seen[identity] = (option, path)
+
+
+def _regular_or_new(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # not there yet: it will be a regular file
 
 
 def _identity(path: Path) -> tuple[int, int] | str:

@@ -167,14 +167,18 @@ def function_machinery() -> frozenset[type]:
     return frozenset(found)
 
 
-@functools.cache
-def function_wrappers() -> frozenset[type]:
-    """Function classes torch wraps user code in (activation checkpointing): a graph node of
-    one of these is torch's, not the user's Function."""
-    import torch.utils.checkpoint as checkpoint
+def torch_internal(cls: type) -> bool:
+    """A Function class torch uses inside its own machinery (activation checkpointing, the
+    higher-order ops cond, map, scan): defined in torch's own files, and not in its test
+    databases (``torch.testing``), whose Functions stand for a user's."""
+    import inspect
 
-    return frozenset(cls for name in ("CheckpointFunction", "NoopSaveInputs")
-                     if (cls := getattr(checkpoint, name, None)) is not None)
+    try:
+        file = str(Path(inspect.getfile(cls)).resolve())
+    except (TypeError, OSError):
+        return False
+    base = torch_dir()
+    return file.startswith(base) and not file.startswith(str(Path(base) / "testing"))
 
 
 def builtin(name: str) -> Any:

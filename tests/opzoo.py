@@ -528,3 +528,12 @@ class Accumulator(torch.nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:  # 1e-10 is lost if drift is made float32
         return x * self.weight * ((self.drift - 1.0) * 1e10).to(x.dtype)
+
+
+def scaled_cat(xs: list[Tensor], scale: float) -> Tensor:
+    """A plain function of a list (spread into inputs), checked against a reference."""
+    return torch.cat(xs) * scale
+
+
+def scaled_cat_reference(xs: list[Tensor], scale: float) -> Tensor:
+    return torch.cat([x * scale for x in xs])

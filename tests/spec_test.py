@@ -223,3 +223,13 @@ def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
     with pytest.raises(SpecError, match="annotated float and needs a float") as raised:
         bind(spec.cases[1], info, spec)
     assert "s.yaml:4" in str(raised.value) and "cases[1].args.eps" in str(raised.value)
+
+
+@pytest.mark.parametrize(("annotation", "name"), [
+    (float, "float"), ("float", "float"), ("Optional[float]", "float"), ("float | None", "float"),
+    ("float?", "float"), ("float | str", None), ("int | Literal['auto']", None), (str, "str"),
+])
+def test_an_annotation_a_string_cannot_satisfy_is_read_from_its_members(annotation, name):
+    from gradverify.spec.binding import _annotation_name
+
+    assert _annotation_name(annotation) == name

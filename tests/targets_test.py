@@ -409,3 +409,13 @@ def test_a_module_that_draws_random_numbers_or_keeps_a_float64_buffer():
     before = torch.random.get_rng_state()
     verify(opzoo.NoisyScale, spec=spec)
     assert torch.equal(before, torch.random.get_rng_state())  # the caller's stream, given back
+
+
+def test_a_reference_takes_the_targets_arguments_with_lists_gathered():
+    spec = {"reference": "opzoo:scaled_cat_reference", "checks": {"reference": True},
+            "cases": [{"args": {"xs": {"list": [{"shape": [2]}, {"shape": [3]}]},
+                                "scale": 1.5}}]}
+    report = verify(opzoo.scaled_cat, spec=spec, checks=["reference", "gradcheck"])
+    checks = {c.name: c for c in report.results[0].checks}
+    assert checks["reference"].status == Status.PASS, checks["reference"].findings
+    assert [i.name for i in report.results[0].inputs][:2] == ["xs[0]", "xs[1]"]

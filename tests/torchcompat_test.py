@@ -171,3 +171,14 @@ def test_the_baseline_binds_the_hook_watch_before_user_code():
     autograd = torch._C._autograd
     assert hasattr(autograd, "_top_saved_tensors_default_hooks") or \
         getattr(autograd, "_gradverify_watched", False)
+
+
+def test_a_function_inside_torchs_own_machinery_is_torchs():
+    """A user function calling torch.cond or checkpoint: findings point at the user's code,
+    never at torch's Function classes (torch.testing's stand for a user's)."""
+    import torch.utils.checkpoint as checkpoint
+    from torch.testing._internal.autograd_function_db import NumpyCube
+
+    assert torchcompat.torch_internal(checkpoint.CheckpointFunction)
+    assert not torchcompat.torch_internal(NumpyCube)
+    assert not torchcompat.torch_internal(type(functions))  # not a class of torch's files

@@ -53,8 +53,8 @@ class Check(abc.ABC):
     """Options settable under ``checks:`` in a spec or ``[tool.gradverify]``."""
     requires: ClassVar[tuple[str, ...]] = ("contract",)
     """Checks whose failure means this one cannot run (else: skip, with that reason): a
-    contract failure is a backward result autograd rejects. Never a check that merely found
-    another defect: checks are independent."""
+    contract failure is a backward result autograd rejects. Not a check that found another
+    defect whose results this one would not repeat (gradgradcheck runs after gradcheck's)."""
     invalidates: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})
     """Code -> later checks whose results are consequences of that finding (skipped)."""
     explains_protection: ClassVar[tuple[str, ...]] = ()

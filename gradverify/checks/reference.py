@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gradverify import opcalls
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
@@ -57,8 +58,11 @@ class ReferenceCheck(Check):
         grads = calls.random_grads(run, ctx.generator("reference")) if run.differentiable else None
         ours = calls.forward_backward(ctx.info, working, grads, diff)
         try:
-            out = reference_fn(*double.values)
-            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            # the reference takes forward's arguments (lists gathered back) and its outputs
+            # are compared as the target's are, flat
+            out = opcalls.flat_outputs(reference_fn(*opcalls.op_values(ctx.info,
+                                                                       double.values)))
+            outs = list(out) if isinstance(out, tuple) else [out]
             tensors = [(o, g) for o, g in zip(outs, grads or []) if isinstance(o, torch.Tensor)
                        and o.requires_grad and isinstance(g, torch.Tensor)]
             theirs_grads = list(torch.autograd.grad(

@@ -258,7 +258,9 @@ class Pool:
         done = 0
         # Start the workers together: each spends its first second or two importing torch.
         alive = [w for w in self.workers if self._alive(w)]
-        fresh = [self._start() for _ in range(min(self.jobs, len(tasks)) - len(alive))]
+        # (after a worker could not start, none more: the same environment would fail again)
+        fresh = [self._start() for _ in range(min(self.jobs, len(tasks)) - len(alive))] \
+            if self.start_error is None else []
         for worker in alive + fresh:
             self._await_ready(worker)
         while pending or any(w.task for w in self.workers):

@@ -89,7 +89,8 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
     return Report(
         settings=Settings(device=options.device, seed=options.seed, mode=options.mode,
                           strict=options.strict, empty_ok=options.changed),
-        results=tuple(results), errors=tuple(plan.errors) + tuple(errors),
+        # one error once: a worker that could not start is said by discovery and by its cases
+        results=tuple(results), errors=tuple(dict.fromkeys([*plan.errors, *errors])),
         duration_s=time.perf_counter() - started, versions=version_info,
         notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options))
         + tuple(_unsupported(results)))

@@ -174,7 +174,7 @@ def _typed(bound: Bound, info: FunctionInfo, case: Case, spec: Spec) -> Bound:
     reads ``1e-5`` as one): a spec error at the case's line, never a crash in forward."""
     annotations = {p.name: _annotation_name(p.annotation) for p in info.params}
     for name, arg in zip(bound.names, bound.args):
-        wanted = _NUMBERS.get(annotations.get(name, ""))
+        wanted = _NUMBERS.get(annotations.get(name) or "")
         if wanted and isinstance(arg, ValueArg) and arg.dim is None \
                 and isinstance(arg.value, str):
             raise SpecError(f"{name!r} is annotated {annotations[name]} and needs {wanted}, but "
@@ -184,11 +184,13 @@ def _typed(bound: Bound, info: FunctionInfo, case: Case, spec: Spec) -> Bound:
     return bound
 
 
-def _annotation_name(annotation: Any) -> str:
-    """``float`` for float, "float", "Optional[float]", "float | None" or a schema's "float?"."""
+def _annotation_name(annotation: Any) -> str | None:
+    """``float`` for float, "float", "Optional[float]", "float | None" or a schema's "float?";
+    None for anything a string may satisfy (``float | str``, ``Union[int, Literal[...]]``)."""
     text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
     text = text.replace("typing.", "").replace("Optional[", "").rstrip("]?")
-    return text.split(" |")[0].strip()
+    members = {m.strip() for m in text.split("|")} - {"None", "NoneType"}
+    return members.pop() if len(members) == 1 else None
 
 
 def _case_key(case: Case, spec: Spec) -> str:

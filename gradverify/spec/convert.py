@@ -78,8 +78,6 @@ def converted(values: list[Any], *, double: bool, working: str = "float32") -> l
 def _convert(value: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
     """``value`` with every floating and complex tensor in it converted: top-level, inside
     lists and tuples, and an ``nn.Module``'s parameters and buffers (on a copy)."""
-    import copy
-
     import torch
 
     if isinstance(value, torch.Tensor) and (value.is_complex() or value.is_floating_point()):
@@ -92,9 +90,27 @@ def _convert(value: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_convert(v, real, cplx) for v in value)
     if isinstance(value, torch.nn.Module):
-        module = copy.deepcopy(value)
-        for tensor in [*module.parameters(), *module.buffers()]:
-            if tensor.is_floating_point() or tensor.is_complex():
-                tensor.data = tensor.data.to(cplx if tensor.is_complex() else real)
-        return module
+        return _module_copy(value, real, cplx)
     return value
+
+
+def _module_copy(module: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
+    """A copy of ``module`` (and its submodules) whose parameters and buffers are converted;
+    everything else it holds is shared, not deep-copied (a lock, a process group)."""
+    import copy
+
+    import torch
+
+    def converted(t: Any) -> Any:
+        if t is None or not (t.is_floating_point() or t.is_complex()):
+            return t
+        out = t.detach().to(cplx if t.is_complex() else real)
+        return torch.nn.Parameter(out, t.requires_grad) if isinstance(t, torch.nn.Parameter) \
+            else out
+
+    new = copy.copy(module)
+    new.__dict__["_parameters"] = {k: converted(p) for k, p in module._parameters.items()}
+    new.__dict__["_buffers"] = {k: converted(b) for k, b in module._buffers.items()}
+    new.__dict__["_modules"] = {k: None if m is None else _module_copy(m, real, cplx)
+                                for k, m in module._modules.items()}
+    return new

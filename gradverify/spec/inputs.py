@@ -251,9 +251,10 @@ class InputMaker:
                             set(self.constants))
         diff = [isinstance(v, torch.Tensor) and v.requires_grad for v in values]
         if not any(diff):
-            # Users forget requires_grad; treat every floating tensor as differentiable then.
+            # Users forget requires_grad; treat every floating tensor as differentiable then
+            # (but a constant: it cannot become float64).
             diff = [isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
-                    for v in values]
+                    and name not in self.constants for name, v in zip(shown, values)]
         values = [fresh_leaf(v, False) if isinstance(v, torch.Tensor) else v for v in values]
         for name in self.info.parameters:  # a module's parameters follow forward's arguments
             shown.append(name)

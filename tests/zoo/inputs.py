@@ -165,3 +165,17 @@ class QuantizedScale(Function):
     def backward(ctx, grad):
         (scale,) = ctx.saved_tensors
         return grad * scale, None
+
+
+def make_quantized_weight_unmarked(generator, dtype):
+    x, weight = make_quantized_weight(generator, dtype)
+    return x.detach(), weight
+
+
+class QuantizedScaleUnmarked(Function):
+    """QuantizedScale whose factory marks nothing as requiring grad. naive: "users forget
+    requires_grad, so every floating tensor is differentiable" makes the constant one too."""
+
+    SPEC = factory_case("make_quantized_weight_unmarked")
+    forward = QuantizedScale.forward
+    backward = QuantizedScale.backward

@@ -5,6 +5,8 @@ flag.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch.autograd import Function
 
@@ -146,6 +148,7 @@ def make_list_and_module(generator):
     x = torch.randn(2, 3, generator=generator, dtype=torch.float64)
     pair = [torch.randn(4, generator=generator, dtype=torch.float64) for _ in range(2)]
     layer = torch.nn.Linear(3, 4, dtype=torch.float64)
+    layer.lock = threading.Lock()  # a module holding what cannot be deep-copied
     with torch.no_grad():
         layer.weight.copy_(torch.randn(4, 3, generator=generator, dtype=torch.float64))
         layer.bias.copy_(torch.randn(4, generator=generator, dtype=torch.float64))
@@ -153,9 +156,10 @@ def make_list_and_module(generator):
 
 
 class ListAndModuleArgs(Function):
-    """Takes a list of tensors and an nn.Module. naive precision: only top-level tensors are
-    rounded to the working dtype, so the float32 run mixes in float64 list items and module
-    weights (forward raises on float32 @ float64, or float32 is compared with float64)."""
+    """Takes a list of tensors and an nn.Module that holds a lock. naive precision: only
+    top-level tensors are rounded to the working dtype, so the float32 run mixes in float64
+    list items and module weights (forward raises on float32 @ float64); a naive conversion
+    deep-copies the module, and the lock makes that crash."""
 
     SPEC = factory_case("make_list_and_module", dtype="float32")
 
