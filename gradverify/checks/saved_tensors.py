@@ -10,6 +10,7 @@ garbage collector runs. The check also reports what is saved per call (count, ki
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,10 @@ CODES = (
          "Save indices and values with save_for_backward and build the sparse tensor in "
          "backward, or build it from clones."),
 )
+
+
+CYCLE_WAIT_S = 1.0
+"""How long pending work may hold an output after the caller drops it (a future, a thread)."""
 
 
 class SavedTensorsCheck(Check):
@@ -145,10 +150,9 @@ class SavedTensorsCheck(Check):
     @staticmethod
     def _cycle(ctx: CheckContext, outcome: Outcome) -> None:
         """An output kept on ctx stays alive after the caller drops it (until gc runs). With
-        the collector off, an output still alive after ``del`` is in a cycle only if the
-        collector then frees it: that is the proof. One that some pending work still holds
-        (a torch.jit.fork future, a thread) or a cache keeps is not freed by it, and is no
-        cycle."""
+        the collector off, an output that pending work still holds (a torch.jit.fork future,
+        a thread) is let go within CYCLE_WAIT_S; one in a cycle never is, and the collector
+        then frees it: that is the proof (one a cache keeps is not freed by it either)."""
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 
@@ -161,6 +165,9 @@ class SavedTensorsCheck(Check):
             refs = [(j, weakref.ref(o), attrs.get(id(o))) for j, o in applied.tensors
                     if o.requires_grad or id(o) in attrs]
             del applied
+            deadline = time.monotonic() + CYCLE_WAIT_S
+            while any(ref() is not None for _, ref, _ in refs) and time.monotonic() < deadline:
+                time.sleep(0.005)
             alive = [(j, ref, attr) for j, ref, attr in refs if ref() is not None]
             if alive:
                 gc.collect()  # frees what only a cycle kept alive (the cycles found, too)
