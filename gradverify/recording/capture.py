@@ -260,12 +260,16 @@ def install(recorder: Recorder) -> None:
     if _ACTIVE is not None:
         raise RuntimeError("gradverify is already recording")
     original = Function.__dict__["apply"]
+    # a Python classmethod's function, called directly (the hot path); torch >= 2.15's C
+    # classmethod_descriptor has none and is bound per call
+    func = getattr(original, "__func__", None)
 
     def apply(cls: type[Function], *args: Any, **kwargs: Any) -> Any:
         active = _ACTIVE
         if active is not None:
             active.see(cls, args, kwargs)
-        # __get__ binds both a Python classmethod and torch >= 2.15's C classmethod_descriptor
+        if func is not None:
+            return func(cls, *args, **kwargs)
         return original.__get__(None, cls)(*args, **kwargs)
 
     global _Tensor
