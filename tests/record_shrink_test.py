@@ -104,13 +104,14 @@ def _weight(constant: float | None, dtype: str = "float32") -> dict:
 def test_a_recorded_constant_float_becomes_random_values_never_a_degenerate_one():
     """A LayerNorm weight of ones or a zero bias: a backward that forgets the weight passes
     on ones; the recorded spec must catch what a hand-written one does."""
-    from gradverify.recording.shrink import _tensor
+    from gradverify.recording.draft import tensor_spec
 
     for constant, init in ((1.0, "positive"), (0.0, None), (-2.5, None)):
         factory: list[str] = []
-        spec, note = _tensor(_weight(constant), {}, [], "float32", True, factory, "weight")
+        spec, note = tensor_spec(_weight(constant), [8], [], {}, "float32", True, factory,
+                                 "weight")
         assert spec.get("init") == init and "sorted" not in spec and not factory, spec
         assert f"recorded constant {constant!r}" in note
-    spec, _ = _tensor({**_weight(None), "dtype": "int64", "constant": 0, "min": 0, "max": 0},
-                      {}, [], "float32", True, [], "index")
+    spec, _ = tensor_spec({**_weight(None), "dtype": "int64", "constant": 0, "min": 0, "max": 0},
+                          [8], [], {}, "float32", True, [], "index")
     assert spec["init"] == "zeros"  # an integer constant (a mask, an index) keeps its value

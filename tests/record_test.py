@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gradverify
-from gradverify.recording import shrink
+from gradverify.recording.draft import case_dict, draft
 from gradverify.recording.capture import describe
 from gradverify.recording.spool import Observation
 from gradverify.spec.file import load_file
@@ -254,10 +254,13 @@ def test_dims_are_named_shrunk_distinct_and_ordered():
         {"name": "classes", "kind": "value", "value": 100},
         {"name": "axis", "kind": "value", "value": 2},
     ))
-    d = shrink.draft(obs)
+    joined = frozenset({"size:512", "size:768"})
+    d = draft(obs, joined)
     assert d.recorded == {"N": 64, "C": 512, "L": 768, "D": 100}
-    assert d.sizes == {"N": 2, "C": 4, "L": 5, "D": 3}  # distinct, in the recorded order
-    case = shrink.case_dict(d.args, d.dtype, d.sizes, "c")
+    assert d.sizes == {"N": 3, "C": 5, "L": 6, "D": 4}  # distinct, in the recorded order, and
+    # above the axis number 2 that stays as recorded
+    case = case_dict(d.args, d.dtype, d.sizes, "c")
     assert case["args"]["x"]["shape"] == ["N", "C", "L"]
+    assert case["args"]["w"]["shape"] == ["L", "C"]
     assert case["args"]["labels"]["high"] == "D"  # values 0..99 index the dim of size 100
-    assert case["args"]["classes"] == 3 and case["args"]["axis"] == 2
+    assert case["args"]["classes"] == 4 and case["args"]["axis"] == 2

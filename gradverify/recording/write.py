@@ -16,7 +16,8 @@ from typing import Any
 
 from gradverify.errors import shown_path
 from gradverify.files import write_text
-from gradverify.recording.shrink import MIN_TIED_INT, Draft, back_off, draft, indexed_dim, is_dim
+from gradverify.recording.draft import Draft, indexed_dim, initial_draft, is_dim
+from gradverify.recording.shrink import back_off
 from gradverify.recording.spool import Observation, Spool
 from gradverify.spec.yamlio import flow_scalar
 
@@ -55,7 +56,7 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
         return written
     out.mkdir(parents=True, exist_ok=True)
     for target, calls in by_target.items():
-        drafts = [draft(c) for c in calls]
+        drafts = [initial_draft(c) for c in calls]
         drafts = back_off(target, drafts) if shrink else [d.at_recorded_sizes() for d in drafts]
         first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
         broken = _invalid(first) if first.exists() and not force else None
@@ -139,7 +140,7 @@ def _factory_source(d: Draft, fname: str) -> str:
     values = []
     for i, arg in enumerate(d.raw):
         lines.append(f"    # {arg['name']}: {_recorded(arg)}")
-        lines.append(f"    a{i} = {_expr(arg, d, d.raw)}")
+        lines.append(f"    a{i} = {_expr(arg, d, d.raw, arg.get('name', str(i)))}")
         values.append(f"a{i}")
     lines.append(f"    return ({', '.join(values)},)")
     return "\n".join(lines) + "\n"
@@ -153,15 +154,15 @@ def _recorded(arg: Mapping[str, Any]) -> str:
     return arg["kind"]
 
 
-def _expr(arg: Mapping[str, Any], d: Draft, siblings: Sequence[Mapping[str, Any]]) -> str:
+def _expr(arg: Mapping[str, Any], d: Draft, siblings: Sequence[Mapping[str, Any]],
+          path: str) -> str:
     kind = arg["kind"]
     if kind == "value":
-        v = arg["value"]
-        if type(v) is int and v >= MIN_TIED_INT and v in d.dims_of:
-            return f'dims["{d.dims_of[v]}"]'
-        return repr(v)
+        name = (d.int_dims or {}).get(path)
+        return f'dims["{name}"]' if name else repr(arg["value"])
     if kind in ("tuple", "list"):
-        items = ", ".join(_expr(item, d, siblings) for item in arg["items"])
+        items = ", ".join(_expr(item, d, siblings, f"{path}[{i}]")
+                          for i, item in enumerate(arg["items"]))
         return f"({items},)" if kind == "tuple" else f"[{items}]"
     shape = "(" + "".join((f'dims["{d.dims_of[s]}"], ' if s in d.dims_of else f"{s}, ")
                           for s in arg["shape"]) + ")"

@@ -1,0 +1,3 @@
+import os
+
+PLANTED = os.environ.get("FASTOPS_BUGS") == "1"
