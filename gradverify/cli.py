@@ -269,17 +269,14 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
 
     from gradverify.recording.launch import run_recorded
 
-    code, written = run_recorded(command, Path(out), include=include, exclude=exclude,
-                                 limit=limit, force=force, shrink=not no_shrink)
     echo = terminal.err  # stdout is the script's
-    echo("")
+    code, written = run_recorded(command, Path(out), include=include, exclude=exclude,
+                                 limit=limit, force=force, shrink=not no_shrink,
+                                 progress=terminal.progress_lines())
     if not written.lines:
+        echo("")
         echo("gradverify record: no custom Function was called"
              + (f" (matching {', '.join(include)})" if include else ""))
-    else:
-        echo(f"gradverify record: {len(written.lines)} Function(s) recorded")
-        for line in written.lines:
-            echo(f"  {line}")
     for note in written.notes:
         echo(f"  note: {note}")
     if written.paths and not then_check:

@@ -63,6 +63,31 @@ def progress(enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
         yield update
 
 
+def progress_lines() -> Callable[[str, bool], None]:
+    """Progress as lines on stderr: a step's line when it is done; on a terminal, also the step
+    under way, replaced by its line once done. The first line is preceded by a blank one (what
+    came before was the user's script)."""
+    live = sys.stderr is not None and sys.stderr.isatty() and not os.environ.get("CI")
+    started: list[bool] = []
+
+    def say(text: str, done: bool) -> None:
+        if not started:
+            started.append(True)
+            err("")
+        if not done:
+            if live:
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+            return
+        if live:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write("\r\033[K")
+        err(text)
+
+    return say
+
+
 def color(no_color: bool) -> bool:
     if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False

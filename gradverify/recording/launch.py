@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,8 @@ def command_target(command: Sequence[str]) -> list[str]:
 
 def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = (),
                  exclude: Sequence[str] = (), limit: int = DEFAULT_LIMIT, force: bool = False,
-                 shrink: bool = True) -> tuple[int, Any]:
+                 shrink: bool = True, progress: Callable[[str, bool], None] | None = None
+                 ) -> tuple[int, Any]:
     """Run the command with recording on, in a child process whose output and exit code pass
     through; then write the specs. Returns (the command's exit code, ``write.Written``)."""
     import subprocess
@@ -65,7 +66,8 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
         with _passing_signals(child, received):
             code = child.wait()
         written = write_specs(read_spool(Path(spool)), out, limit=limit, force=force,
-                              shrink=shrink, origin=f"`{' '.join(command)}`")
+                              shrink=shrink, origin=f"`{' '.join(command)}`",
+                              progress=progress)
     if received:  # stopped as the script would be without gradverify: 128 + the signal
         return 128 + received[0], written
     return code, written

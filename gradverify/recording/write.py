@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,12 @@ class Written:
 
 
 def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: bool,
-                origin: str) -> Written:
+                origin: str, progress: Callable[[str, bool], None] | None = None) -> Written:
+    """One spec per recorded target under ``out``. ``progress(text, done)`` hears of each
+    target before its calls are shrunk and tried (``done`` False) and with its line once its
+    spec is written (``done`` True)."""
     written = Written()
+    say = progress or (lambda text, done: None)
     by_target: dict[str, list[Observation]] = {}
     for obs in spool.observations:
         calls = by_target.setdefault(obs.target, [])
@@ -55,7 +60,10 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
     if not by_target:
         return written
     out.mkdir(parents=True, exist_ok=True)
-    for target, calls in by_target.items():
+    say(f"gradverify record: {len(by_target)} Function(s) recorded; writing their specs"
+        + (" (each case shrunk and tried in a fresh process)" if shrink else ""), True)
+    for number, (target, calls) in enumerate(by_target.items(), 1):
+        say(f"  [{number}/{len(by_target)}] {target} ...", False)
         drafts = [initial_draft(c) for c in calls]
         drafts = back_off(target, drafts) if shrink else [d.at_recorded_sizes() for d in drafts]
         first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
@@ -68,6 +76,7 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
         if text is None:
             written.lines.append(f"{shown_path(path)}: nothing new (every recorded call is already "
                                  "a case)")
+            say(f"  {written.lines[-1]}", True)
             continue
         write_text(path, text, what="spec")
         written.paths.append(path)
@@ -77,6 +86,7 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
                              + (f"; {made} with a written factory" if made else "")
                              + (f"; {todo} need{'s' * (todo == 1)} a factory of yours (TODO)"
                                 if todo else ""))
+        say(f"  {written.lines[-1]}", True)
         for d in drafts:
             written.notes += [f"{target}: {n}" for n in d.notes]
     return written
@@ -97,7 +107,7 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
         if not fresh:
             return path, None, 0
         body = _cases(fresh, set(_case_names(existing)), factories)
-        return path, existing.rstrip("\n") + "\n" + body, len(fresh)
+        return path, _recount(existing.rstrip("\n") + "\n" + body), len(fresh)
     if factories.exists():
         factories.unlink()  # --force: rewritten with the spec
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -196,6 +206,13 @@ def _expr(arg: Mapping[str, Any], d: Draft, siblings: Sequence[Mapping[str, Any]
     if floating and arg.get("requires_grad"):
         expr += ".requires_grad_()"
     return expr
+
+
+def _recount(text: str) -> str:
+    """The header's count of distinct call signatures, after cases were appended."""
+    count = len(re.findall(r"^  - name: .*# signature [0-9a-f]+\s*$", text, flags=re.MULTILINE))
+    return re.sub(r"\(\d+ distinct call signatures?\)\.",
+                  f"({count} distinct call signature{'s' * (count != 1)}).", text, count=1)
 
 
 def _invalid(path: Path) -> str | None:

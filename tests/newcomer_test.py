@@ -1,0 +1,112 @@
+"""A newcomer's first run (issue 28), on ``tests/newcomer``: a package of 13 targets (Functions,
+custom ops, a function, a module) re-exported from its submodules, a training script that calls
+the Functions, and five planted bugs (``FASTOPS_BUGS=1``) that show only where a spec keeps the
+meaning of its values. Every test runs the installed command as a user does, in a copy."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchversions import require_custom_ops
+
+HERE = Path(__file__).parent / "newcomer"
+PLANTED = {  # the target of each planted bug
+    "fastops.norms:FusedLayerNorm",  # the weight factor forgotten: hidden by a weight of ones
+    "fastops.attention:OnlineSoftmaxAttention",  # blocks after the first: hidden by L <= block
+    "fastops.quant:StraightThroughQuantize",  # the 8-bit path: hidden by checking 3 bits
+    "fastops.router:TopKRouter",  # exact when k = E: hidden by shrinking E to k
+    "fastops.losses:ChunkedCrossEntropy",  # a partial last chunk: hidden by N <= chunk
+}
+
+
+@pytest.fixture(autouse=True)
+def _custom_ops():
+    require_custom_ops()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    shutil.copytree(HERE, tmp_path / "project", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "project"
+
+
+def gv(cwd: Path, *args: str, bugs: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "FASTOPS_BUGS": "1" if bugs else "0"}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, "-m", "gradverify", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+def errors_by_target(report: Path) -> dict[str, set[str]]:
+    """The codes of the error findings of each target in a JSON report."""
+    found: dict[str, set[str]] = {}
+    for result in json.loads(report.read_text())["results"]:
+        found.setdefault(result["target"], set()).update(
+            f["code"] for c in result["checks"] for f in c["findings"] if f["severity"] == "error")
+    return found
+
+
+def caught(project: Path, specs: str) -> set[str]:
+    """The targets whose planted bug ``specs`` catch: an error found on the bugged code that the
+    correct code does not have."""
+    gv(project, "check", specs, "--json", "good.json", "-q")
+    gv(project, "check", specs, "--json", "bad.json", "-q", bugs=True)
+    good, bad = errors_by_target(project / "good.json"), errors_by_target(project / "bad.json")
+    return {t for t, codes in bad.items() if codes - good.get(t, set())}
+
+
+def case_of(spec: Path) -> str:
+    return spec.read_text().split("cases:", 1)[1]
+
+
+def test_recorded_specs_keep_values_meaning_and_catch_every_planted_bug(project):
+    done = gv(project, "record", "-o", "recorded", "--", "python", "train.py")
+    assert done.returncode == 0, done.stderr
+    # progress: a line per Function as its spec is written, after the script's own output
+    lines = done.stderr.splitlines()
+    start = lines.index("gradverify record: 8 Function(s) recorded; writing their specs (each "
+                        "case shrunk and tried in a fresh process)")
+    assert [line.split(": ")[0] for line in lines[start + 1:start + 9]] == [
+        f"  recorded/{name}.yaml" for name in (
+            "FusedLayerNorm", "RotaryInplace", "StraightThroughQuantize",
+            "OnlineSoftmaxAttention", "RecomputeMLP", "TopKRouter", "SegmentSum",
+            "ChunkedCrossEntropy")]
+    out = project / "recorded"
+    norm = case_of(out / "FusedLayerNorm.yaml")
+    assert "eps: 1.0e-05" in norm  # a float that reads back as one
+    assert "weight: {shape: [L], init: positive}" in norm  # not the recorded ones
+    assert "x: {shape: [N, C, L]}" in norm and "backward computes its gradient" in norm
+    quant = case_of(out / "StraightThroughQuantize.yaml")
+    assert "bits: 8   # recorded value (not tied to D)" in quant  # D was 8 too
+    attention = case_of(out / "OnlineSoftmaxAttention.yaml")
+    assert "q: {shape: [N, C, L, D]}" in attention  # batch 4 and 4 heads: two dims
+    assert re.search(r"N: 2 .*\n +C: 3 .*\n +L: 9 ", attention)  # L > block_size 8
+    assert "block_size: 8" in attention
+    router = case_of(out / "TopKRouter.yaml")
+    assert "k: 2" in router and re.search(r"C: 3 +# recorded 8", router)  # k < experts
+    loss = case_of(out / "ChunkedCrossEntropy.yaml")
+    assert "chunk_size: 5" in loss and re.search(r"N: 6 +# recorded 16", loss)
+    rotary = case_of(out / "RotaryInplace.yaml")
+    assert "cos: {shape: [C, H], requires_grad: false}" in rotary  # backward returns None
+
+    assert caught(project, "recorded") == PLANTED
+
+
+def test_recording_again_appends_new_calls_and_recounts_the_header(project):
+    assert gv(project, "record", "-o", "rec", "--", "python", "train.py").returncode == 0
+    script = (project / "train.py").read_text().replace("B, H, L, D, E, V = 4, 4, 24, 8, 8, 40",
+                                                        "B, H, L, D, E, V = 2, 4, 24, 8, 8, 40")
+    (project / "train.py").write_text(script)
+    again = gv(project, "record", "-o", "rec", "--", "python", "train.py")
+    assert again.returncode == 0, again.stderr
+    spec = (project / "rec" / "FusedLayerNorm.yaml").read_text()
+    assert "(2 distinct call signatures)." in spec and "(1 distinct" not in spec
+    assert spec.count("# signature ") == 2
+    assert "rec/FusedLayerNorm.yaml: 1 case for" in again.stderr
