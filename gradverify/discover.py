@@ -12,6 +12,7 @@ from typing import Any
 
 from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
 from gradverify.errors import InputError, SpecError
+from gradverify.packages import is_package_folder
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.spec.model import Spec, canonical_target, is_op_name, is_target_string
@@ -105,7 +106,9 @@ class Discoverer:
     def _one(self, target: str) -> None:
         target = canonical_target(target)
         path = Path(target)
-        if path.is_dir():  # a folder named like a spec file (more.yaml) is a folder
+        if path.is_dir() and not is_package_folder(target):
+            # a folder named like a spec file (more.yaml) is a folder; a package (its
+            # __init__.py, no spec file) is a module
             self._directory(path)
         elif target.endswith(SPEC_SUFFIXES):
             self._spec_file(path, explicit=True)
@@ -231,7 +234,7 @@ class Discoverer:
         return specs[0] if len(specs) == 1 else None
 
     def _module(self, name: str) -> None:
-        from gradverify.kinds import targets_in
+        from gradverify.packages import defined_in
         from gradverify.target import import_module
 
         if self.defer_imports:
@@ -243,24 +246,26 @@ class Discoverer:
         except InputError as exc:
             self.plan.errors.append(_error(exc, target=name))
             return
-        found_here = targets_in(module)
+        found_here, failed = defined_in(module)
+        self.plan.notes += [f"{f.module}: not imported, so its targets are not checked: "
+                            f"{f.reason}" for f in failed]
         if not found_here:
             self.plan.notes.append(f"{name}: defines no torch.autograd.Function subclass, "
                                    "custom op or nn.Module class (a plain function is "
                                    "checked as module:function)")
             return
         found = 0
-        for _, obj in found_here:
+        for each in found_here:
             for spec in self.folder_specs():
-                if resolves_to(spec, obj, self._resolved):
+                if resolves_to(spec, each.obj, self._resolved):
                     self.plan.jobs.append(Job(spec.target or "", spec))
                     found += 1
         if not found:
-            names = ", ".join(attr for attr, _ in found_here)
+            names = ", ".join(d.target.removeprefix(f"{name}:") for d in found_here)
             self.plan.notes.append(
                 f"{name}: none of its targets ({names}) has a spec in "
                 f"{', '.join(self.config.specs)}; run `gradverify init {name}` to write them, "
-                f"or check one directly: gradverify check {name}:{found_here[0][0]}")
+                f"or check one directly: gradverify check {found_here[0].target}")
 
 
 _FOLDER_SPECS: dict[tuple[Any, ...], list[Spec]] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
 from gradverify.discover import Discoverer, resolves_to
 from gradverify.errors import InputError, SpecError, UsageError
+from gradverify.packages import is_package_folder
 from gradverify.spec.file import load_file
 from gradverify.spec.model import canonical_target, is_op_name
 
@@ -41,7 +42,7 @@ def list_items(where: list[str], config: Config, errors: list[str]) -> Iterator[
         return
     for item in where:
         path = Path(item)
-        if path.is_dir():
+        if path.is_dir() and not is_package_folder(item):
             yield from _spec_lines(_spec_files(path, config, errors))
         elif item.endswith(SPEC_SUFFIXES):
             yield from _spec_lines([path])
@@ -76,32 +77,34 @@ def _refuse_target(item: str) -> None:
 
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
-    from gradverify.kinds import targets_in
+    from gradverify.packages import defined_in
     from gradverify.syspath import ensure_cwd_on_path
     from gradverify.target import import_module
     from gradverify.torchstate import import_torch
 
     import_torch()
     ensure_cwd_on_path()
-    module = import_module(name)
-    found = targets_in(module)
+    found, failed = defined_in(import_module(name))
+    for failure in failed:
+        yield f"{failure.module}: not imported, so its targets are not listed: {failure.reason}"
     if not found:
         yield (f"{name}: no torch.autograd.Function subclasses, custom ops or nn.Module "
                "classes")
         return
     specs = Discoverer(config).folder_specs()
-    for attr, obj in found:
+    for each in found:
+        attr, obj = each.attr, each.obj
         if "::" not in attr and not attr.isidentifier():
-            yield (f"{module.__name__}: {attr!r} cannot be named as a target (a target names "
+            yield (f"{each.module}: {attr!r} cannot be named as a target (a target names "
                    "a module attribute by its Python name); bind it to a name in the module")
             continue
-        # an op registered by name (ns::op) is named so; its spec imports this module. Any
+        # an op registered by name (ns::op) is named so; its spec imports its module. Any
         # other target is named by the attribute that holds it, which is what `check` resolves
         # (not its __qualname__: make_square.<locals>.Square, or a type() name)
-        target, traits = _describe(attr if "::" in attr else f"{module.__name__}:{attr}", obj)
+        target, traits = _describe(each.target, obj)
         owner = next((spec.where for spec in specs if resolves_to(spec, obj)
                       or spec.target == target), None)
-        init = f"gradverify init {target}" + (f" --import {module.__name__}"
+        init = f"gradverify init {target}" + (f" --import {each.module}"
                                               if "::" in attr else "")
         yield (f"{target}  ({', '.join(traits)})  "
                f"{'spec: ' + owner if owner else f'no spec ({init})'}")

@@ -55,8 +55,7 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
         obj = resolve_object(target)
         init_args = guess_init_args(obj) if kind_of_object(obj) == MODULE else None
         return [Found(resolve(target, init_args=init_args))], []
-    module = import_module(target)
-    found, skipped = _in_module(module)
+    found, skipped = _in_module(import_module(target))
     if not found and not skipped:
         raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
                           "(torch.library.custom_op, or torch.library.define) or nn.Module "
@@ -70,17 +69,21 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
 
 
 def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
-    from gradverify.kinds import FUNCTION_CLASS, MODULE, introspect, kind_of_object, targets_in
+    """The targets of a module, or of a package and every module below it."""
+    from gradverify.kinds import FUNCTION_CLASS, MODULE, introspect, kind_of_object
+    from gradverify.packages import defined_in
     from gradverify.spec.model import is_op_name
 
     found: list[Found] = []
-    skipped: list[Skipped] = []
-    for attr, obj in targets_in(module):
-        if is_op_name(attr):  # registered by name with torch.library: no object to name
-            _by_name(attr, module.__name__, found, skipped)
+    defined, failed = defined_in(module)
+    skipped = [Skipped(f.module, f"not imported: {f.reason}") for f in failed]
+    for each in defined:
+        obj = each.obj
+        if is_op_name(each.attr):  # registered by name with torch.library: no object to name
+            _by_name(each.attr, each.module, found, skipped)
             continue
         kind = kind_of_object(obj)
-        name = f"{module.__name__}:{attr}"
+        name = each.target
         try:
             found.append(Found(introspect(
                 obj, name if kind != FUNCTION_CLASS else None,

@@ -1,0 +1,88 @@
+"""What a module or a package defines that gradverify verifies, for ``init``, ``list`` and
+``check`` given a module's name.
+
+A module is its own targets (``kinds.targets_in``: defined there, in source order). A package is
+its own and those of every submodule below it, imported in name order: a target is found once,
+under the module that defines it, whether ``__init__`` re-exports it or not. A submodule that
+cannot be imported is reported, not fatal; ``__main__`` and ``conftest`` are never imported (one
+runs a program, the other is pytest's).
+"""
+from __future__ import annotations
+
+import pkgutil
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from gradverify.errors import InputError
+
+NEVER_IMPORTED = ("__main__", "conftest")
+
+
+@dataclass(frozen=True)
+class Defined:
+    """A target a module defines: ``attr`` is its attribute, or ``ns::op`` for an op
+    registered by name (whose spec imports ``module``)."""
+
+    module: str
+    attr: str
+    obj: Any
+
+    @property
+    def target(self) -> str:
+        return self.attr if "::" in self.attr else f"{self.module}:{self.attr}"
+
+
+@dataclass(frozen=True)
+class Unimported:
+    """A submodule that could not be imported, and why (one line)."""
+
+    module: str
+    reason: str
+
+
+def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
+    """The targets ``module`` defines, and for a package those of its submodules."""
+    from gradverify.kinds import targets_in
+
+    found: list[Defined] = []
+    failed: list[Unimported] = []
+    for each in [module, *submodules(module, failed)]:
+        found += [Defined(each.__name__, attr, obj) for attr, obj in targets_in(each)
+                  if not any(d.attr == attr and "::" in attr for d in found)]
+    return found, failed
+
+
+def submodules(package: ModuleType, failed: list[Unimported]) -> list[ModuleType]:
+    """Every module below a package (none for a plain module), imported, in name order; the
+    ones that cannot be imported are added to ``failed``."""
+    from gradverify.target import import_module
+
+    path = getattr(package, "__path__", None)
+    if path is None:
+        return []
+    names = []
+    for info in pkgutil.walk_packages(path, package.__name__ + ".", onerror=lambda name: None):
+        if info.name.rpartition(".")[2] not in NEVER_IMPORTED:
+            names.append(info.name)
+    modules = []
+    for name in sorted(names):
+        try:
+            modules.append(import_module(name))
+        except InputError as exc:
+            failed.append(Unimported(name, " ".join(exc.message.split())))
+    return modules
+
+
+def is_package_folder(name: str) -> bool:
+    """Whether ``name`` (a folder in the current directory) is a package named for import
+    (``fastops``, with ``fastops/__init__.py``) rather than a folder of specs: it has an
+    ``__init__.py`` and no spec file below it."""
+    from pathlib import Path
+
+    from gradverify.config import SPEC_SUFFIXES
+
+    folder = Path(name)
+    if not name.isidentifier() or not (folder / "__init__.py").is_file():
+        return False
+    return not any(p.suffix in SPEC_SUFFIXES for p in folder.rglob("*") if p.is_file())
