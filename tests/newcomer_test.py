@@ -110,3 +110,32 @@ def test_recording_again_appends_new_calls_and_recounts_the_header(project):
     assert "(2 distinct call signatures)." in spec and "(1 distinct" not in spec
     assert spec.count("# signature ") == 2
     assert "rec/FusedLayerNorm.yaml: 1 case for" in again.stderr
+
+
+def test_init_follows_a_package_and_its_specs_run_unedited_and_catch_every_planted_bug(project):
+    listed = gv(project, "list", "fastops")
+    assert listed.returncode == 0, listed.stderr
+    targets = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert len(targets) == 12 and "fastops.norms:FusedLayerNorm" in targets  # by its module
+    assert "fastops.ops:swiglu" in targets and "fastops.modules:ScaledResidual" in targets
+
+    done = gv(project, "init", "fastops", "-o", "guessed/")
+    assert done.returncode == 0, done.stderr
+    wrote = [line for line in done.stdout.splitlines() if line.startswith("wrote ")]
+    assert len(wrote) == 12 and all(line.endswith("(inputs run)") for line in wrote), wrote
+    one = gv(project, "init", "fastops.modules:softclip", "-o", "guessed/softclip.yaml")
+    assert one.stdout.startswith("wrote guessed/softclip.yaml") and "(inputs run)" in one.stdout
+    attention = (project / "guessed" / "OnlineSoftmaxAttention.yaml").read_text()
+    assert "q: {shape: [B, H, L, D]}" in attention and "k: {shape: [B, H, L, D]}" in attention
+    assert "L: 17" in attention  # longer than block_size 16: the loop runs twice
+    norm = (project / "guessed" / "FusedLayerNorm.yaml").read_text()
+    assert "weight: {shape: [D]}" in norm and "bias: {shape: [D]}" in norm
+    assert "chunk_size: 2 " in (project / "guessed" / "ChunkedCrossEntropy.yaml").read_text()
+
+    assert caught(project, "guessed") == PLANTED
+    assert caught(project, "specs") == PLANTED  # the hand-finished specs: the same bugs
+
+    checked = gv(project, "check", "fastops", "--json", "package.json")
+    assert checked.returncode == 0, checked.stdout[-2000:]
+    report = json.loads((project / "package.json").read_text())
+    assert len({r["target"] for r in report["results"]}) == 12

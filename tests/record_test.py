@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import gradverify
-from gradverify.recording.draft import case_dict, draft
 from gradverify.recording.capture import describe
+from gradverify.recording.draft import case_dict, draft
 from gradverify.recording.spool import Observation
 from gradverify.spec.file import load_file
 from recording.bugs import BUGS

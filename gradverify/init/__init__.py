@@ -89,7 +89,8 @@ def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
         width = max(len(r) for r, _ in rows) + 2
         lines += [f"{r:<{width}}# {why}" if why else r for r, why in rows]
     for g in defaults:
-        lines.append(f"      # {g.name}: {_yaml(g.value)}   (forward's default, used as it is)")
+        why = g.why if g.longer else "forward's default, used as it is"
+        lines.append(f"      # {g.name}: {_yaml(g.value)}   ({why})")
     return "\n".join(lines) + "\n"
 
 

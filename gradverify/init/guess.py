@@ -29,6 +29,7 @@ SHAPE_NAMES = re.compile(r"^(shape|size|sizes|output_size|out_shape|output_shape
 COUNT_NAMES = re.compile(r"^(num_\w+|n_\w+|\w+_count|count|dim|k|groups|length|n|num)$")
 WEIGHT_NAMES = re.compile(r"^(weight|weights|w|kernel|filters?)$")
 BIAS_NAMES = re.compile(r"^(bias|b|offset)$")
+PER_FEATURE_NAMES = re.compile(r"^(weight|weights|w|bias|b|scale|shift|gain|gamma|beta|offset)$")
 FLOAT_NAMES = re.compile(r"^(threshold|slope|alpha|beta|gamma|eps|epsilon|scale|constant|lr|p|"
                          r"temperature|temp|sigma|margin|lam|lambda_?|weight_decay|factor|tau|"
                          r"momentum|negative_slope|value)$")
@@ -64,6 +65,12 @@ class Guess:
     choices: tuple[Any, ...] = ()
     """Other values the probe may try, the likelier first (strings forward compares the
     parameter with, the dims an ``int[]`` may name)."""
+    loop: tuple[str, int] | None = None
+    """The step of forward's loop over an axis of a tensor parameter: (parameter, axis)."""
+    longer: tuple[str, int] | None = None
+    """(dim, value): the dim must be longer than this int's value (a loop's step, so that the
+    loop runs more than once)."""
+    elementwise: bool = False
 
     def tensor(self) -> bool:
         return self.kind in ("tensor", "star", "tensors")
@@ -86,6 +93,14 @@ class Hints:
     strings: list[str] = field(default_factory=list)
     """String constants forward compares the parameter with (``mode == "sum"``)."""
     notes: list[str] = field(default_factory=list)
+    tensor: bool = False
+    """Used as a tensor: sliced (``k[:, :, a:b]``), a method called on it, an operand of ``@``."""
+    elementwise: bool = False
+    """An operand of ``*``, ``+``, ``-`` or ``/``: a weight used so holds one value per feature."""
+    loop: tuple[str, int] | None = None
+    """The step of ``range(0, n, param)``: (the tensor whose size ``n`` is, the axis)."""
+    selects: bool = False
+    """The count of ``topk``/``kthvalue``: fewer than the dim it selects from."""
 
 
 def read_source(info: FunctionInfo) -> dict[str, Hints]:
@@ -98,13 +113,86 @@ def read_source(info: FunctionInfo) -> dict[str, Hints]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
     except (OSError, TypeError, SyntaxError):
         return hints
+    sizes = _size_names(tree, hints)
     for node in ast.walk(tree):
         _assign_shape(node, hints)
         _attribute_use(node, hints)
         _call_use(node, hints)
         _subscript_use(node, hints)
         _compared_strings(node, hints)
+        _operand_use(node, hints)
+        _loop_use(node, hints, sizes)
     return hints
+
+
+def _size_names(tree: ast.AST, hints: dict[str, Hints]) -> dict[str, tuple[str, int]]:
+    """Local names that hold a parameter's size: ``B, H, L, D = q.shape`` (each an axis of q),
+    ``n = x.shape[0]``, ``n = x.size(0)``, ``n = len(x)``."""
+    found: dict[str, tuple[str, int]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple):
+            shape = value.func if isinstance(value, ast.Call) else value
+            if isinstance(shape, ast.Attribute) and shape.attr in ("shape", "size") \
+                    and _name(shape.value) in hints:
+                for axis, element in enumerate(target.elts):
+                    if _name(element):
+                        found[_name(element)] = (_name(shape.value), axis)
+        elif _name(target):
+            where = _axis_of(value, hints)
+            if where is not None:
+                found[_name(target)] = where
+    return found
+
+
+def _axis_of(node: ast.AST, hints: dict[str, Hints]) -> tuple[str, int] | None:
+    """(parameter, axis) of ``x.shape[i]``, ``x.size(i)`` or ``len(x)``, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+            and node.value.attr == "shape" and _name(node.value.value) in hints \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+        return _name(node.value.value), node.slice.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "size" and _name(node.func.value) in hints and node.args \
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
+        return _name(node.func.value), node.args[0].value
+    if isinstance(node, ast.Call) and _name(node.func) == "len" and node.args \
+            and _name(node.args[0]) in hints:
+        return _name(node.args[0]), 0
+    return None
+
+
+def _operand_use(node: ast.AST, hints: dict[str, Hints]) -> None:
+    """``a * w``, ``x @ w``: an elementwise operand, or a matrix."""
+    if isinstance(node, ast.BinOp):
+        for side in (node.left, node.right):
+            if _name(side) in hints:
+                if isinstance(node.op, ast.MatMult):
+                    hints[_name(side)].matrix = hints[_name(side)].tensor = True
+                elif isinstance(node.op, (ast.Mult, ast.Add, ast.Sub, ast.Div)):
+                    hints[_name(side)].elementwise = True
+    if isinstance(node, ast.Subscript) and _name(node.value) in hints \
+            and any(isinstance(e, ast.Slice) for e in (
+                node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+        hints[_name(node.value)].tensor = True
+
+
+def _loop_use(node: ast.AST, hints: dict[str, Hints], sizes: dict[str, tuple[str, int]]) -> None:
+    """``range(0, n, step)`` over a size of a tensor; ``x.topk(k)``, ``torch.topk(x, k)``."""
+    if not isinstance(node, ast.Call):
+        return
+    func = node.func.attr if isinstance(node.func, ast.Attribute) else _name(node.func)
+    if func == "range" and len(node.args) == 3 and _name(node.args[2]) in hints:
+        stop = node.args[1]
+        axis = sizes.get(_name(stop)) if _name(stop) else _axis_of(stop, hints)
+        if axis is not None:
+            hints[_name(node.args[2])].loop = axis
+    if func in ("topk", "kthvalue"):
+        torch_call = isinstance(node.func, ast.Attribute) and _name(node.func.value) == "torch"
+        args = node.args[1:] if torch_call else node.args
+        if args and _name(args[0]) in hints:
+            hints[_name(args[0])].selects = True
 
 
 def _name(node: ast.AST) -> str:
@@ -135,6 +223,8 @@ def _attribute_use(node: ast.AST, hints: dict[str, Hints]) -> None:
         attr = node.func.attr
         if owner in hints:
             hint = hints[owner]
+            if attr not in ("item", "bit_length", "to_bytes", "is_integer"):
+                hint.tensor = True
             if attr in ("long", "int"):
                 hint.integer = True
             elif attr == "bool":
@@ -254,10 +344,15 @@ def _guess(param: Param, hint: Hints) -> Guess:
     tensor_annotation = "Tensor" in annotation
     if default is not _MISSING and not tensor_annotation and default is not None \
             and isinstance(default, (bool, int, float, str)):
-        return Guess(name, "default", value=default, why="forward's default")
+        return Guess(name, "default", value=default, why="forward's default", loop=hint.loop)
+    if hint.loop and annotation in ("int", ""):
+        return Guess(name, "int", value=2, loop=hint.loop, why="a loop's step")
+    if hint.selects and annotation in ("int", ""):
+        return Guess(name, "int", value=2, why="a count to select: fewer than the dim it "
+                                                "selects from")
     if annotation in ("int",) or (not tensor_annotation and COUNT_NAMES.match(name)
-                                  and not hint.integer) or (hint.size and not hint.integer
-                                                            and not SHAPE_NAMES.match(name)):
+                                  and not hint.integer and not hint.tensor) or (
+            hint.size and not hint.integer and not SHAPE_NAMES.match(name)):
         return Guess(name, "int", value="S" if name.startswith(("num_", "n_")) else "N",
                      why="a size" + (f" ({annotation})" if annotation else ""))
     if annotation in ("float",) or (not tensor_annotation and FLOAT_NAMES.match(name)):
@@ -284,6 +379,7 @@ def _guess(param: Param, hint: Hints) -> Guess:
                      why="indices (int64), values in [0, the dim they index)")
     dims = hint.dims if hint.dims and all(hint.dims) else TEMPLATES[min(max(rank, 2), 5)]
     return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least, optional=optional,
+                 elementwise=hint.elementwise and not hint.matrix,
                  why=("shape from forward's " + ", ".join(dims) + " = "
                       f"{name}.shape") if hint.dims and all(hint.dims) else "a float tensor")
 
@@ -305,15 +401,25 @@ def _tie_dims(guesses: list[Guess]) -> list[Guess]:
     lead = floats[0].shape[:1] if floats else ()
     first = floats[0].shape if floats else ()
     count = next((g.value for g in guesses if g.kind == "int" and g.value == "S"), None)
+    unpacked = floats[0].why.startswith("shape from forward's") if floats else False
+    matrix = any(WEIGHT_NAMES.match(g.name) and not g.elementwise for g in floats)
     tied = []
     for g in guesses:
         if g.kind == "tensor" and g.dtype.startswith("float") and g is not floats[0] \
-                and len(first) == 2 and g.why == "a float tensor":
-            # a layer's parameters next to its input [N, D]: weight [K, D], bias [K]
-            if WEIGHT_NAMES.match(g.name):
+                and g.why == "a float tensor" and first:
+            if (WEIGHT_NAMES.match(g.name) or BIAS_NAMES.match(g.name)) and g.elementwise \
+                    and not matrix:
+                # multiplied or added: one value per feature (a norm's weight and bias)
+                g = replace(g, shape=first[-1:], why=f"per feature: [{first[-1]}]")
+            elif WEIGHT_NAMES.match(g.name) and len(first) == 2:
+                # a layer's parameters next to its input [N, D]: weight [K, D], bias [K]
                 g = replace(g, shape=("K", first[-1]), why="a weight: [out, in]")
-            elif BIAS_NAMES.match(g.name):
+            elif BIAS_NAMES.match(g.name) and len(first) == 2:
                 g = replace(g, shape=("K",), why="a bias: [out]")
+            elif unpacked and not PER_FEATURE_NAMES.match(g.name):
+                # next to q [B, H, L, D] that forward unpacks: k and v alike
+                g = replace(g, shape=first, why=f"shaped as {floats[0].name}")
+        g = _loop_bound(g, guesses)
         if g.kind == "tensor" and g.dtype == "int64":
             if g.shape == ("N",) and lead:
                 g = replace(g, shape=lead)
@@ -321,3 +427,27 @@ def _tie_dims(guesses: list[Guess]) -> list[Guess]:
                 g = replace(g, high=count, why=f"indices (int64), values in [0, {count})")
         tied.append(g)
     return tied
+
+
+LONGEST_LOOP_DEFAULT = 32
+"""A loop's step up to this default stays, and the dim it steps over grows past it; a larger
+default is replaced by a small step (a dim of 1025 would make a slow check)."""
+
+
+def _loop_bound(g: Guess, guesses: list[Guess]) -> Guess:
+    """An int that steps forward's loop over a dim: that dim longer than it, so that the loop
+    runs more than once and its later steps are checked too."""
+    if g.loop is None:
+        return g
+    tensor = next((o for o in guesses if o.name == g.loop[0] and o.tensor()), None)
+    dim = tensor.shape[g.loop[1]] if tensor and g.loop[1] < len(tensor.shape) else None
+    if not isinstance(dim, str):
+        return g
+    if g.kind == "default" and isinstance(g.value, int) and 1 <= g.value <= LONGEST_LOOP_DEFAULT:
+        return replace(g, longer=(dim, g.value),
+                       why=f"forward's default; {dim} is longer, so that its loop over {dim} "
+                           "runs more than once")
+    default = f" (forward's default, {g.value}, would not)" if g.kind == "default" else ""
+    return replace(g, kind="int", value=2,
+                   why=f"smaller than {dim}, so that forward's loop over {dim} runs more than "
+                       f"once{default}")

@@ -6,7 +6,6 @@ or into backward), until it runs or the budget is spent.
 """
 from __future__ import annotations
 
-import re
 import time
 import traceback
 import warnings
@@ -14,14 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradverify.init.guess import FLOAT_NAMES, SIZES, TEMPLATES, Guess
+from gradverify.init.guess import FLOAT_NAMES, PER_FEATURE_NAMES, SIZES, TEMPLATES, Guess
 from gradverify.target import FunctionInfo
 
 MAX_CALLS = 300
 """Candidate specs tried per Function at most."""
 MAX_SECONDS = 20.0
 
-PER_FEATURE = re.compile(r"^(weight|weights|w|bias|b|scale|shift|gain|gamma|beta|offset)$")
+PER_FEATURE = PER_FEATURE_NAMES
 """Names of a tensor that often holds one value per feature: the last dim of the input."""
 
 
@@ -46,7 +45,17 @@ def spec_dict(guesses: list[Guess]) -> dict[str, Any]:
         if g.kind == "default":
             continue
         args[g.name] = arg_value(g)
-    return {"dims": dim_sizes(used), "cases": [{"name": "basic", "args": args}]}
+    sizes = dim_sizes(used)
+    longer = {g.longer[0]: g.longer[1] + 1 for g in guesses if g.longer and g.longer[0] in sizes}
+    if longer:
+        # a dim longer than a loop's step; the others as small as they go while distinct, so
+        # that the case stays small enough for slow-mode gradcheck
+        small = iter(range(2, 64))
+        for name in sorted((n for n in sizes if n not in longer), key=sizes.__getitem__):
+            sizes[name] = min(sizes[name], next(small))
+        for name, size in longer.items():
+            sizes[name] = max(sizes[name], size)
+    return {"dims": sizes, "cases": [{"name": "basic", "args": args}]}
 
 
 def dim_sizes(names: list[str]) -> dict[str, int]:
@@ -215,6 +224,7 @@ def _search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Atte
             pair = _pairs(info, guesses, best, started, calls)
             if pair is not None:
                 guesses, best = pair
+                improved = True  # and go on from there
         if not improved:
             break
     if best.ok and best.without:  # inputs backward gives no gradient need none
@@ -333,7 +343,7 @@ def _derived(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     for s in shapes[:2]:
         if not s:
             continue
-        found += [s, s[-1:], ("K", s[-1]), (s[-1], "K"), s[:1], s[:-1], ("K",)]
+        found += [s, s[-1:], s[-2:], ("K", s[-1]), (s[-1], "K"), s[:1], s[:-1], ("K",)]
     return [f for f in found if f]
 
 

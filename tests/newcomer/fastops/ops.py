@@ -41,12 +41,13 @@ def _(x, residual, weight, eps):
 
 def _add_rms_setup(ctx, inputs, output):
     x, residual, weight, eps = inputs
-    ctx.save_for_backward(x + residual, weight)
+    ctx.save_for_backward(x, residual, weight)
     ctx.eps = eps
 
 
 def _add_rms_backward(ctx, grad):
-    h, weight = ctx.saved_tensors
+    x, residual, weight = ctx.saved_tensors
+    h = x + residual
     rstd = (h.pow(2).mean(-1, keepdim=True) + ctx.eps).rsqrt()
     g = grad * weight
     dh = rstd * (g - h * rstd.pow(2) * (g * h).mean(-1, keepdim=True))

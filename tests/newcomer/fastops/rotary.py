@@ -1,15 +1,20 @@
 import torch
 
 
+def rotate_half(x):
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
 class RotaryInplace(torch.autograd.Function):
-    """Rotary position embedding applied in place to x [B, L, H, D] (D even)."""
+    """Rotary position embedding applied in place to x [B, H, L, D], with cos and sin [L, D]
+    (each frequency repeated for both halves)."""
 
     @staticmethod
     def forward(ctx, x, cos, sin):
-        first, second = x[..., 0::2].clone(), x[..., 1::2].clone()
-        c, s = cos[:, None, :], sin[:, None, :]
-        x[..., 0::2] = first * c - second * s
-        x[..., 1::2] = first * s + second * c
+        B, H, L, D = x.shape
+        rotated = rotate_half(x)
+        x.mul_(cos).add_(rotated * sin)
         ctx.mark_dirty(x)
         ctx.save_for_backward(cos, sin)
         return x
@@ -17,9 +22,5 @@ class RotaryInplace(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         cos, sin = ctx.saved_tensors
-        c, s = cos[:, None, :], sin[:, None, :]
-        g1, g2 = grad[..., 0::2], grad[..., 1::2]
-        out = torch.empty_like(grad)
-        out[..., 0::2] = g1 * c + g2 * s
-        out[..., 1::2] = -g1 * s + g2 * c
-        return out, None, None
+        # y = x * cos + rotate_half(x) * sin; rotate_half's transpose is -rotate_half
+        return grad * cos - rotate_half(grad * sin), None, None
