@@ -150,5 +150,15 @@ GENERAL = (
          "PYTHONPATH=/opt/old-torch gradverify check   # a torch that does not import",
          "Run the command the message gives (python -c \"import torch, gradverify\") with the "
          "same interpreter and environment, and fix what it prints."),
+    Code("GV019", "spec-unfinished",
+         "The spec still holds a TODO comment (`gradverify init` writes one where its guesses "
+         "did not run, or where no value could be guessed).",
+         "An unfinished spec runs, but what it checks was guessed: a failure may come from a "
+         "wrong guess (a weight of the wrong shape) rather than from the code, and a pass may "
+         "check less than a finished spec would. It is a warning, so `--strict` fails it.",
+         "# TODO: no inputs tried made forward and backward run; the closest raised\n"
+         "target: mypkg.ops:FusedNorm",
+         "Set the shapes and values forward expects (the comments say what was guessed), "
+         "then delete the TODO line."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

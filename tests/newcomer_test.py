@@ -139,3 +139,30 @@ def test_init_follows_a_package_and_its_specs_run_unedited_and_catch_every_plant
     assert checked.returncode == 0, checked.stdout[-2000:]
     report = json.loads((project / "package.json").read_text())
     assert len({r["target"] for r in report["results"]}) == 12
+
+
+def test_an_unfinished_spec_says_so_and_a_guessed_value_is_named_as_a_possible_cause(project):
+    assert gv(project, "init", "fastops.norms:FusedLayerNorm", "-o", "norm.yaml").returncode == 0
+    text = (project / "norm.yaml").read_text()
+    assert "weight: {shape: [D]}" in text
+    # as init writes it when no guess ran: a TODO, and a weight of the input's shape
+    text = text.replace("weight: {shape: [D]}", "weight: {shape: [N, D]}").replace(
+        "# Written by `gradverify init`", "# TODO: no inputs tried made forward and backward "
+        "run\n# Written by `gradverify init`")
+    (project / "norm.yaml").write_text(text)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.strip().startswith("weight:"))
+    done = gv(project, "check", "norm.yaml", "--json", "r.json")
+    assert done.returncode == 1
+    out = " ".join(done.stdout.split())
+    assert "the spec is unfinished" in out and "[GV019 spec]" in out
+    assert f"'weight' was guessed by gradverify init (norm.yaml:{line}: per feature: [D]); a " \
+           "wrong guess gives this error" in out
+    findings = [f for r in json.loads((project / "r.json").read_text())["results"]
+                for c in r["checks"] for f in c["findings"]]
+    assert {"GV019", "GV105"} <= {f["code"] for f in findings}
+
+    finished = text.replace("weight: {shape: [N, D]}", "weight: {shape: [D]}    ").replace(
+        "# TODO: no inputs tried made forward and backward run\n", "")
+    (project / "norm.yaml").write_text(finished)
+    done = gv(project, "check", "norm.yaml")
+    assert done.returncode == 0 and "GV019" not in done.stdout, done.stdout

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gradverify.init.guess import TEMPLATES, Guess, Hints, read_source, string_guess
+from gradverify.init.guess import TEMPLATES, Guess, string_guess
+from gradverify.init.source import Hints, read_source
 from gradverify.target import FunctionInfo
 
 DIM_NAMES = re.compile(r"^(dim|dims|axis|axes|dim\d)$|_dims?$")

@@ -1,7 +1,8 @@
 """Findings about a case as a whole rather than one check: global state the target changed
 (GV012), a case that verified nothing (GV013), threads and processes left running (GV015),
-running out of memory (GV016), an internal error while setting the case up (GV011), and
-findings that are consequences of another check's finding in the same case."""
+running out of memory (GV016), an internal error while setting the case up (GV011), an
+unfinished spec (GV019), and findings that are consequences of another check's finding in the
+same case, or perhaps of a value ``gradverify init`` guessed."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,6 +12,7 @@ from gradverify.context import CheckContext
 from gradverify.results import CheckResult, Finding, Severity, Status
 from gradverify.run import leftovers
 from gradverify.spec.binding import case_tensors
+from gradverify.spec.model import Spec
 from gradverify.target import FunctionInfo
 
 
@@ -147,3 +149,48 @@ def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
             for f in row.findings)
         marked.append(replace(row, findings=findings) if findings != row.findings else row)
     return marked
+
+
+def unfinished_row(spec: Spec) -> list[CheckResult]:
+    """GV019: the spec still holds a TODO comment (``gradverify init`` left it)."""
+    if not spec.todo:
+        return []
+    line, text = spec.todo[0]
+    where = f"{spec.path}:{line}" if spec.path else f"line {line}"
+    return [CheckResult(
+        name="spec", status=Status.WARN, duration_s=0.0, summary="the spec is unfinished",
+        findings=(Finding(
+            "GV019", Severity.WARNING,
+            f"the spec is unfinished: it still holds `{text[:120]}`; what it checks was "
+            "guessed, so a failure may come from a guess rather than from the code",
+            location=where,
+            hint="set the shapes and values forward expects (the spec's comments say what was "
+                 "guessed), then delete the TODO"),))]
+
+
+def guesses_marked(rows: list[CheckResult], spec: Spec) -> list[CheckResult]:
+    """A contract error about an argument ``gradverify init`` guessed says that the guess may
+    be the cause, and where it is."""
+    if not spec.guessed and not spec.todo:
+        return rows
+    marked = []
+    for row in rows:
+        findings = tuple(_guess_hint(f, spec) if row.name == "contract"
+                         and f.severity == Severity.ERROR else f for f in row.findings)
+        marked.append(replace(row, findings=findings) if findings != row.findings else row)
+    return marked
+
+
+def _guess_hint(finding: Finding, spec: Spec) -> Finding:
+    name = (finding.input or "").split("[")[0]
+    if name in spec.guessed:
+        line, comment = spec.guessed[name]
+        where = f"{spec.path}:{line}" if spec.path else f"line {line}"
+        cause = (f"'{name}' was guessed by gradverify init ({where}: {comment}); a wrong guess "
+                 "gives this error: check that value first")
+    elif spec.todo:
+        cause = "the spec is unfinished (GV019): its guessed inputs may cause this"
+    else:
+        return finding
+    return replace(finding, hint=f"{cause}; if it is right: {finding.hint}" if finding.hint
+                   else cause)

@@ -184,7 +184,8 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
     except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
         rows.setup_failed(casenotes.inputs_failed(exc, ctx), ctx)
     rows.restore()
-    rows.checks = casenotes.consequences_marked(rows.checks)
+    rows.checks = casenotes.guesses_marked(casenotes.consequences_marked(rows.checks), spec)
+    rows.checks += casenotes.unfinished_row(spec)
     rows.checks += casenotes.global_state_row(info, rows.state, rows.changed)
     rows.checks += casenotes.left_running_row(ctx, running)
     return CaseResult(target=info.target, spec=spec.path, case=case.name,

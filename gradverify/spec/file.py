@@ -12,6 +12,7 @@ and key path: a case's arguments are read by ``spec.args``, the settings a spec 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -83,14 +84,52 @@ def load_text(text: str, file: str | None = None) -> list[Spec]:
                         "(run `gradverify init mod:Class` for a skeleton)",
                         file=file, line=None, code="GV001")
     specs, errors = [], []
+    starts = [line for _, line in documents]
     for doc, line in documents:  # every document of a stream is validated
         try:
-            specs.append(_Validator(file).spec(doc, line))
+            specs.append(_marked(_Validator(file).spec(doc, line), text, starts))
         except SpecError as exc:
             errors += [exc, *exc.others]
     if errors:
         raise _together(errors)
     return specs
+
+
+INIT_HEADER = "# gradverify spec for "
+"""The first line of a spec ``gradverify init`` wrote."""
+_TODO = re.compile(r"#.*\bTODO\b")
+_ARG_LINE = re.compile(r"^\s+([A-Za-z_]\w*):\s.*?#\s*(.+?)\s*$")
+
+
+def _marked(spec: Spec, text: str, starts: list[int]) -> Spec:
+    """The spec with the TODO comments and init's guesses of its part of the file: from after
+    the previous document's start to before the next one's (its header comments included)."""
+    lines = text.splitlines()
+    here = spec.line or 1
+    earlier = [s for s in starts if s < here]
+    later = [s for s in starts if s > here]
+    first = 0 if not earlier else _separator_after(lines, earlier[-1])
+    last = len(lines) if not later else _separator_after(lines, here)
+    todo = tuple((n + 1, line.strip()) for n, line in enumerate(lines[first:last], first)
+                 if _TODO.search(line))
+    written_by_init = any(line.startswith(INIT_HEADER) for line in lines[first:last])
+    guessed = {}
+    if written_by_init:
+        for n, line in enumerate(lines[first:last], first):
+            match = _ARG_LINE.match(line)
+            if match and line.startswith("      ") and not line.lstrip().startswith("#"):
+                guessed[match.group(1)] = (n + 1, match.group(2))
+    if not todo and not guessed:
+        return spec
+    return replace(spec, todo=todo, guessed=guessed)
+
+
+def _separator_after(lines: list[str], line: int) -> int:
+    """The index of the first ``---`` line after ``line`` (1-based), else the end."""
+    for n in range(line, len(lines)):
+        if lines[n].startswith("---"):
+            return n
+    return len(lines)
 
 
 def from_dict(data: Mapping[str, Any], *, file: str | None = None) -> Spec:
