@@ -166,3 +166,29 @@ def test_an_unfinished_spec_says_so_and_a_guessed_value_is_named_as_a_possible_c
     (project / "norm.yaml").write_text(finished)
     done = gv(project, "check", "norm.yaml")
     assert done.returncode == 0 and "GV019" not in done.stdout, done.stdout
+
+
+def test_the_report_says_each_thing_once_within_100_columns(project):
+    """Issue 28's report noise: a -v pointer only where -v is not on; the @once_differentiable
+    note (GV143) once per target, not per case; -v within 100 columns; saved inputs counted as
+    inputs for a Function that writes into its input (whose checks see copies)."""
+    (project / "attention.yaml").write_text(  # three cases, each with a warning (GV204)
+        "target: fastops.attention:OnlineSoftmaxAttention\ncases:\n" + "".join(
+            f"  - name: c{n}\n    args: {{q: {{shape: [1, 1, {n}, 2]}}, "
+            f"k: {{shape: [1, 1, {n}, 2]}}, v: {{shape: [1, 1, {n}, 2]}}, block_size: 2}}\n"
+            for n in (3, 4, 5)))
+    for flags in ((), ("-q",)):
+        quiet = gv(project, "check", "attention.yaml", *flags)
+        assert quiet.returncode == 0, quiet.stdout
+        assert quiet.stdout.count("[GV204 needs_input_grad]") == 3, quiet.stdout
+        assert quiet.stdout.count("[GV143 gradgradcheck]") == 1, quiet.stdout
+
+    bugged = gv(project, "check", "specs/norms.yaml", bugs=True)
+    assert "(-v shows the analytical and numerical Jacobian blocks)" in bugged.stdout
+    assert "run with -v" not in bugged.stdout
+    verbose = gv(project, "check", "specs/norms.yaml", "specs/others.yaml", "-v", bugs=True)
+    assert "-v shows" not in verbose.stdout and "analytical block (columns 0-" in verbose.stdout
+    assert [line for line in verbose.stdout.splitlines() if len(line) > 100] == []
+    rotary = next(line for line in verbose.stdout.split("fastops.rotary:RotaryInplace ::")[1]
+                  .splitlines() if "saved_tensors" in line)
+    assert "saves 2 tensors (2 inputs)" in rotary, rotary

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +26,13 @@ class Applied:
     outputs: list[Any]
     single: bool
     """forward returned one value rather than a tuple."""
+    seen: list[Any] = field(default_factory=list)
+    """The values forward was given: ``args``' own, or copies of them (``protect_inputs``)."""
+
+    def named_inputs(self) -> dict[str, torch.Tensor]:
+        """The tensors forward was given, by the arguments' names."""
+        return {self.args.names[i]: v for i, v in enumerate(self.seen or self.args.values)
+                if isinstance(v, torch.Tensor)}
 
     @property
     def tensors(self) -> list[tuple[int, torch.Tensor]]:
@@ -58,8 +65,8 @@ def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> App
         values = [layout_copy(v) if isinstance(v, torch.Tensor) else v for v in values]
     out = info.cls.apply(*values)
     if isinstance(out, tuple):
-        return Applied(args, list(out), single=False)
-    return Applied(args, [out], single=True)
+        return Applied(args, list(out), single=False, seen=values)
+    return Applied(args, [out], single=True, seen=values)
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,7 @@ def pattern_hint(pattern: str | None, name: str) -> str:
     for key, hint in _HINTS.items():
         if pattern and pattern.startswith(key):
             return hint.format(name=name)
-    return (f"compare backward's formula for {name!r} with the math; run with -v to see the "
-            "Jacobian blocks")
+    return f"compare backward's formula for {name!r} with the math"
 
 
 def mismatch_message(block: Block, subject: str, wrt: str, out_label: str) -> str:

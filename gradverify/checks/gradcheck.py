@@ -387,9 +387,12 @@ def _square_shapes(args: Any) -> int | None:
 
 def _data(block: Block, verbose: bool) -> dict[str, Any]:
     data = dict(block.data)
-    if verbose and block.analytical.numel() <= 400:
-        data["analytical_block"] = block.analytical.tolist()
-        data["numerical_block"] = block.numerical.tolist()
+    if block.analytical.numel() <= 400:
+        if verbose:
+            data["analytical_block"] = block.analytical.tolist()
+            data["numerical_block"] = block.numerical.tolist()
+        else:
+            data["blocks_with_verbose"] = True  # the console says -v shows them
     return data
 
 

@@ -87,10 +87,9 @@ class SavedTensorsCheck(Check):
             applied = calls.differentiable_call(ctx)
         if isinstance(applied, calls.NothingToDifferentiate):
             return applied.skip()
-        args = applied.args
         kept = tk.ctx_tensors(applied.ctx)
         outputs = [o for _, o in applied.tensors]
-        inputs = {args.names[i]: v for i, v in enumerate(args.values) if tk.is_tensor(v)}
+        inputs = applied.named_inputs()
         for attr, tensor in kept:
             kind, name = tk.classify(tensor, inputs, dict(enumerate(outputs)))
             if kind == "output":
@@ -105,7 +104,7 @@ class SavedTensorsCheck(Check):
                 data={"attribute": attr, "kind": kind}))
         self._cycle(ctx, outcome)
         self._in_place(ctx, outcome)
-        outcome.data["saved"] = memory = self._memory(ctx, saved.tensors, args, applied)
+        outcome.data["saved"] = memory = self._memory(ctx, saved.tensors, applied)
         kinds = ", ".join(f"{n} {k}{'s' * (n != 1)}" for k, n in
                           (("input", memory["inputs"]), ("output", memory["outputs"]),
                            ("intermediate", memory["intermediates"])) if n)
@@ -116,8 +115,7 @@ class SavedTensorsCheck(Check):
         return outcome
 
     @staticmethod
-    def _memory(ctx: CheckContext, saved: list[torch.Tensor], args: Any, applied: Any
-                ) -> dict[str, Any]:
+    def _memory(ctx: CheckContext, saved: list[torch.Tensor], applied: Any) -> dict[str, Any]:
         """Count and bytes of saved tensors in the working dtype (distinct storages)."""
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
@@ -127,13 +125,13 @@ class SavedTensorsCheck(Check):
             working = ctx.args("working")
             with tk.record_saved() as record:
                 used = calls.apply(ctx.info, working)
-            saved, args, applied = record.tensors, working, used
+            saved, applied = record.tensors, used
             floating = [v for v in working.values
                         if tk.is_tensor(v) and v.is_floating_point()]
             dtype = str(floating[0].dtype).removeprefix("torch.") if floating else "float32"
         except Exception:  # noqa: BLE001 -- fall back to the float64 run's numbers
             pass
-        inputs = {args.names[i]: v for i, v in enumerate(args.values) if tk.is_tensor(v)}
+        inputs = applied.named_inputs()
         outputs = dict(enumerate(o for _, o in applied.tensors))
         counts = {"input": 0, "output": 0, "intermediate": 0}
         storages: dict[int, int] = {}

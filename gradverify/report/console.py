@@ -72,6 +72,9 @@ class _Writer:
     def __init__(self, verbosity: int, width: int) -> None:
         self.verbosity = verbosity
         self.width = width
+        self.noted: set[tuple[str, str, str | None, str]] = set()
+        """The notes (INFO findings) said: one that every case of a target repeats (GV143 on a
+        @once_differentiable backward) is said once."""
 
     def wrap(self, text: str, indent: str, first: str = "") -> list[str]:
         return textwrap.wrap(text, self.width, initial_indent=first, subsequent_indent=indent,
@@ -163,9 +166,13 @@ class _Writer:
                     "dim")
         for check in case.checks:
             for finding in check.findings:
-                if finding.severity != Severity.INFO or self.verbosity == VERBOSE \
-                        or check.status != Status.PASS:
-                    yield from self.finding(check, finding)
+                if finding.severity == Severity.INFO:
+                    said = (case.target, finding.code, finding.location, finding.message)
+                    if said in self.noted or (self.verbosity != VERBOSE
+                                              and check.status == Status.PASS):
+                        continue
+                    self.noted.add(said)
+                yield from self.finding(check, finding)
 
     def check_row(self, check: CheckResult, name_width: int) -> Iterator[_Line]:
         summary = check.summary
@@ -215,17 +222,30 @@ class _Writer:
                      "elements)", "dim")
             for row in heat:
                 yield _p(f"    |{row}|", "red")
+        if self.verbosity != VERBOSE and finding.data and finding.data.get("blocks_with_verbose"):
+            yield _p("  (-v shows the analytical and numerical Jacobian blocks)", "dim")
         if self.verbosity == VERBOSE and finding.data:
             for key in ("analytical_block", "numerical_block"):
                 if key in finding.data:
-                    yield _p(f"  {key.replace('_', ' ')}:", "dim")
-                    for row in finding.data[key]:
-                        yield _p("    " + " ".join(f"{x:9.4f}" for x in row), "dim")
+                    yield from self.block(key.replace("_", " "), finding.data[key])
             if "traceback" in finding.data:
                 for row in str(finding.data["traceback"]).rstrip().splitlines():
-                    yield _p(f"    {row}", "dim")
+                    for line in self.wrap(row.strip(), "      ",
+                                          "    " + " " * (len(row) - len(row.lstrip()))):
+                        yield _p(line, "dim")
         if finding.severity != Severity.INFO:
             yield _p(f"  explain: gradverify explain {finding.code}", "dim")
+
+
+    def block(self, title: str, rows: list[list[float]]) -> Iterator[_Line]:
+        """A Jacobian block, its columns in groups that fit the width."""
+        per = max(1, (self.width - 4) // 10)
+        columns = len(rows[0]) if rows else 0
+        for start in range(0, max(columns, 1), per):
+            part = f" (columns {start}-{min(start + per, columns) - 1})" if columns > per else ""
+            yield _p(f"  {title}{part}:", "dim")
+            for row in rows:
+                yield _p("    " + " ".join(f"{x:9.4f}" for x in row[start:start + per]), "dim")
 
 
 def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
