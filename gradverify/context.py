@@ -24,7 +24,8 @@ class CheckContext:
     tolerance: ResolvedTolerance
     """Every level resolved (``RunOptions.tolerance_for``)."""
     mode: str = "auto"
-    """gradcheck mode requested: auto, slow or fast."""
+    """The gradcheck mode of the check being run: auto, slow or fast (``RunOptions.mode_for``:
+    a flag over the check's own option over ``mode =``)."""
     seed: int = 0
     device: str = "cpu"
     verbose: bool = False

@@ -68,6 +68,9 @@ class RunOptions:
     """(K, N): run the K-th of N stable slices of the cases (1-based)."""
     changed: bool = False
     """TARGETs are changed files (pre-commit); nothing to check is success."""
+    mode_flag: bool = False
+    """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
+    check's own ``mode`` option, in specs too."""
 
     @classmethod
     def from_config(cls, config: Config, *, seed: int | None = None, device: str | None = None,
@@ -109,7 +112,7 @@ class RunOptions:
             isolate=isolate, jobs=parse_jobs(jobs), jobs_auto=jobs == "auto",
             timeout=timeout if timeout is not None else
             config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
-            shard=parse_shard(shard), changed=changed)
+            shard=parse_shard(shard), changed=changed, mode_flag=mode is not None)
 
     # -- the levels of a spec and a case
 
@@ -130,6 +133,14 @@ class RunOptions:
             if name in level:
                 on = level[name].enabled
         return on
+
+    def mode_for(self, name: str, spec: Spec, case: Case) -> str:
+        """The gradcheck mode a check runs in: the flag; else the check's own ``mode`` option,
+        case over spec over pyproject; else ``mode =`` of pyproject; else auto."""
+        if self.mode_flag:
+            return self.mode
+        own = self.check_options(name, spec, case).get("mode")
+        return own if isinstance(own, str) and own in MODES else self.mode
 
     def check_options(self, name: str, spec: Spec, case: Case) -> dict[str, Any]:
         """The check's options: case over spec over pyproject."""

@@ -170,11 +170,11 @@ class GradcheckCheck(Check):
 
         from gradverify.checks import _jacobian as jac
 
-        mode = resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
+        mode = resolve_mode(ctx.mode, entries)
         outcome.mode = mode
         modes = [mode]
-        if mode == "fast" and ctx.smallest and not ctx.options.get("mode") \
-                and ctx.mode == "auto" and entries <= SMALLEST_SLOW_MAX_ENTRIES:
+        if mode == "fast" and ctx.smallest and ctx.mode == "auto" \
+                and entries <= SMALLEST_SLOW_MAX_ENTRIES:
             modes.append("slow")
             outcome.mode = "fast+slow"
         tol = ctx.tolerance

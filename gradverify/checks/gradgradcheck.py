@@ -178,7 +178,7 @@ def _mode(ctx: CheckContext, view: DifferentiableView) -> str:
     from gradverify.checks import _jacobian as jac
 
     entries = jac.jacobian_entries(view.inputs, view.outputs) * max(1, len(view.inputs))
-    return resolve_mode(ctx.options.get("mode") or ctx.mode, entries)
+    return resolve_mode(ctx.mode, entries)
 
 
 def _torch_gradgradcheck(view: DifferentiableView, grad_outputs: list[Any], mode: str,

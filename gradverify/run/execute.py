@@ -249,6 +249,7 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
                                           f"skipped: forward raised (see {carrier})"), None)
             continue
         ctx.options = options.check_options(check.name, ctx.spec, ctx.case)
+        ctx.mode = options.mode_for(check.name, ctx.spec, ctx.case)
         result, outcome, internal = _run_one(ctx, check)
         if outcome.nothing_verified and rows.nothing_verified is None:
             rows.nothing_verified = outcome.summary
