@@ -17,6 +17,7 @@ import click
 
 from gradverify import terminal
 from gradverify._version import __version__
+from gradverify.choices import FORMATS, MAX_TIMEOUT
 from gradverify.errors import (
     GradverifyError,
     InputError,
@@ -24,7 +25,6 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
-from gradverify.options import FORMATS, MAX_TIMEOUT
 from gradverify.results import ExitCode, Report
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradverify.choices import DEVICE_RE, FORMATS, MAX_TIMEOUT, MODES, parse_jobs
 from gradverify.errors import InputError, UsageError, shown_path
 from gradverify.spec.model import CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader
@@ -113,9 +114,6 @@ def load(start: Path | None = None) -> Config:
 def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -> Config:
     """``[tool.gradverify]`` read by the validator that reads specs (``SettingsReader``): a value
     is accepted, or refused with the same message, in either file."""
-    from gradverify.errors import shown_path
-    from gradverify.options import DEVICE_RE, FORMATS, MAX_TIMEOUT, MODES, parse_jobs
-
     read = SettingsReader(f"{shown_path(file) if file else 'pyproject.toml'}: [tool.gradverify]")
     read.known_keys(section, KEYS, None, "")
     values: dict[str, Any] = {}

@@ -29,7 +29,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("a run", ("gradverify.run", "gradverify.discover", "gradverify.packages")),
     # spec files and pyproject: check names and options are validated against the registry
     ("settings", ("gradverify.spec.file", "gradverify.spec.args", "gradverify.spec.settings",
-                  "gradverify.spec.yamlio", "gradverify.config", "gradverify.options")),
+                  "gradverify.spec.yamlio", "gradverify.config", "gradverify.options",
+                  "gradverify.choices")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
     ("a case", ("gradverify.context", "gradverify.target", "gradverify.kinds", "gradverify.opcalls",
                 "gradverify.modulecalls",

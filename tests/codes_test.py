@@ -82,7 +82,7 @@ def test_check_declarations_are_consistent():
 
 
 def test_every_format_has_a_renderer():
-    from gradverify.options import FORMATS
+    from gradverify.choices import FORMATS
     from gradverify.report import RENDERERS
 
     assert set(FORMATS) == set(RENDERERS) | {"rich"}

@@ -1,5 +1,5 @@
 """The report's renderings. Each format is a ``render(report, verbose) -> str``; the formats a
-user can choose are ``gradverify.options.FORMATS``."""
+user can choose are ``gradverify.choices.FORMATS``."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,7 +16,7 @@ RENDERERS: dict[str, Renderer] = {
     "markdown": markdown.render,
     "github": github.render,
 }
-"""Each format of ``options.FORMATS`` by name but ``rich``, the coloured console form of
+"""Each format of ``choices.FORMATS`` by name but ``rich``, the coloured console form of
 ``plain``."""
 
 set_text_renderer(console.render_plain)

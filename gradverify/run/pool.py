@@ -25,9 +25,10 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from gradverify.choices import cores, worker_count
 from gradverify.discover import Plan
 from gradverify.errors import interrupt_signal, shown_path
-from gradverify.options import RunOptions, cores, worker_count
+from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
 from gradverify.run import leftovers
 from gradverify.run import worker as worker_process

@@ -1,0 +1,102 @@
+"""The choices of each run option and their parsing, once: read by ``config`` (pyproject), by
+``options`` (flags over pyproject) and by the command line, which import this module and not
+each other."""
+from __future__ import annotations
+
+import os
+import re
+
+from gradverify.checks._modes import MODES
+from gradverify.errors import UsageError, did_you_mean, one_of
+
+FORMATS = ("rich", "plain", "json", "junit", "markdown", "github")
+"""Report formats (``--format``, ``format =``)."""
+DEVICES = ("cpu", "cuda")
+"""The device types a run takes; ``--device``, ``device =`` and ``verify(device=)`` also take an
+index (``cuda:1``), as torch writes devices."""
+DEVICE_RE = re.compile(rf"^({'|'.join(DEVICES)})(:\d+)?$")
+DEFAULT_DEVICE = "cpu"
+DEFAULT_MODE = "auto"
+DEFAULT_SEED = 0
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a case may run before its worker is killed (isolated runs)."""
+MAX_TIMEOUT = 1_000_000.0
+"""The largest ``--timeout`` (11 days): waits take no more (``inf`` is a usage error)."""
+
+
+def choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:  # as a spec or pyproject says it
+        raise UsageError(f"{option}: invalid value {value!r}{did_you_mean(value, choices)}; "
+                         f"{one_of(choices)}")
+    return value
+
+
+def check_device(device: str) -> str:
+    """A device a run can take (``cpu``, ``cuda``, ``cuda:1``); CUDA must be available."""
+    if not DEVICE_RE.match(device):
+        raise UsageError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda"):
+        _require_cuda(device)
+    return device
+
+
+def parse_jobs(value: int | str | None) -> int:
+    """``-j N`` or ``auto`` (the number of cores)."""
+    if value is None:
+        return 1
+    if value == "auto":
+        return cores()
+    text = str(value)
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise UsageError(f"-j/--jobs: expected a positive integer or 'auto', got {value!r}")
+    return int(text)
+
+
+WORKERS_PER_CORE = 2
+"""``-j`` never starts more workers than this many per core (nor more than there are cases)."""
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_count(requested: int, cases: int, available: int) -> tuple[int, str | None]:
+    """How many workers a run of ``cases`` cases starts for ``-j requested`` on ``available``
+    cores, and the note that says so when that is fewer than asked for."""
+    by_cores = WORKERS_PER_CORE * available
+    count = max(1, min(requested, cases, by_cores))
+    if count >= requested:
+        return count, None
+    why = (f"there {'is 1 case' if cases == 1 else f'are {cases} cases'}" if cases <= by_cores
+           else f"at most {WORKERS_PER_CORE} per core ({available} core"
+                f"{'s' * (available != 1)})")
+    return count, f"-j {requested} lowered to {count} worker{'s' * (count != 1)}: {why}"
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """``K/N``: the K-th of N slices."""
+    if value is None:
+        return None
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise UsageError(f"--shard: expected K/N with 1 <= K <= N, like 2/4; got {value!r}")
+    return int(k), int(n)
+
+
+def _require_cuda(device: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"device {device!r}: CUDA is not available on this machine (torch "
+                         f"{torch.__version__}, torch.cuda.is_available() is False)")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s), numbered from 0")
+
+
+__all__ = ["MODES"]
