@@ -278,7 +278,8 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
         echo("gradverify record: no custom Function was called"
              + (f" (matching {', '.join(include)})" if include else ""))
     for note in written.notes:
-        echo(f"  note: {note}")
+        if note not in written.said:
+            echo(f"  note: {note}")
     if written.paths and not then_check:
         echo(f"next: gradverify check {out}")
     if code != 0:

@@ -94,7 +94,7 @@ def test_recorded_specs_keep_values_meaning_and_catch_every_planted_bug(project)
     loss = case_of(out / "ChunkedCrossEntropy.yaml")
     assert "chunk_size: 5" in loss and re.search(r"N: 6 +# recorded 16", loss)
     rotary = case_of(out / "RotaryInplace.yaml")
-    assert "cos: {shape: [C, H], requires_grad: false}" in rotary  # backward returns None
+    assert "cos: {shape: [L, D], requires_grad: false}" in rotary  # backward returns None
 
     assert caught(project, "recorded") == PLANTED
 
@@ -109,7 +109,7 @@ def test_recording_again_appends_new_calls_and_recounts_the_header(project):
     spec = (project / "rec" / "FusedLayerNorm.yaml").read_text()
     assert "(2 distinct call signatures)." in spec and "(1 distinct" not in spec
     assert spec.count("# signature ") == 2
-    assert "rec/FusedLayerNorm.yaml: 1 case for" in again.stderr
+    assert "rec/FusedLayerNorm.yaml: 1 new case (2 in all) for" in again.stderr
 
 
 def test_init_follows_a_package_and_its_specs_run_unedited_and_catch_every_planted_bug(project):

@@ -2,6 +2,7 @@
 a planted bug in each recorded Function; the run itself unchanged."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -264,3 +265,62 @@ def test_dims_are_named_shrunk_distinct_and_ordered():
     assert case["args"]["w"]["shape"] == ["L", "C"]
     assert case["args"]["labels"]["high"] == "D"  # values 0..99 index the dim of size 100
     assert case["args"]["classes"] == 4 and case["args"]["axis"] == 2
+
+
+KERNELS = '''
+import torch
+
+
+class ScatterSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, src, index, num_classes):
+        out = src.new_zeros((num_classes, src.shape[1]))
+        out.index_add_(0, index, src)
+        ctx.save_for_backward(index)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return grad.index_select(0, index), None, None
+
+
+class ChunkedScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, chunk_size=3):
+        out = torch.empty_like(x)
+        for start in range(0, x.shape[0], chunk_size):
+            out[start:start + chunk_size] = x[start:start + chunk_size] * w
+        ctx.save_for_backward(x, w)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w, (grad * x).sum(0)
+'''
+
+TRAIN = '''
+import torch
+from kern import ScatterSum, ChunkedScale
+src = torch.randn(4, 4, requires_grad=True)
+ScatterSum.apply(src, torch.tensor([0, 1, 2, 3]), 4).sum().backward()
+x = torch.randn(8, 3, requires_grad=True)
+ChunkedScale.apply(x, torch.randn(3, requires_grad=True)).sum().backward()
+'''
+
+
+def test_recorded_values_keep_their_relations(tmp_path):
+    """An index with one entry per row of a square tensor, whose values a count bounds that
+    equals the tensor's sizes; a loop whose step is forward's default (never passed)."""
+    (tmp_path / "kern.py").write_text(KERNELS)
+    (tmp_path / "train.py").write_text(TRAIN)
+    done = _cli("record", "-o", "rec", "--", "python", "train.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    scatter = (tmp_path / "rec" / "ScatterSum.yaml").read_text()
+    assert "src: {shape: [N, C]}" in scatter  # the rows and columns of [4, 4]: two dims
+    assert "index: {shape: [N], dtype: int64, init: randint, high: 4" in scatter
+    assert "values index num_classes = 4" in scatter and "num_classes: 4" in scatter
+    chunked = (tmp_path / "rec" / "ChunkedScale.yaml").read_text()
+    assert re.search(r"N: 4 +# recorded 8", chunked), chunked  # longer than the default step 3
+    assert _cli("check", "rec", cwd=tmp_path).returncode == 0

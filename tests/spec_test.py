@@ -222,7 +222,18 @@ def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
     assert bind(spec.cases[0], info, spec).args[1].value == 1e-5
     with pytest.raises(SpecError, match="annotated float and needs a float") as raised:
         bind(spec.cases[1], info, spec)
-    assert "s.yaml:4" in str(raised.value) and "cases[1].args.eps" in str(raised.value)
+    assert "s.yaml:5" in str(raised.value) and "cases[1].args.eps" in str(raised.value)
+    # at the argument's own line, every wrong argument of the case; an int given a float too
+    module.write_text(module.read_text().replace("eps: float):", "eps: float, n: int = 1):"))
+    spec_obj.loader.exec_module(loaded)
+    (spec,) = load_text("cases:\n  - name: a\n    args:\n      x: {shape: [3]}\n"
+                        "      eps: abc\n      n: 2.0\n", "t.yaml")
+    with pytest.raises(SpecError) as raised:
+        bind(spec.cases[0], introspect(loaded.AddEps), spec)
+    assert "t.yaml:5" in str(raised.value) and "the string 'abc'" in str(raised.value)
+    (other,) = raised.value.others
+    assert "t.yaml:6" in str(other) and "'n' is annotated int" in str(other)
+    assert "the float 2.0; write a whole number" in str(other)
 
 
 @pytest.mark.parametrize(("annotation", "name"), [

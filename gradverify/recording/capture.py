@@ -61,6 +61,7 @@ class Recorder:
         self.skip: set[type[Function]] = set()
         self.seen: dict[type[Function], set[Any]] = {}
         self.params: dict[type[Function], list[str]] = {}
+        self.defaults: dict[type[Function], dict[str, int]] = {}
         self.lock = threading.Lock()
         self.compiling = torchcompat.is_compiling()
 
@@ -105,8 +106,11 @@ class Recorder:
                 described.append({"name": name, **describe(value)})
             for key, value in kwargs.items():
                 described.append({"name": key, **describe(value)})
+        passed = {d["name"] for d in described}
+        defaults = {n: v for n, v in self.defaults.get(cls, {}).items() if n not in passed}
         self.append({"target": self.target(cls), "args": described,
-                     "grad_enabled": torch.is_grad_enabled()})
+                     "grad_enabled": torch.is_grad_enabled(),
+                     **({"defaults": defaults} if defaults else {})})
 
     # -- helpers
 
@@ -140,6 +144,8 @@ class Recorder:
                 params = params[1:]  # ctx
             self.params[cls] = [p.name for p in params
                                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            # ints forward takes by default (a block size): the dims they bound stay above them
+            self.defaults[cls] = {p.name: p.default for p in params if type(p.default) is int}
         return self.params[cls]
 
     def append(self, entry: dict[str, Any]) -> None:

@@ -82,21 +82,22 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
     axes = list(_axes(args))
     classes = _classes(axes, joined)
     by_size: dict[int, set[int]] = {}
-    for (_, _, size), root in zip(axes, classes, strict=True):
+    for (_, _, size, _), root in zip(axes, classes, strict=True):
         by_size.setdefault(size, set()).add(root)
-    order = list(dict.fromkeys((size, root) for (_, _, size), root in zip(axes, classes,
+    order = list(dict.fromkeys((size, root) for (_, _, size, _), root in zip(axes, classes,
                                                                             strict=True)))
     counts = [v for _, v in _ints(args) if v >= MIN_TIED_INT and v not in by_size
               and _indexes(v, args)]
     order += [(v, -1 - i) for i, v in enumerate(dict.fromkeys(counts))]
     names = {key: (_NAMES[i] if i < len(_NAMES) else f"D{i}") for i, key in enumerate(order)}
     axis_names = {(path, axis): names[(size, root)]
-                  for (path, axis, size), root in zip(axes, classes, strict=True)}
+                  for (path, axis, size, _), root in zip(axes, classes, strict=True)}
     dims_of = {key[0]: names[key] for key in reversed(order)}
     int_dims = {path: dims_of[v] for path, v in _ints(args)
                 if (f"int:{path}" in joined and v in by_size) or v in counts}
     kept = [v for path, v in _ints(args) if path not in int_dims and v not in counts
             and 2 <= v <= MAX_KEPT_RELATION]
+    kept += [v for v in observation.defaults.values() if 2 <= v <= MAX_KEPT_RELATION]
     chosen: dict[str, int] = {}
     previous = 1
     for key in sorted(order, key=lambda k: (k[0], order.index(k))):
@@ -105,7 +106,10 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
         chosen[names[key]] = previous
     chosen = {names[k]: chosen[names[k]] for k in order}  # in the order of appearance
     recorded = {names[k]: k[0] for k in order}
-    keys = tuple(f"size:{s}" for s, roots in by_size.items() if len(roots) > 1) + tuple(
+    ranks = {size: {a[1] - a[3] for a in axes if a[2] == size} for size in by_size}
+    keys = tuple(f"lead:{s}" for s, roots in by_size.items() if len(roots) > 1
+                 and len(ranks[s]) > 1) + tuple(
+        f"size:{s}" for s, roots in by_size.items() if len(roots) > 1) + tuple(
         f"int:{path}" for path, v in _ints(args) if v >= 2 and v in by_size)
     built = _Builder(args, axis_names, dims_of, int_dims, joined)
     out = tuple((arg["name"], *built.arg(arg, arg["name"])) for arg in args)
@@ -119,21 +123,22 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
                  int_dims)
 
 
-def _axes(args: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, int, int]]:
-    """(path, axis counted from the last, size) of every axis longer than 1 of every tensor."""
+def _axes(args: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, int, int, int]]:
+    """(path, axis counted from the last, size, axis counted from the first) of every axis
+    longer than 1 of every tensor."""
     for path, arg in _walk(args):
         if arg["kind"] == "tensor":
             ndim = len(arg["shape"])
             for i, size in enumerate(arg["shape"]):
                 if size > 1:
-                    yield path, i - ndim, size
+                    yield path, i - ndim, size, i
 
 
-def _classes(axes: Sequence[tuple[str, int, int]], joined: frozenset[str]) -> list[int]:
+def _classes(axes: Sequence[tuple[str, int, int, int]], joined: frozenset[str]) -> list[int]:
     """For each axis, the index of the first axis of its dim. Axes of one size are one dim when
-    their tensors hold that size once each, or at the same position counted from the last axis;
-    two axes of one tensor are two dims (a batch of 4 and 4 heads). ``size:S`` joins every axis
-    of size S."""
+    their tensors hold that size once each, or at the same position counted from the last axis
+    (from the first with ``lead:S``: an index of one entry per row); two axes of one tensor are
+    two dims (a batch of 4 and 4 heads). ``size:S`` joins every axis of size S."""
     parent = list(range(len(axes)))
 
     def root(i: int) -> int:
@@ -142,14 +147,15 @@ def _classes(axes: Sequence[tuple[str, int, int]], joined: frozenset[str]) -> li
         return i
 
     held: dict[tuple[str, int], int] = {}
-    for path, _, size in axes:
+    for path, _, size, _ in axes:
         held[(path, size)] = held.get((path, size), 0) + 1
-    for i, (path_i, axis_i, size_i) in enumerate(axes):
+    for i, (path_i, axis_i, size_i, lead_i) in enumerate(axes):
         for j in range(i):
-            path_j, axis_j, size_j = axes[j]
+            path_j, axis_j, size_j, lead_j = axes[j]
+            lead = f"lead:{size_i}" in joined
             if size_i != size_j or (path_i == path_j and f"size:{size_i}" not in joined):
                 continue
-            if f"size:{size_i}" in joined or axis_i == axis_j or \
+            if f"size:{size_i}" in joined or (lead_i == lead_j if lead else axis_i == axis_j) or \
                     held[(path_i, size_i)] == held[(path_j, size_j)] == 1:
                 parent[root(i)] = root(j)
     return [root(i) for i in range(len(axes))]
@@ -219,7 +225,7 @@ class _Builder:
         shape = [Dim(self.axis_names[(path, i - ndim)]) if (path, i - ndim) in self.axis_names
                  else size for i, size in enumerate(arg["shape"])]
         spec, comment = tensor_spec(arg, shape, self.args, self.dims_of, self.dtype,
-                                    self.any_grad, self.factory, label)
+                                    self.any_grad, self.factory, label, self.int_dims)
         if isinstance(spec, dict) and f"grad:{path}" in self.joined:
             spec.pop("requires_grad", None)
             comment += "; recorded without grad, but backward computes its gradient: checked"
@@ -228,7 +234,8 @@ class _Builder:
 
 def tensor_spec(arg: Mapping[str, Any], shape: list[Any], siblings: Sequence[Mapping[str, Any]],
                 dims_of: Mapping[int, str], dtype: str | None, any_grad: bool,
-                factory: list[str], label: str) -> tuple[Any, str]:
+                factory: list[str], label: str, int_dims: Mapping[str, str] | None = None
+                ) -> tuple[Any, str]:
     """One recorded tensor as a spec mapping (or None where it needs a factory) and a comment."""
     recorded = f"recorded {arg['shape']} {arg['dtype']}"
     if arg["layout"] != "strided":
@@ -267,8 +274,15 @@ def tensor_spec(arg: Mapping[str, Any], shape: list[Any], siblings: Sequence[Map
     if not floating:
         low, high = arg.get("min", 0), arg.get("max", 9)
         dim = indexed_dim(low, high, arg, siblings, dims_of)
+        count = _count_of(low, high, siblings, dims_of)
         spec["init"] = "randint"
-        if dim is not None:
+        if count is not None and (int_dims or {}).get(count[0]):
+            spec["high"] = Dim((int_dims or {})[count[0]])
+            notes.append(f"values index {count[0]} (recorded {low}..{high})")
+        elif count is not None:
+            spec["high"] = count[1]
+            notes.append(f"values index {count[0]} = {count[1]} (recorded {low}..{high})")
+        elif dim is not None:
             spec["high"] = Dim(dim)
             notes.append(f"values index dim {dim} (recorded {low}..{high})")
         else:
@@ -284,6 +298,20 @@ def tensor_spec(arg: Mapping[str, Any], shape: list[Any], siblings: Sequence[Map
         spec["sorted"] = True
         notes.append("sorted")
     return spec, "; ".join(notes)
+
+
+def _count_of(low: int, high: int, siblings: Sequence[Mapping[str, Any]],
+              dims_of: Mapping[int, str]) -> tuple[str, int] | None:
+    """The int argument (its path, its value) that integer values index: the smallest one
+    that they all fit below, where no dim is a tighter bound (``num_classes`` rather than a
+    tensor's size that happens to be equal)."""
+    if low < 0:
+        return None
+    counts = sorted((v, path) for path, v in _ints(siblings) if v > high)
+    if not counts:
+        return None
+    tighter = [s for s in dims_of if high < s < counts[0][0]]
+    return None if tighter else (counts[0][1], counts[0][0])
 
 
 def indexed_dim(low: int, high: int, arg: Mapping[str, Any], siblings: Sequence[Mapping[str, Any]],

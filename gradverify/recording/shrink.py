@@ -44,7 +44,8 @@ def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
     if not todo:
         return list(drafts)
     request = {"target": target, "calls": [
-        {"args": d.raw, "grad_enabled": d.source.grad_enabled} for d in todo if d.source]}
+        {"args": d.raw, "grad_enabled": d.source.grad_enabled, "defaults": d.source.defaults}
+        for d in todo if d.source]}
     from gradverify.syspath import own_module_command
 
     try:
@@ -70,8 +71,8 @@ def _probe_main() -> None:
     from gradverify.syspath import ensure_cwd_on_path
 
     ensure_cwd_on_path()
-    calls = [Observation(request["target"], tuple(c["args"]), c["grad_enabled"])
-             for c in request["calls"]]
+    calls = [Observation(request["target"], tuple(c["args"]), c["grad_enabled"],
+                         c.get("defaults", {})) for c in request["calls"]]
     try:
         info = resolve(request["target"])
     except Exception as exc:  # noqa: BLE001 -- reported as a note

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ class Observation:
     target: str
     args: tuple[Mapping[str, Any], ...]
     grad_enabled: bool = True
+    defaults: Mapping[str, int] = field(default_factory=dict)
+    """The ints forward took by default in this call (a block size not passed)."""
 
 
 @dataclass(frozen=True)
@@ -42,5 +44,6 @@ def read_spool(spool: Path) -> Spool:
                 compiled.add(entry["compiled"])
             elif "target" in entry:
                 observations.append(Observation(entry["target"], tuple(entry["args"]),
-                                                entry.get("grad_enabled", True)))
+                                                entry.get("grad_enabled", True),
+                                                entry.get("defaults", {})))
     return Spool(tuple(observations), frozenset(compiled))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ class Written:
     notes: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     """One line per spec, for the command line's summary."""
+    said: set[str] = field(default_factory=set)
+    """The ``notes`` that progress already said, beside their Function's line."""
 
 
 
@@ -82,13 +85,20 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
         written.paths.append(path)
         todo = sum(1 for d in drafts if d.todo)
         made = sum(1 for d in drafts if d.factory and not d.todo)
-        written.lines.append(f"{shown_path(path)}: {count} case{'s' * (count != 1)} for {target}"
+        total = text.count("# signature ")
+        cases = f"{count} case{'s' * (count != 1)}" if total == count else \
+            f"{count} new case{'s' * (count != 1)} ({total} in all)"
+        written.lines.append(f"{shown_path(path)}: {cases} for {target}"
                              + (f"; {made} with a written factory" if made else "")
                              + (f"; {todo} need{'s' * (todo == 1)} a factory of yours (TODO)"
                                 if todo else ""))
         say(f"  {written.lines[-1]}", True)
-        for d in drafts:
-            written.notes += [f"{target}: {n}" for n in d.notes]
+        for note in dict.fromkeys(n for d in drafts for n in d.notes):
+            written.notes.append(f"{target}: {note}")
+            if progress is not None:
+                written.said.add(written.notes[-1])
+            say(textwrap.fill(note, 100, initial_indent="    note: ",
+                              subsequent_indent="          ", break_long_words=False), True)
     return written
 
 

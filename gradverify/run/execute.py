@@ -13,7 +13,7 @@ from gradverify import opcalls, torchcompat, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.discover import Job
-from gradverify.errors import InputError
+from gradverify.errors import InputError, SpecError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status, worst
@@ -60,9 +60,14 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
                           f"{info.kind}, which is called as it is")
     spec = job.spec or infer_spec(info)
     bound: dict[str, Bound] = {}
+    unbound: list[SpecError] = []
     try:
         for case in spec.cases:
-            bound[case.name] = bind(case, info, spec)
+            try:
+                bound[case.name] = bind(case, info, spec)
+            except SpecError as exc:  # every case's errors, listed at once
+                unbound += [exc, *exc.others]
+                continue
             tensors = case_tensors(bound[case.name], case.dims)
             size = sum(n for _, _, n in tensors)
             if size > MAX_CASE_BYTES:
@@ -72,6 +77,8 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
                     f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB), {largest / 1024**3:.1f} GiB "
                     f"of it for {name!r} of shape {list(shape)}; gradient bugs show on small "
                     "shapes", code="GV007", where=spec.where)
+        if unbound:
+            raise unbound[0]
         reference = None
         if spec.reference:
             from gradverify.target import resolve_object
@@ -81,7 +88,9 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
                 raise InputError(f"reference {spec.reference} is not callable", code="GV005",
                                  where=spec.where)
     except InputError as exc:
-        return ErrorEntry(info.target, spec_path, exc.code, str(exc))
+        more = [e for e in unbound if e is not exc]
+        return ErrorEntry(info.target, spec_path, exc.code, str(exc) + "".join(
+            f"; and {e}" for e in more))
     return Prepared(info, spec, bound, reference)
 
 

@@ -66,9 +66,9 @@ class ArgsReader(SettingsReader):
     def arg(self, value: Any, line: int | None, key: str,
             dims: Mapping[str, tuple[int, ...]]) -> Arg:
         if isinstance(value, str) and value in dims:
-            return ValueArg(value, dim=value)  # an int that follows the dim (and its sweep)
+            return ValueArg(value, dim=value, line=line)  # an int that follows the dim
         if value is None or isinstance(value, (bool, int, float, str)):
-            return ValueArg(value)
+            return ValueArg(value, line=line)
         if isinstance(value, list):
             raise self.fail("a YAML list is ambiguous here: write {tuple: [...]} or {list: [...]} "
                             "for a Python sequence, or {values: [...]} for a tensor", line, key)

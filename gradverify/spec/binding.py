@@ -170,17 +170,32 @@ _NUMBERS = {"float": "a float", "SymFloat": "a float", "int": "an integer",
 
 
 def _typed(bound: Bound, info: FunctionInfo, case: Case, spec: Spec) -> Bound:
-    """``bound``, unless a parameter annotated ``float`` or ``int`` is given a string (YAML 1.1
-    reads ``1e-5`` as one): a spec error at the case's line, never a crash in forward."""
+    """``bound``, unless a parameter annotated ``float`` is given a string (YAML 1.1 reads
+    ``1e-5`` as one) or one annotated ``int`` a string or a float: a spec error at the
+    argument's line (every such argument of the case), never a crash in forward."""
     annotations = {p.name: _annotation_name(p.annotation) for p in info.params}
+    errors = []
     for name, arg in zip(bound.names, bound.args):
-        wanted = _NUMBERS.get(annotations.get(name) or "")
-        if wanted and isinstance(arg, ValueArg) and arg.dim is None \
-                and isinstance(arg.value, str):
-            raise SpecError(f"{name!r} is annotated {annotations[name]} and needs {wanted}, but "
-                            f"the spec gives the string {arg.value!r}; write a number (1.0e-5, "
-                            "1e-5 and .5 are floats)", file=spec.path, line=case.line,
-                            key=f"{_case_key(case, spec)}.args.{name}")
+        annotation = annotations.get(name) or ""
+        wanted = _NUMBERS.get(annotation)
+        if not (wanted and isinstance(arg, ValueArg) and arg.dim is None):
+            continue
+        value = arg.value
+        if isinstance(value, str):
+            fix = ("write a number (1.0e-5, 1e-5 and .5 are floats)" if wanted == "a float"
+                   else "write a whole number")
+            given = f"the string {value!r}"
+        elif wanted == "an integer" and isinstance(value, float):
+            fix, given = "write a whole number", f"the float {value!r}"
+        else:
+            continue
+        errors.append(SpecError(f"{name!r} is annotated {annotation} and needs {wanted}, but the "
+                                f"spec gives {given}; {fix}", file=spec.path,
+                                line=arg.line or case.line,
+                                key=f"{_case_key(case, spec)}.args.{name}"))
+    if errors:
+        errors[0].others = errors[1:]
+        raise errors[0]
     return bound
 
 

@@ -141,6 +141,8 @@ class ValueArg:
 
     value: Any
     dim: str | None = None
+    line: int | None = field(default=None, compare=False)
+    """Where the spec gives it, for errors found when the case is bound to forward."""
 
 
 @dataclass(frozen=True)
