@@ -1,9 +1,11 @@
 """pytest plugin: ``pytest --gradverify [PATH ...]`` collects spec files as test items.
 
-Items are ``spec.yaml::Target::case::check``; a case runs once per process and each of its checks
-reports as its own item, so ``-k``, ``--junitxml`` and pytest-xdist work unchanged (use
-``--dist loadscope`` to keep a case's checks on one worker). Without ``--gradverify`` the plugin
-collects nothing, so it never touches other YAML files.
+Items are ``spec.yaml::Target::case::check``, and ``::case`` for what is found about a case as a
+whole (GV012, GV013, GV015, GV019). A target's cases run once per process, together, by the
+command line's own ``run_job``, and each check reports as its own item, so ``-k``,
+``--junitxml`` and pytest-xdist work unchanged (use ``--dist loadscope`` to keep a target's
+items on one worker). Without ``--gradverify`` the plugin collects nothing, so it never touches
+other YAML files.
 """
 from __future__ import annotations
 
@@ -146,6 +148,23 @@ class TargetNode(pytest.Collector):
         super().__init__(**kwargs)
         self.spec = spec
         self._prepared: Any = None
+        self._results: Any = None
+
+    def results(self) -> tuple[dict[str, Any], list[Any]]:
+        """Every case of the target, run once as ``gradverify check`` runs them (``run_job``:
+        the smallest case marked, findings across cases, case-level findings): the results
+        by case name, and the errors."""
+        from gradverify.discover import Job
+        from gradverify.run.runner import run_job
+
+        if self._results is None:
+            from gradverify import torchstate
+
+            with torchstate.isolated():
+                results, errors = run_job(Job(self.spec.target, self.spec),
+                                          _options(self.config), {0: self.prepared()})
+            self._results = ({r.case: r for r in results}, errors)
+        return self._results
 
     def prepared(self) -> Any:
         from gradverify.discover import Job
@@ -189,28 +208,24 @@ class CaseNode(pytest.Collector):
         self.case = case
         self.checks = checks
         self.first = first
-        self._result: Any = None
 
     def collect(self) -> Any:
         for name in self.checks:
             yield CheckItem.from_parent(self, name=name)
+        # what is found about the case as a whole: global state changed (GV012), nothing
+        # verified (GV013), threads or processes left running (GV015), an unfinished spec ...
+        yield CheckItem.from_parent(self, name=CASE_ITEM)
 
     def result(self) -> Any:
-        """Run the case once (all its checks) and keep the result for every item."""
-        from gradverify.run.execute import run_case
+        """The case's result (its target's cases run once, together) and its first error."""
+        target = self.parent
+        assert isinstance(target, TargetNode)
+        results, errors = target.results()
+        return results.get(self.case.name), errors[0] if errors else None
 
-        if self._result is None:
-            from gradverify import torchstate
 
-            target = self.parent
-            assert isinstance(target, TargetNode)
-            prepared = target.prepared()
-            with torchstate.isolated():
-                result, error = run_case(prepared.info, prepared.spec, self.case,
-                                         prepared.bound[self.case.name], _options(self.config),
-                                         first=self.first, reference=prepared.reference)
-            self._result = (result, error)
-        return self._result
+CASE_ITEM = "case"
+"""The item of a case's findings about the case as a whole (rows no registered check owns)."""
 
 
 class CheckItem(pytest.Item):
@@ -220,6 +235,9 @@ class CheckItem(pytest.Item):
         result, error = case.result()
         if result is None:
             raise CheckFailed(error.message if error else "the case could not run")
+        if self.name == CASE_ITEM:
+            _report(_case_row(result.checks, case.checks), _options(self.config).strict)
+            return
         check = next((c for c in result.checks if c.name == self.name), None)
         if check is None:
             pytest.skip("not run for this case")
@@ -235,6 +253,18 @@ class CheckItem(pytest.Item):
         assert isinstance(case, CaseNode) and case.parent is not None
         line = case.case.line - 1 if case.case.line else None
         return self.path, line, f"{case.parent.name} {case.name} {self.name}"
+
+
+def _case_row(rows: Any, checks: list[str]) -> CheckResult:
+    """The rows of a case that no check item reports, as one row."""
+    from gradverify.results import worst
+
+    own = [row for row in rows if row.name not in checks]
+    if not own:
+        return CheckResult(CASE_ITEM, Status.PASS, 0.0, "nothing found about the case as a whole")
+    return CheckResult(CASE_ITEM, worst([r.status for r in own], Status.PASS),
+                       sum(r.duration_s for r in own), "; ".join(r.summary for r in own),
+                       findings=tuple(f for r in own for f in r.findings))
 
 
 def _text(check: CheckResult, severities: set[Severity]) -> str:

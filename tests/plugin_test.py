@@ -33,7 +33,7 @@ def test_collects_items_named_like_the_design(suite):
 
 def test_failures_carry_findings(suite):
     result = suite.runpytest("--gradverify", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=21, skipped=4)
+    result.assert_outcomes(failed=1, passed=23, skipped=4)
     result.stdout.fnmatch_lines(["*error: gradient for 'x' (output 0) is wrong: off by a constant "
                                  "factor 0.5*[GV121]*",
                                  "*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*"])
@@ -54,7 +54,7 @@ def test_nothing_without_the_flag(suite):
 def test_xdist(suite):
     result = suite.runpytest("--gradverify", "-n", "2", "--dist", "loadscope",
                              "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=21, skipped=4)
+    result.assert_outcomes(failed=1, passed=23, skipped=4)
 
 
 def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
@@ -64,7 +64,47 @@ def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
         "target: nowhere:Thing\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
     suite.makepyfile(test_unit="def test_mine():\n    assert True\n")
     result = suite.runpytest("--gradverify", "specs", "test_unit.py", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=3, passed=22, skipped=4)  # half, missing, ops:Bad gradcheck
+    result.assert_outcomes(failed=3, passed=24, skipped=4)  # half, missing, ops:Bad gradcheck
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*specs/half.yaml:5*[GV001]*", "*nowhere*[GV003]*",
                                  "*FAILED specs/half.yaml::spec*"])
+
+
+LEAKY = """
+import threading, time
+import torch
+
+
+class Leaky(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        torch.set_num_threads(1)
+        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+"""
+
+
+def test_case_level_findings_and_strict_are_the_command_lines(pytester):
+    """A Function that changes torch's threads and leaks a thread: `gradverify check --strict`
+    fails it on two warnings (GV012, GV015), found about the case as a whole; the plugin does
+    too, in the case's own item, and the run's smallest case and findings across cases (GV124)
+    are the command line's (one way to run a target: ``run_job``)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    pytester.makepyfile(leaky=LEAKY)
+    pytester.mkdir("specs")
+    pytester.path.joinpath("specs/leaky.yaml").write_text(
+        "target: leaky:Leaky\ncases:\n  - name: basic\n    args: {x: {shape: [3]}}\n")
+    pytester.path.joinpath("pyproject.toml").write_text("[tool.gradverify]\nstrict = true\n")
+    try:
+        result = pytester.runpytest("--gradverify", "-p", "no:cacheprovider")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(failed=1, passed=11, skipped=2)
+    result.stdout.fnmatch_lines(["*[[]GV012 case[]]*", "*[[]GV015 case[]]*",
+                                 "*FAILED specs/leaky.yaml::leaky:Leaky::basic::case*"])

@@ -67,17 +67,34 @@ def run(plan: Plan, options: RunOptions,
         cache: dict[int, Any] = {}
         torch_version = versions()["torch"] if plan.jobs else None
         try:
-            for task in tasks:
-                if progress:
-                    progress(task.index, len(tasks), f"{task.job.target} {task.case}")
-                # What the Function prints goes to stderr, so a report on stdout stays parseable.
-                with contextlib.redirect_stdout(sys.stderr):
-                    outcomes[task.index] = execute(task, options, cache)
+            run_tasks(tasks, options, cache, outcomes, progress)
         except KeyboardInterrupt as exc:
             report = _report(plan, tasks, mark_interrupted(tasks, outcomes, exc), options,
                              torch_version, started)
             raise RunInterrupted(report, interrupt_signal(exc)) from exc
     return _report(plan, tasks, outcomes, options, torch_version, started)
+
+
+def run_tasks(tasks: list[Task], options: RunOptions, cache: dict[int, Any],
+              outcomes: dict[int, Any],
+              progress: Callable[[int, int, str], None] | None = None) -> None:
+    """Run tasks in this process, one after the other, into ``outcomes`` (by task index)."""
+    for task in tasks:
+        if progress:
+            progress(task.index, len(tasks), f"{task.job.target} {task.case}")
+        # What the Function prints goes to stderr, so a report on stdout stays parseable.
+        with contextlib.redirect_stdout(sys.stderr):
+            outcomes[task.index] = execute(task, options, cache)
+
+
+def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None
+            ) -> tuple[list[CaseResult], list[ErrorEntry]]:
+    """Every selected case of one job, in this process, as a run gives them: the smallest case
+    marked, the findings across its cases added (GV124). The pytest plugin's one way to run."""
+    tasks = plan_tasks([job], options)
+    outcomes: dict[int, Any] = {}
+    run_tasks(tasks, options, {} if cache is None else cache, outcomes)
+    return _collect(tasks, outcomes)
 
 
 def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options: RunOptions,
