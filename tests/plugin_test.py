@@ -6,7 +6,7 @@ import pytest
 # pytester's inline runs restore sys.modules afterwards, dropping what they imported: torch
 # must be imported before the first of them, because importing it a second time into one
 # process crashes it (a segfault when this file ran alone).
-import torch  # noqa: F401
+import torch
 
 import functions
 
@@ -93,8 +93,6 @@ def test_case_level_findings_and_strict_are_the_command_lines(pytester):
     fails it on two warnings (GV012, GV015), found about the case as a whole; the plugin does
     too, in the case's own item, and the run's smallest case and findings across cases (GV124)
     are the command line's (one way to run a target: ``run_job``)."""
-    import torch
-
     threads = torch.get_num_threads()
     pytester.makepyfile(leaky=LEAKY)
     pytester.mkdir("specs")
