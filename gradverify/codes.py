@@ -54,11 +54,15 @@ GENERAL = (
          "gradverify check mypkg.ops:LinearFuncton",
          "Use the name the message suggests; `gradverify list mypkg.ops` lists the Functions."),
     Code("GV005", "target-not-a-function",
-         "The target is not a torch.autograd.Function subclass with forward and backward.",
-         "gradverify verifies custom autograd Functions; an nn.Module or plain function has no "
-         "backward of its own to verify.",
-         "gradverify check mypkg.layers:Linear  # an nn.Module",
-         "Point at the Function class the module uses (`gradverify list mypkg.layers`)."),
+         "The target is not one of the kinds gradverify verifies (a torch.autograd.Function "
+         "class, a custom op, a plain function, an nn.Module class), or it is one without what "
+         "that kind needs: a Function class without forward or backward, a module without "
+         "forward, a module whose forward takes an argument named like one of its parameters.",
+         "Each kind is called and differentiated in its own way; an object of another kind "
+         "(an instance, a number, a class of another base) has nothing gradverify can call.",
+         "gradverify check mypkg.layers:LINEAR_SIZE   # an int, not a target",
+         "Name the Function class, op, function or module class itself (`gradverify list "
+         "mypkg.layers` lists what a module defines)."),
     Code("GV006", "factory-failed",
          "A case's factory could not be imported, raised, or returned something other than a "
          "tuple/list of arguments or a dict of named arguments.",
@@ -150,6 +154,28 @@ GENERAL = (
          "PYTHONPATH=/opt/old-torch gradverify check   # a torch that does not import",
          "Run the command the message gives (python -c \"import torch, gradverify\") with the "
          "same interpreter and environment, and fix what it prints."),
+    Code("GV020", "module-not-built",
+         "An nn.Module target could not be built: its constructor raised, or `init_args` names "
+         "an argument the constructor does not take.",
+         "A module is verified as built from the spec's `init_args:` (seeded); without a module "
+         "there is nothing to check.",
+         "target: mypkg.layers:Linear\ninit_args: {in_feature: 4}   # the argument is in_features",
+         "Give the constructor's arguments under `init_args:`, as the class takes them."),
+    Code("GV021", "reference-not-callable",
+         "The spec's `reference:` names something that cannot be called.",
+         "The reference check calls it on the case's arguments and compares its outputs and "
+         "gradients with the target's.",
+         "reference: mypkg.ops:EPS   # a number",
+         "Name a function (or a Function class's apply) computing the same outputs with "
+         "torch's own ops."),
+    Code("GV022", "no-targets-found",
+         "A module or package named on the command line defines nothing gradverify verifies "
+         "(no Function class, custom op or nn.Module class), or none of them could be "
+         "introspected.",
+         "A plain function is a target only when named (`module:function`): every helper of a "
+         "module is a function.",
+         "gradverify init mypkg.utils   # helpers only",
+         "Name the module that defines the Functions, or a function as module:function."),
     Code("GV019", "spec-unfinished",
          "The spec still holds a TODO comment (`gradverify init` writes one where its guesses "
          "did not run, or where no value could be guessed).",

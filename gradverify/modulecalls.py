@@ -55,14 +55,14 @@ def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
                       else f"{cls.__name__}{signature}: {exc} (give the constructor's "
                       "arguments under the spec's `init_args:`)")
             raise InitArgsError(f"cannot build {name} from init_args {dict(init_args)}: "
-                                f"{reason}", code="GV005", where=name) from None
+                                f"{reason}", code="GV020", where=name) from None
     try:
         with torch.random.fork_rng(devices=[]):  # a module is built on the CPU
             torch.default_generator.manual_seed(MODULE_SEED)
             return cls(**init_args)
     except Exception as exc:  # noqa: BLE001 -- user code
         raise InitArgsError(f"building {name}(**init_args) raised {type(exc).__name__}: {exc}",
-                            code="GV005", where=name) from None
+                            code="GV020", where=name) from None
 
 
 def buffer_copy(buffer: Any, like: Any) -> Any:

@@ -151,7 +151,7 @@ def test_init_skips_a_target_it_cannot_introspect_with_a_note(project) -> None:
     assert result.code == 0, result.output
     assert "note: skipped blocks:Gate: does not define forward  [GV005]" in result.stderr
     assert "note: skipped blocks:Broken: building blocks:Broken(**init_args) raised " \
-           "RuntimeError: needs a checkpoint file  [GV005]" in result.stderr
+           "RuntimeError: needs a checkpoint file  [GV020]" in result.stderr
     assert "wrote specs/Block.yaml: blocks:Block (inputs run)" in result.stdout
     assert sorted(p.name for p in (project.root / "specs").iterdir()) == ["Block.yaml"]
     assert run_cli("check", "specs").code == 0

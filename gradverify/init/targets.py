@@ -60,11 +60,11 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
         raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
                           "(torch.library.custom_op, or torch.library.define) or nn.Module "
                           f"classes; a plain function is named as {target}:function",
-                          code="GV005", where=target)
+                          code="GV022", where=target)
     if not found:
         raise TargetError(f"{target}: no target could be introspected: "
                           + "; ".join(f"{s.target}: {s.reason}" for s in skipped),
-                          code="GV005", where=target)
+                          code="GV022", where=target)
     return found, skipped
 
 

@@ -85,7 +85,7 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
 
             reference = resolve_object(spec.reference)
             if not callable(reference):
-                raise InputError(f"reference {spec.reference} is not callable", code="GV005",
+                raise InputError(f"reference {spec.reference} is not callable", code="GV021",
                                  where=spec.where)
     except InputError as exc:
         more = [e for e in unbound if e is not exc]
