@@ -168,7 +168,7 @@ class TargetNode(pytest.Collector):
 
     def prepared(self) -> Any:
         from gradverify.discover import Job
-        from gradverify.run.execute import prepare
+        from gradverify.run.prepare import prepare
 
         if self._prepared is None:
             from gradverify import torchstate

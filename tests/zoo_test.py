@@ -230,7 +230,7 @@ def test_an_input_at_fault_is_found_without_torch_naming_it():
     from gradverify.checks.gradcheck import _failing_input
     from gradverify.context import CheckContext
     from gradverify.discover import Job
-    from gradverify.run.execute import prepare
+    from gradverify.run.prepare import prepare
     from gradverify.spec.file import from_dict
     from gradverify.spec.inputs import InputMaker
     from gradverify.spec.model import DEFAULT_TOLERANCE

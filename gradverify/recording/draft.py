@@ -272,22 +272,7 @@ def tensor_spec(arg: Mapping[str, Any], shape: list[Any], siblings: Sequence[Map
         factory.append(f"{label} is constant ({constant})")
         return None, recorded
     if not floating:
-        low, high = arg.get("min", 0), arg.get("max", 9)
-        dim = indexed_dim(low, high, arg, siblings, dims_of)
-        count = _count_of(low, high, siblings, dims_of)
-        spec["init"] = "randint"
-        if count is not None and (int_dims or {}).get(count[0]):
-            spec["high"] = Dim((int_dims or {})[count[0]])
-            notes.append(f"values index {count[0]} (recorded {low}..{high})")
-        elif count is not None:
-            spec["high"] = count[1]
-            notes.append(f"values index {count[0]} = {count[1]} (recorded {low}..{high})")
-        elif dim is not None:
-            spec["high"] = Dim(dim)
-            notes.append(f"values index dim {dim} (recorded {low}..{high})")
-        else:
-            spec["low"], spec["high"] = low, high + 1
-            notes.append(f"values {low}..{high}")
+        notes.append(_index_range(spec, arg, siblings, dims_of, int_dims or {}))
     elif arg.get("spd"):
         spec["init"] = "spd"
         notes.append("symmetric positive definite")
@@ -298,6 +283,28 @@ def tensor_spec(arg: Mapping[str, Any], shape: list[Any], siblings: Sequence[Map
         spec["sorted"] = True
         notes.append("sorted")
     return spec, "; ".join(notes)
+
+
+def _index_range(spec: dict[str, Any], arg: Mapping[str, Any],
+                 siblings: Sequence[Mapping[str, Any]], dims_of: Mapping[int, str],
+                 int_dims: Mapping[str, str]) -> str:
+    """An integer tensor's values: below the count argument or the dim they index, else in
+    their recorded range. Sets ``spec``'s init and bounds; returns the comment."""
+    low, high = arg.get("min", 0), arg.get("max", 9)
+    dim = indexed_dim(low, high, arg, siblings, dims_of)
+    count = _count_of(low, high, siblings, dims_of)
+    spec["init"] = "randint"
+    if count is not None and int_dims.get(count[0]):
+        spec["high"] = Dim(int_dims[count[0]])
+        return f"values index {count[0]} (recorded {low}..{high})"
+    if count is not None:
+        spec["high"] = count[1]
+        return f"values index {count[0]} = {count[1]} (recorded {low}..{high})"
+    if dim is not None:
+        spec["high"] = Dim(dim)
+        return f"values index dim {dim} (recorded {low}..{high})"
+    spec["low"], spec["high"] = low, high + 1
+    return f"values {low}..{high}"
 
 
 def _count_of(low: int, high: int, siblings: Sequence[Mapping[str, Any]],

@@ -67,39 +67,47 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
         + (" (each case shrunk and tried in a fresh process)" if shrink else ""), True)
     for number, (target, calls) in enumerate(by_target.items(), 1):
         say(f"  [{number}/{len(by_target)}] {target} ...", False)
-        drafts = [initial_draft(c) for c in calls]
-        drafts = back_off(target, drafts) if shrink else [d.at_recorded_sizes() for d in drafts]
-        first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
-        broken = _invalid(first) if first.exists() and not force else None
-        path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
-        if broken and path != first:
-            written.notes.append(f"{shown_path(first)} is not a valid spec ({broken}), so the "
-                                 f"new cases went to {shown_path(path)} instead of being added "
-                                 "to it; fix it, then move them over")
-        if text is None:
-            written.lines.append(f"{shown_path(path)}: nothing new (every recorded call is already "
-                                 "a case)")
-            say(f"  {written.lines[-1]}", True)
-            continue
-        write_text(path, text, what="spec")
-        written.paths.append(path)
-        todo = sum(1 for d in drafts if d.todo)
-        made = sum(1 for d in drafts if d.factory and not d.todo)
-        total = text.count("# signature ")
-        cases = f"{count} case{'s' * (count != 1)}" if total == count else \
-            f"{count} new case{'s' * (count != 1)} ({total} in all)"
-        written.lines.append(f"{shown_path(path)}: {cases} for {target}"
-                             + (f"; {made} with a written factory" if made else "")
-                             + (f"; {todo} need{'s' * (todo == 1)} a factory of yours (TODO)"
-                                if todo else ""))
-        say(f"  {written.lines[-1]}", True)
-        for note in dict.fromkeys(n for d in drafts for n in d.notes):
-            written.notes.append(f"{target}: {note}")
-            if progress is not None:
-                written.said.add(written.notes[-1])
-            say(textwrap.fill(note, 100, initial_indent="    note: ",
-                              subsequent_indent="          ", break_long_words=False), True)
+        _write_target(written, target, calls, out, force=force, shrink=shrink, origin=origin,
+                      say=say, progress=progress is not None)
     return written
+
+
+def _write_target(written: Written, target: str, calls: list[Observation], out: Path, *,
+                  force: bool, shrink: bool, origin: str, say: Callable[[str, bool], None],
+                  progress: bool) -> None:
+    """One target's spec, written or appended to; its line and notes said."""
+    drafts = [initial_draft(c) for c in calls]
+    drafts = back_off(target, drafts) if shrink else [d.at_recorded_sizes() for d in drafts]
+    first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
+    broken = _invalid(first) if first.exists() and not force else None
+    path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
+    if broken and path != first:
+        written.notes.append(f"{shown_path(first)} is not a valid spec ({broken}), so the "
+                             f"new cases went to {shown_path(path)} instead of being added "
+                             "to it; fix it, then move them over")
+    if text is None:
+        written.lines.append(f"{shown_path(path)}: nothing new (every recorded call is already "
+                             "a case)")
+        say(f"  {written.lines[-1]}", True)
+        return
+    write_text(path, text, what="spec")
+    written.paths.append(path)
+    todo = sum(1 for d in drafts if d.todo)
+    made = sum(1 for d in drafts if d.factory and not d.todo)
+    total = text.count("# signature ")
+    cases = f"{count} case{'s' * (count != 1)}" if total == count else \
+        f"{count} new case{'s' * (count != 1)} ({total} in all)"
+    written.lines.append(f"{shown_path(path)}: {cases} for {target}"
+                         + (f"; {made} with a written factory" if made else "")
+                         + (f"; {todo} need{'s' * (todo == 1)} a factory of yours (TODO)"
+                            if todo else ""))
+    say(f"  {written.lines[-1]}", True)
+    for note in dict.fromkeys(n for d in drafts for n in d.notes):
+        written.notes.append(f"{target}: {note}")
+        if progress:
+            written.said.add(written.notes[-1])
+        say(textwrap.fill(note, 100, initial_indent="    note: ",
+                          subsequent_indent="          ", break_long_words=False), True)
 
 
 def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: str,

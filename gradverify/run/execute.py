@@ -1,5 +1,6 @@
-"""One case, checks in order: binding, prerequisites, expectations, timing, global state and
-the classification of errors. Runs in a worker process, or in-process without isolation."""
+"""One case, checks in order: prerequisites, expectations, timing, global state and the
+classification of errors (its job made ready by ``run.prepare``). Runs in a worker process, or
+in-process without isolation."""
 from __future__ import annotations
 
 import time
@@ -9,89 +10,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify import opcalls, torchcompat, torchstate
+from gradverify import opcalls, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
-from gradverify.discover import Job
-from gradverify.errors import InputError, SpecError
+from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status, worst
 from gradverify.run import casenotes, leftovers
+from gradverify.run.prepare import prepare
 from gradverify.run.tasks import Task, Unsupported
-from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
+from gradverify.spec.binding import Bound
 from gradverify.spec.inputs import InputMaker, case_seed
-from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
+from gradverify.spec.model import Case, Spec
 from gradverify.target import FunctionInfo
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
-
-
-@dataclass
-class Prepared:
-    info: FunctionInfo
-    spec: Spec
-    bound: dict[str, Bound]
-    reference: Any = None
-
-
-def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
-    """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.kinds import MODULE, introspect, resolve
-    from gradverify.modulecalls import InitArgsError
-
-    spec_path = job.spec.path if job.spec else None
-    too_old = torchcompat.too_old(job.spec.requires_torch) if job.spec else None
-    if job.spec is not None and too_old:
-        return Unsupported(job.target, job.spec, too_old)
-    try:
-        imports, init_args = (job.spec.imports, job.spec.init_args) if job.spec else ((), {})
-        init_args = job.init_args if job.init_args is not None else init_args
-        info = introspect(job.cls, job.target, init_args) if job.cls is not None \
-            else resolve(job.target, imports, init_args)
-    except InputError as exc:
-        if isinstance(exc, InitArgsError) and job.spec is not None and job.init_args is None:
-            exc.where = f"{job.spec.where}: init_args"  # the spec's init_args are wrong
-        return ErrorEntry(job.target, spec_path, exc.code, str(exc))
-    if init_args and info.kind != MODULE:
-        where = f"{job.spec.where}: init_args: " if job.spec and job.init_args is None else ""
-        return ErrorEntry(job.target, spec_path, "GV002",
-                          f"{where}init_args builds an nn.Module target; {job.target} is a "
-                          f"{info.kind}, which is called as it is")
-    spec = job.spec or infer_spec(info)
-    bound: dict[str, Bound] = {}
-    unbound: list[SpecError] = []
-    try:
-        for case in spec.cases:
-            try:
-                bound[case.name] = bind(case, info, spec)
-            except SpecError as exc:  # every case's errors, listed at once
-                unbound += [exc, *exc.others]
-                continue
-            tensors = case_tensors(bound[case.name], case.dims)
-            size = sum(n for _, _, n in tensors)
-            if size > MAX_CASE_BYTES:
-                name, shape, largest = max(tensors, key=lambda t: t[2])
-                raise InputError(
-                    f"case {case.name!r} needs {size / 1024**3:.1f} GiB for its float64 inputs "
-                    f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB), {largest / 1024**3:.1f} GiB "
-                    f"of it for {name!r} of shape {list(shape)}; gradient bugs show on small "
-                    "shapes", code="GV007", where=spec.where)
-        if unbound:
-            raise unbound[0]
-        reference = None
-        if spec.reference:
-            from gradverify.target import resolve_object
-
-            reference = resolve_object(spec.reference)
-            if not callable(reference):
-                raise InputError(f"reference {spec.reference} is not callable", code="GV021",
-                                 where=spec.where)
-    except InputError as exc:
-        more = [e for e in unbound if e is not exc]
-        return ErrorEntry(info.target, spec_path, exc.code, str(exc) + "".join(
-            f"; and {e}" for e in more))
-    return Prepared(info, spec, bound, reference)
 
 
 def execute(task: Task, options: RunOptions, cache: dict[int, Any],
@@ -112,32 +46,6 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
                              options, first=task.first, smallest=task.smallest,
                              on_check=on_check, reference=prepared.reference)
     return result, [error] if error else []
-
-
-def _inferred_arg(param: Any) -> Arg:
-    """A float tensor of shape [3, 4]; for an op, what its schema's type asks for."""
-    kind = str(param.annotation)
-    if kind in ("float", "SymFloat"):
-        return ValueArg(value=0.5)
-    if kind in ("int", "SymInt"):
-        return ValueArg(value=2)
-    if kind == "bool":
-        return ValueArg(value=True)
-    if kind in ("List[Tensor]", "Tensor[]"):
-        return SeqArg("list", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))
-    return TensorArg(shape=(3, 4))
-
-
-def infer_spec(info: FunctionInfo) -> Spec:
-    """Every forward parameter without a default becomes a float tensor of shape [3, 4]; a
-    ``*xs`` parameter, two of them (``xs[0]``, ``xs[1]``)."""
-    args: tuple[tuple[str | None, Arg], ...] = tuple(
-        (p.name, _inferred_arg(p)) for p in info.positional if p.required)
-    star = next((p.name for p in info.params if p.kind == "var_positional"), None)
-    if star:
-        args += ((star, SeqArg("star", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))),)
-    return Spec(target=info.target, cases=(Case(name="inferred", args=args, by_name=True),),
-                inferred=True)
 
 
 def selected_checks(spec: Spec, case: Case, options: RunOptions,
