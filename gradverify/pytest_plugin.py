@@ -275,16 +275,19 @@ def _text(check: CheckResult, severities: set[Severity]) -> str:
 
 
 def _report(check: CheckResult, strict: bool) -> None:
+    from gradverify.results import failing
+
     if check.status in (Status.FAIL, Status.ERROR):
         raise CheckFailed(_text(check, {Severity.ERROR}))
     if check.status == Status.SKIP:
         pytest.skip(check.summary)
     if check.status == Status.XFAIL:
         pytest.xfail(check.expect or "expected failure")
-    if check.status == Status.XPASS and strict:
+    failed = failing(check.status, strict)  # the command line's own rule
+    if check.status == Status.XPASS and failed:
         raise CheckFailed(f"expected to fail ({check.expect}) but passed")
     if check.status == Status.WARN:
         text = _text(check, {Severity.WARNING})
-        if strict:
+        if failed:
             raise CheckFailed(text)
         warnings.warn(GradverifyWarning(text), stacklevel=1)

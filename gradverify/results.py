@@ -138,6 +138,14 @@ class ErrorEntry:
     """True for a bug in gradverify (exit 4); the message then carries the traceback."""
 
 
+def failing(status: Status, strict: bool) -> bool:
+    """The one rule for what fails a run: a failed or errored check; under ``--strict``, also a
+    warning and an unexpected pass. The exit code, JUnit, GitHub annotations and the pytest
+    plugin all ask here."""
+    return status in (Status.FAIL, Status.ERROR) or (strict and status in (Status.WARN,
+                                                                           Status.XPASS))
+
+
 @dataclass(frozen=True)
 class Settings:
     device: str = "cpu"
@@ -175,12 +183,13 @@ class Report:
             return ExitCode.INPUT
         if not self.results:
             return ExitCode.OK if self.settings.empty_ok else ExitCode.NOTHING_SELECTED
-        bad = {Status.FAIL, Status.ERROR}
-        if self.settings.strict:
-            bad |= {Status.WARN, Status.XPASS}
-        if any(c.status in bad for case in self.results for c in case.checks):
+        if any(self.failed(c) for case in self.results for c in case.checks):
             return ExitCode.FAILED
         return ExitCode.OK
+
+    def failed(self, check: CheckResult) -> bool:
+        """Whether this check fails the run (``failing``, with the run's ``--strict``)."""
+        return failing(check.status, self.settings.strict)
 
     @property
     def ok(self) -> bool:

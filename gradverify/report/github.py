@@ -39,8 +39,9 @@ def render(report: Report, verbose: bool = False) -> str:
             for f in check.findings:
                 if f.severity == Severity.INFO:
                     continue
-                kind = "error" if f.severity == Severity.ERROR and check.status in (
-                    Status.FAIL, Status.ERROR) else "warning"
+                # what fails the run is an error: an error finding, or any under --strict
+                kind = "error" if report.failed(check) and (
+                    f.severity == Severity.ERROR or report.settings.strict) else "warning"
                 message = f"{escaped(case.target)} [{escaped(case.case)}] {check.name}: " \
                           f"{f.message}"
                 if f.hint:
