@@ -123,3 +123,53 @@ def test_markdown_status_has_one_word():
                                             checks=(check,)),))
     row = next(line for line in markdown.render(report).splitlines() if "`m:F`" in line)
     assert "| ✔️ xfail |" in row and "xfail xfail" not in row
+
+
+def test_json_dumps_every_field_of_the_data_model():
+    """The JSON report is the data model: a field added to a result class and forgotten by
+    ``jsonfmt`` fails here (``CheckResult.data``, ``ErrorEntry.internal`` and
+    ``Settings.strict`` once were)."""
+    import dataclasses
+
+    from gradverify.report.jsonfmt import to_dict
+    from gradverify.results import (
+        CaseResult,
+        CheckResult,
+        ErrorEntry,
+        Finding,
+        InputInfo,
+        Report,
+        Settings,
+        Severity,
+        Status,
+    )
+
+    finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
+                      location="f.py:1", data={"k": 1}, consequence_of="GV222 (mutation)")
+    check = CheckResult("gradcheck", Status.FAIL, 0.1, "s", (finding,), mode="slow",
+                        expect="e", data={"d": 2})
+    case = CaseResult("m:F", "s.yaml", "c", Status.FAIL, 0.2, (InputInfo("x", "tensor", (3,),
+                                                                          "float32", True),),
+                      (check,), inferred=True)
+    error = ErrorEntry("m:G", "s.yaml", "GV011", "bug", internal=True)
+    report = Report(Settings(strict=True, empty_ok=True), (case,), (error,), 0.3,
+                    {"gradverify": "0", "torch": "t", "python": "p"}, ("note",))
+    dumped = to_dict(report)
+    fields = {cls: {f.name for f in dataclasses.fields(cls)} for cls in (
+        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, Settings)}
+    result = dumped["results"][0]
+    assert fields[CaseResult] <= set(result)
+    assert fields[InputInfo] <= set(result["inputs"][0])
+    assert fields[CheckResult] <= set(result["checks"][0])
+    assert fields[Finding] <= set(result["checks"][0]["findings"][0])
+    assert fields[ErrorEntry] <= set(dumped["errors"][0])
+    assert fields[Settings] <= set(dumped["settings"])
+    # the report's own fields: settings, results, errors and notes as such; its duration in the
+    # summary, its versions at the top
+    assert {f.name for f in dataclasses.fields(Report)} == {
+        "settings", "results", "errors", "notes", "duration_s", "versions"}
+    assert {"settings", "results", "errors", "notes"} <= set(dumped)
+    assert dumped["summary"]["duration_s"] == 0.3 and dumped["notes"] == ["note"]
+    assert (dumped["gradverify"], dumped["torch"], dumped["python"]) == ("0", "t", "p")
+    assert dumped["errors"][0]["internal"] is True and dumped["settings"]["strict"] is True
+    assert result["checks"][0]["data"] == {"d": 2}

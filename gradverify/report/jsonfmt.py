@@ -1,4 +1,5 @@
-"""JSON report, schema 1 (DESIGN §5): a plain dump of the data model."""
+"""JSON report, schema 1 (DESIGN §5): a plain dump of the data model, every field of it
+(``tests/formats_test.py`` checks that none is left out)."""
 from __future__ import annotations
 
 import json
@@ -27,13 +28,13 @@ def _clean(value: Any) -> Any:
 def _finding(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
             "output": f.output, "hint": f.hint, "location": f.location,
-            "data": _clean(dict(f.data))}
+            "data": _clean(dict(f.data)), "consequence_of": f.consequence_of}
 
 
 def _check(c: CheckResult) -> dict[str, Any]:
     return {"name": c.name, "status": c.status.value, "duration_s": round(c.duration_s, 4),
             "mode": c.mode, "summary": c.summary, "expect": c.expect,
-            "findings": [_finding(f) for f in c.findings]}
+            "findings": [_finding(f) for f in c.findings], "data": _clean(dict(c.data))}
 
 
 def _case(r: CaseResult) -> dict[str, Any]:
@@ -53,12 +54,13 @@ def to_dict(report: Report) -> dict[str, Any]:
         "torch": report.versions.get("torch"),
         "python": report.versions.get("python"),
         "settings": {"device": report.settings.device, "seed": report.settings.seed,
-                     "mode": report.settings.mode},
+                     "mode": report.settings.mode, "strict": report.settings.strict,
+                     "empty_ok": report.settings.empty_ok},
         "summary": {"cases": len(report.results), **counts,
                     "exit_code": int(report.exit_code), "duration_s": round(report.duration_s, 4)},
         "results": [_case(r) for r in report.results],
-        "errors": [{"target": e.target, "spec": e.spec, "code": e.code, "message": e.message}
-                   for e in report.errors],
+        "errors": [{"target": e.target, "spec": e.spec, "code": e.code, "message": e.message,
+                    "internal": e.internal} for e in report.errors],
         "notes": list(report.notes),
     }
 
