@@ -244,3 +244,18 @@ def test_an_annotation_a_string_cannot_satisfy_is_read_from_its_members(annotati
     from gradverify.spec.binding import _annotation_name
 
     assert _annotation_name(annotation) == name
+
+
+def test_todo_and_guesses_are_read_from_init_specs_only_one_document_at_a_time():
+    init = ("# gradverify spec for m:F\n# TODO: no inputs tried made forward and backward run\n"
+            "target: m:F\ndims: {N: 5, D: 4}\ncases:\n  - name: basic\n    args:\n"
+            "      x: {shape: [N, D]}   # a float tensor\n"
+            "      w: {shape: [D]}      # per feature: [D]\n")
+    own = "# TODO: more cases\ntarget: m:G\ncases:\n  - name: a\n    args:\n" \
+          "      x: {shape: [3]}   # mine\n"
+    first, second = load_text(init + "---\n" + own, "s.yaml")
+    assert first.todo == ((2, "# TODO: no inputs tried made forward and backward run"),)
+    assert first.guessed == {"x": (8, "a float tensor"), "w": (9, "per feature: [D]")}
+    assert second.todo == () and second.guessed == {}  # the user's own TODO: not init's
+    (alone,) = load_text(own, "t.yaml")
+    assert alone.todo == () and alone.guessed == {}

@@ -102,23 +102,24 @@ _ARG_LINE = re.compile(r"^\s+([A-Za-z_]\w*):\s.*?#\s*(.+?)\s*$")
 
 
 def _marked(spec: Spec, text: str, starts: list[int]) -> Spec:
-    """The spec with the TODO comments and init's guesses of its part of the file: from after
-    the previous document's start to before the next one's (its header comments included)."""
+    """A spec ``gradverify init`` wrote, with its TODO comments and its guesses, read from its
+    part of the file: from after the previous document's start to before the next one's (its
+    header comments included). Any other spec as it is."""
     lines = text.splitlines()
     here = spec.line or 1
     earlier = [s for s in starts if s < here]
     later = [s for s in starts if s > here]
     first = 0 if not earlier else _separator_after(lines, earlier[-1])
     last = len(lines) if not later else _separator_after(lines, here)
+    if not any(line.startswith(INIT_HEADER) for line in lines[first:last]):
+        return spec  # a spec of the user's own: its TODO comments are the user's business
     todo = tuple((n + 1, line.strip()) for n, line in enumerate(lines[first:last], first)
                  if _TODO.search(line))
-    written_by_init = any(line.startswith(INIT_HEADER) for line in lines[first:last])
     guessed = {}
-    if written_by_init:
-        for n, line in enumerate(lines[first:last], first):
-            match = _ARG_LINE.match(line)
-            if match and line.startswith("      ") and not line.lstrip().startswith("#"):
-                guessed[match.group(1)] = (n + 1, match.group(2))
+    for n, line in enumerate(lines[first:last], first):
+        match = _ARG_LINE.match(line)
+        if match and line.startswith("      ") and not line.lstrip().startswith("#"):
+            guessed[match.group(1)] = (n + 1, match.group(2))
     if not todo and not guessed:
         return spec
     return replace(spec, todo=todo, guessed=guessed)

@@ -201,7 +201,8 @@ class Spec:
     """The oldest torch the target runs on (``requires_torch: "2.4"``); on an older one its
     cases are skipped with that reason, the target never imported."""
     todo: tuple[tuple[int, str], ...] = ()
-    """(line, text) of each TODO comment left in the spec: it is unfinished (GV019)."""
+    """(line, text) of each TODO comment left in a spec ``gradverify init`` wrote: it is
+    unfinished (GV019)."""
     guessed: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     """In a spec ``gradverify init`` wrote: each argument's line and the comment saying what
     was guessed, for findings that a wrong guess may explain."""
