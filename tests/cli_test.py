@@ -176,7 +176,8 @@ def test_json_report_schema(ops):
     data = json.loads(result.stdout)
     assert data["schema"] == 1 and data["gradverify"] == "0.1.0"
     assert set(data) >= {"torch", "python", "settings", "summary", "results", "errors"}
-    assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto"}
+    assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto", "strict": False,
+                                "empty_ok": False}
     assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 11
     assert data["summary"]["skip"] == 2 and data["summary"]["fail"] == 0
     assert data["summary"]["exit_code"] == 0
