@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 
-from gradverify.checks._modes import MODES
 from gradverify.errors import UsageError, did_you_mean, one_of
 
 FORMATS = ("rich", "plain", "json", "junit", "markdown", "github")
@@ -98,5 +97,3 @@ def _require_cuda(device: str) -> None:
         raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA "
                          f"device(s), numbered from 0")
 
-
-__all__ = ["MODES"]

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify.choices import DEVICE_RE, FORMATS, MAX_TIMEOUT, MODES, parse_jobs
+from gradverify.checks._modes import MODES
+from gradverify.choices import DEVICE_RE, FORMATS, MAX_TIMEOUT, parse_jobs
 from gradverify.errors import InputError, UsageError, shown_path
 from gradverify.spec.model import CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader

@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks._modes import MODES
 from gradverify.choices import (
     DEFAULT_DEVICE,
     DEFAULT_MODE,
     DEFAULT_SEED,
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,
-    MODES,
     check_device,
     choice,
     parse_jobs,

@@ -198,16 +198,14 @@ class TargetNode(pytest.Collector):
             checks = [c.name for c in selected_checks(prepared.spec, case, options,
                                                       prepared.info.kind)
                       if index == 0 or not c.static]
-            yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks,
-                                       first=index == 0)
+            yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks)
 
 
 class CaseNode(pytest.Collector):
-    def __init__(self, *, case: Any, checks: list[str], first: bool, **kwargs: Any) -> None:
+    def __init__(self, *, case: Any, checks: list[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.checks = checks
-        self.first = first
 
     def collect(self) -> Any:
         for name in self.checks:

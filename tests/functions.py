@@ -45,3 +45,24 @@ class {name}(Function):
     def backward(ctx, grad):
         return grad * {factor}
 '''
+
+
+def leaky(name: str = "Leaky", seconds: int = 3) -> str:
+    """x * 2, correct, whose forward sets torch's thread count and starts a thread it never
+    joins: no check fails, but the case changes global state (GV012) and leaves a thread
+    running (GV015)."""
+    return f'''
+import threading, time
+
+
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+        torch.set_num_threads(1)
+        threading.Thread(target=time.sleep, args=({seconds},), daemon=True).start()
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+'''

@@ -12,6 +12,7 @@ import sys
 
 import torch
 
+import functions
 import gradverify
 from conftest import ROOT
 from gradverify.spec.file import load_file
@@ -19,22 +20,7 @@ from gradverify.spec.file import load_file
 SPECS = ("specs/broken/broken.yaml", "specs/linear.yaml", "specs/estimators.yaml",
          "specs/pooling.yaml", "specs/leaky.yaml")
 
-LEAKY = '''
-import threading, time
-import torch
-
-
-class Leaky(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        torch.set_num_threads(1)
-        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2
-'''
+LEAKY = functions.module(functions.leaky())
 
 OUTCOME = {"pass": "passed", "warn": "passed", "xpass": "passed", "skip": "skipped",
            "xfail": "skipped", "fail": "failed", "error": "failed"}

@@ -70,22 +70,7 @@ def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
                                  "*FAILED specs/half.yaml::spec*"])
 
 
-LEAKY = """
-import threading, time
-import torch
-
-
-class Leaky(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        torch.set_num_threads(1)
-        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2
-"""
+LEAKY = functions.module(functions.leaky())
 
 
 def test_case_level_findings_and_strict_are_the_command_lines(pytester):

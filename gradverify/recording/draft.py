@@ -57,7 +57,6 @@ class Draft:
     """The dim named by each recorded size (the first, where a size is several dims)."""
     notes: tuple[str, ...] = ()
     source: Observation | None = None
-    joined: frozenset[str] = frozenset()
     keys: tuple[str, ...] = ()
     """Every key ``joined`` may hold for this call, in the order the probe tries them."""
     int_dims: Mapping[str, str] | None = None
@@ -119,7 +118,7 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
         notes.append("recorded under torch.no_grad(): every floating input is checked as "
                      "differentiable")
     return Draft(recorded, chosen, out, built.dtype, tuple(built.factory), tuple(built.todo),
-                 signature, tuple(args), dims_of, tuple(notes), observation, joined, keys,
+                 signature, tuple(args), dims_of, tuple(notes), observation, keys,
                  int_dims)
 
 
