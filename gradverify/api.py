@@ -82,14 +82,13 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
 def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
             init_args: Mapping[str, Any] | None = None) -> Report:
     from gradverify.discover import Discoverer, Job, Plan, resolves_to
-    from gradverify.kinds import MODULE, introspect, kind_of_object
     from gradverify.run.runner import run
     from gradverify.spec import file as spec_mod
-    from gradverify.target import normalise
+    from gradverify.targets import Capability, introspect, may_have, normalise
 
     if isinstance(function, str):
         target, cls = function, None
-    elif kind_of_object(function) == MODULE:  # built when the run prepares it
+    elif may_have(function, Capability.PARAMETERS):  # built when the run prepares it
         target, cls = normalise(function.__qualname__, function), function
     else:
         info = introspect(function)

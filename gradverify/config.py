@@ -11,7 +11,7 @@ from typing import Any
 from gradverify.checks._modes import MODES
 from gradverify.choices import DEVICE_RE, FORMATS, MAX_TIMEOUT, parse_jobs
 from gradverify.errors import InputError, UsageError, shown_path
-from gradverify.spec.model import CheckSetting, Tolerance
+from gradverify.spec.model import SPEC_SUFFIXES, CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader
 from gradverify.spec.yamlio import kind_of
 
@@ -20,8 +20,6 @@ if sys.version_info >= (3, 11):  # mypy checks the version CI runs
 else:  # pragma: no cover
     import tomli as tomllib
 
-SPEC_SUFFIXES = (".yaml", ".yml")
-"""What a spec file's name ends with."""
 KEYS = ("specs", "exclude", "checks", "only", "skip", "tolerance", "seed", "device", "mode",
         "jobs", "timeout", "fail-on-warnings", "strict", "format")
 

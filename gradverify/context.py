@@ -9,7 +9,7 @@ from gradverify import torchcompat
 from gradverify.results import CheckResult
 from gradverify.spec.inputs import Args, InputMaker, case_seed
 from gradverify.spec.model import Case, ResolvedTolerance, Spec
-from gradverify.target import FunctionInfo
+from gradverify.targets import Capability, Target
 
 if TYPE_CHECKING:
     import torch
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class CheckContext:
-    info: FunctionInfo
+    info: Target
     spec: Spec
     case: Case
     maker: InputMaker
@@ -59,8 +59,7 @@ class CheckContext:
         """Where a finding about gradients points: backward's ``def``; for a function or
         module, which has none, the backward of the custom Function it calls (if one), else
         its forward."""
-        if self.info.backward_location is not None or self.info.kind not in ("function",
-                                                                              "module"):
+        if self.info.backward_location is not None or self.info.has(Capability.OWN_AUTOGRAD):
             return self.info.backward_location
         if self.inner is None:
             self.inner = _inner_backward(self) or self.info.forward_location or ""
@@ -72,11 +71,10 @@ def _inner_backward(ctx: CheckContext) -> str | None:
     call of a function or module target, or None (none, several, or the call raised)."""
     import torch
 
-    from gradverify.kinds import registered_formula
-    from gradverify.target import location_of
+    from gradverify.targets import location_of, registered_formula
 
     try:
-        out = ctx.info.cls.apply(*ctx.args("double").values)
+        out = ctx.info.function.apply(*ctx.args("double").values)
     except Exception:  # noqa: BLE001 -- user code: its errors are the checks' to report
         return None
     outs = out if isinstance(out, (tuple, list)) else (out,)

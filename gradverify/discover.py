@@ -12,10 +12,10 @@ from typing import Any
 
 from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
 from gradverify.errors import InputError, SpecError
-from gradverify.packages import is_package_folder
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.spec.model import Spec, canonical_target, is_op_name, is_target_string
+from gradverify.targets.names import is_package_folder
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class Discoverer:
         return self._folder_specs
 
     def _class(self, target: str) -> None:
-        from gradverify.target import resolve_object
+        from gradverify.targets import resolve_object
 
         if self.defer_imports:
             self.plan.deferred.append(target)
@@ -214,7 +214,7 @@ class Discoverer:
 
     def _matching(self, target: str, specs: list[Spec]) -> list[Spec]:
         """The specs naming ``target``, by its spelling or by the class it resolves to."""
-        from gradverify.target import resolve_object
+        from gradverify.targets import resolve_object
 
         wanted = resolve_object(target)
         return [s for s in specs
@@ -235,7 +235,7 @@ class Discoverer:
 
     def _module(self, name: str) -> None:
         from gradverify.packages import defined_in
-        from gradverify.target import import_module
+        from gradverify.targets import import_module
 
         if self.defer_imports:
             self.plan.deferred.append(name)
@@ -291,18 +291,15 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
     """Whether a spec's target resolves to ``obj`` (a spec that cannot be resolved does not).
     ``cache`` keeps what each spec target resolved to, for one discovery matching many targets
     against many specs."""
-    from gradverify.target import resolve_object
+    from gradverify.targets import resolve_object
 
     if spec.target is None:
         return False
     if is_op_name(spec.target):  # an op named ns::op: the object is that op
-        from gradverify.errors import TargetError
-        from gradverify.kinds import CUSTOM_OP, kind_of_object, op_name
+        from gradverify.targets import op_name_of
 
-        try:
-            return kind_of_object(obj) == CUSTOM_OP and _same_op(op_name(obj), spec.target)
-        except TargetError:  # a packet of several overloads
-            return False
+        name = op_name_of(obj)
+        return name is not None and _same_op(name, spec.target)
     cache = {} if cache is None else cache
     if spec.target not in cache:
         try:

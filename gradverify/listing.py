@@ -8,9 +8,9 @@ from pathlib import Path
 from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
 from gradverify.discover import Discoverer, resolves_to
 from gradverify.errors import InputError, SpecError, UsageError
-from gradverify.packages import is_package_folder
 from gradverify.spec.file import load_file
 from gradverify.spec.model import canonical_target, is_op_name
+from gradverify.targets.names import is_package_folder
 
 
 def _spec_lines(files: list[Path]) -> Iterator[str]:
@@ -79,7 +79,7 @@ def _refuse_target(item: str) -> None:
 def _module_lines(name: str, config: Config) -> Iterator[str]:
     from gradverify.packages import defined_in
     from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.target import import_module
+    from gradverify.targets import import_module
     from gradverify.torchstate import import_torch
 
     import_torch()
@@ -112,13 +112,12 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
 
 def _describe(name: str, obj: object) -> tuple[str, list[str]]:
     """The target's name and what the listing says of it (no module is built)."""
-    from gradverify.kinds import CUSTOM_OP, MODULE, introspect, kind_of_object
+    from gradverify.targets import Capability, introspect, may_have
 
-    kind = kind_of_object(obj)
-    if kind == MODULE:
+    if may_have(obj, Capability.PARAMETERS):
         return name, ["nn.Module"]
     info = introspect(obj, name)
-    if kind == CUSTOM_OP:
+    if info.has(Capability.SCHEMA):
         traits = ["custom op", "register_autograd" if info.style != "none"
                   else "no register_autograd"]
         if info.vmap:

@@ -43,7 +43,7 @@ class Unimported:
 
 def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
     """The targets ``module`` defines, and for a package those of its submodules."""
-    from gradverify.kinds import targets_in
+    from gradverify.targets import targets_in
 
     found: list[Defined] = []
     failed: list[Unimported] = []
@@ -56,7 +56,7 @@ def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
 def submodules(package: ModuleType, failed: list[Unimported]) -> list[ModuleType]:
     """Every module below a package (none for a plain module), imported, in name order; the
     ones that cannot be imported are added to ``failed``."""
-    from gradverify.target import import_module
+    from gradverify.targets import import_module
 
     path = getattr(package, "__path__", None)
     if path is None:
@@ -72,17 +72,3 @@ def submodules(package: ModuleType, failed: list[Unimported]) -> list[ModuleType
         except InputError as exc:
             failed.append(Unimported(name, " ".join(exc.message.split())))
     return modules
-
-
-def is_package_folder(name: str) -> bool:
-    """Whether ``name`` (a folder in the current directory) is a package named for import
-    (``fastops``, with ``fastops/__init__.py``) rather than a folder of specs: it has an
-    ``__init__.py`` and no spec file below it."""
-    from pathlib import Path
-
-    from gradverify.config import SPEC_SUFFIXES
-
-    folder = Path(name)
-    if not name.isidentifier() or not (folder / "__init__.py").is_file():
-        return False
-    return not any(p.suffix in SPEC_SUFFIXES for p in folder.rglob("*") if p.is_file())

@@ -196,7 +196,7 @@ class TargetNode(pytest.Collector):
             return
         for index, case in enumerate(prepared.spec.cases):
             checks = [c.name for c in selected_checks(prepared.spec, case, options,
-                                                      prepared.info.kind)
+                                                      prepared.info.capabilities)
                       if index == 0 or not c.static]
             yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks)
 

@@ -23,8 +23,8 @@ _LOST: list[str] = []
 def terminations_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (CI cancelling a job, `timeout`, a closed terminal) stop a run as
     Ctrl-C does: the workers are stopped and the report files are written."""
-    from gradverify import target
     from gradverify.errors import Interrupted
+    from gradverify.targets import load
 
     def interrupt(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
@@ -34,11 +34,11 @@ def terminations_interrupt() -> Iterator[None]:
     wanted = [signal.SIGINT, signal.SIGTERM] + \
         ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
     previous = {signum: signal.signal(signum, interrupt) for signum in wanted}
-    target.USER_INTERRUPTS = True
+    load.USER_INTERRUPTS = True
     try:
         yield
     finally:
-        target.USER_INTERRUPTS = False
+        load.USER_INTERRUPTS = False
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -12,7 +12,8 @@ from conftest import run_cli
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import alternatives, arg_value
 from gradverify.init.schema import typed_guesses
-from gradverify.kinds import library_ops, resolve
+from gradverify.targets import resolve
+from gradverify.targets.custom_op import library_ops
 
 torchversions.require_test_ops(module=True)  # initzoo_lib defines custom ops at import
 

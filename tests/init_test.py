@@ -5,7 +5,7 @@ from __future__ import annotations
 import functions
 from conftest import run_cli
 from gradverify.init.guess import first_guesses
-from gradverify.target import introspect
+from gradverify.targets import introspect
 
 INDEXED = functions.module('''
 class SegmentMean(Function):

@@ -9,7 +9,7 @@ from gradverify.errors import InputError, SpecError
 from gradverify.spec.binding import bind
 from gradverify.spec.file import load_text
 from gradverify.spec.inputs import InputMaker, case_seed
-from gradverify.target import introspect
+from gradverify.targets import introspect
 
 
 def make(args_yaml: str, cls=zoo.Exp, seed: int = 0, dims: str = ""):

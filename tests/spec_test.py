@@ -201,7 +201,7 @@ def test_numbers_are_written_to_read_back_as_the_same_type_by_any_yaml(value):
 
 
 def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
-    from gradverify.target import introspect
+    from gradverify.targets import introspect
 
     module = tmp_path / "epsmod.py"
     module.write_text("from torch.autograd import Function\n\n"

@@ -1,4 +1,4 @@
-"""Introspection of Functions into FunctionInfo."""
+"""Introspection of Functions into Target."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 import zoo
 from gradverify.errors import TargetError
 from gradverify.examples.functional import ScaledTanh
-from gradverify.target import introspect, resolve
+from gradverify.targets import introspect, resolve
 
 
 def test_ctx_style():
@@ -38,7 +38,7 @@ def test_once_differentiable_varargs_classmethod_mark_dirty():
 
 
 def test_not_a_function():
-    with pytest.raises(TargetError, match=r"not a torch\.autograd\.Function subclass"):
+    with pytest.raises(TargetError, match=r"is a class int; gradverify verifies torch\.autograd"):
         introspect(int)
     with pytest.raises(TargetError, match=r"no attribute 'Exq'.*did you mean 'Exp'"):
         resolve("zoo:Exq")

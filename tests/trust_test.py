@@ -17,7 +17,7 @@ from gradverify.results import Severity, Status
 from gradverify.spec import file as spec_mod
 from gradverify.spec.binding import bind
 from gradverify.spec.inputs import InputMaker, case_seed, fresh_leaf
-from gradverify.target import introspect
+from gradverify.targets import introspect
 
 EVERY_FUNCTION = [*zoo.BROKEN, *zoo.CORRECT, *zoo.HARD]
 NAMES = [cls.__name__ for cls in EVERY_FUNCTION]
@@ -60,7 +60,7 @@ def test_every_check_has_a_correct_function_its_naive_version_would_flag():
     named = {name for phrase in re.findall(r"naive ([\w/]+):", docs) for name in phrase.split("/")}
     # device needs a second device; compile is opt-in (its zoo entries are in zoo/compile.py)
     # the op checks' correct ops are in tests/opzoo.py (targets_test)
-    wanted = {n for n, c in REGISTRY.items() if not c.only_for} - {"device", "compile"}
+    wanted = {n for n, c in REGISTRY.items() if not c.made_for} - {"device", "compile"}
     assert wanted <= named, wanted - named
 
 

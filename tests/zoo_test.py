@@ -62,7 +62,7 @@ def test_every_check_has_zoo_coverage():
     covered = {cls.EXPECT[0] for cls in zoo.BROKEN}
     # `device` needs a second device; device_check_test below drives its comparison on cpu:0.
     # the op checks' buggy ops are in tests/opzoo.py (targets_test)
-    assert covered == {n for n, c in REGISTRY.items() if not c.only_for} - {"device"}
+    assert covered == {n for n, c in REGISTRY.items() if not c.made_for} - {"device"}
 
 
 def test_failed_prerequisite_skips_dependent_checks():
@@ -97,7 +97,7 @@ def test_only_and_skip_select_checks():
     assert [c.name for c in report.results[0].checks] == ["gradcheck"]
     # reference runs only for specs naming one, device only off the CPU, compile is opt-in
     # ... and the op checks only for custom ops
-    everything_but = [n for n, c in REGISTRY.items() if not c.only_for
+    everything_but = [n for n, c in REGISTRY.items() if not c.made_for
                       and n not in ("gradgradcheck", "reference", "device", "compile")]
     report = verify(zoo.Exp, spec=zoo.Exp.SPEC, skip=["gradgradcheck"])
     assert [c.name for c in report.results[0].checks] == everything_but

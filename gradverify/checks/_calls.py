@@ -12,9 +12,9 @@ import torch
 
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
-from gradverify.kinds import FUNCTION_CLASS, registered_formula
 from gradverify.spec.inputs import Args
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target, registered_formula
+from gradverify.targets.model import Capability
 
 
 @dataclass
@@ -53,8 +53,8 @@ class Applied:
         return None
 
 
-def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> Applied:
-    """Call ``info.cls.apply``. With ``protect_inputs``, a target that declares it writes into
+def apply(info: Target, args: Args, *, protect_inputs: bool = True) -> Applied:
+    """Call ``info.function.apply``. With ``protect_inputs``, a target that declares it writes into
     its inputs (``mark_dirty``, an op's ``mutates_args``) sees copies in the same layout, so
     the caller's tensors stay intact and every run compared starts from the same values
     (DESIGN §3, §4)."""
@@ -63,7 +63,7 @@ def apply(info: FunctionInfo, args: Args, *, protect_inputs: bool = True) -> App
     values = list(args.values)
     if protect_inputs and info.writes_inputs:
         values = [layout_copy(v) if isinstance(v, torch.Tensor) else v for v in values]
-    out = info.cls.apply(*values)
+    out = info.function.apply(*values)
     if isinstance(out, tuple):
         return Applied(args, list(out), single=False, seen=values)
     return Applied(args, [out], single=True, seen=values)
@@ -159,22 +159,22 @@ def randn_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return g.to(dtype=t.dtype, device=t.device)
 
 
-def no_own_backward(info: FunctionInfo, applied: Applied) -> str | None:
+def no_own_backward(info: Target, applied: Applied) -> str | None:
     """Why backward cannot be called raw on this call's graph, or None: a custom op whose
     autograd kernel was written by hand at the Autograd key (not ``register_autograd``) has no
     formula of its own to call; the engine-based checks still see its gradients."""
-    if info.kind == FUNCTION_CLASS or applied.ctx is None \
+    if not info.has(Capability.SCHEMA) or applied.ctx is None \
             or registered_formula(applied.ctx) is not None:
         return None
     return ("not for this custom op: its autograd kernel is not a formula registered with "
             "register_autograd, so there is no backward of its own to call")
 
 
-def raw_backward(info: FunctionInfo, applied: Applied, grads: Sequence[Any]) -> tuple[Any, ...]:
+def raw_backward(info: Target, applied: Applied, grads: Sequence[Any]) -> tuple[Any, ...]:
     """backward's own return value, before the engine validates, casts or sums it.
     Grad mode is off, as the engine runs backward without create_graph."""
     with torch.no_grad():
-        result = info.cls.backward(applied.ctx, *grads)
+        result = info.function.backward(applied.ctx, *grads)
     return result if isinstance(result, tuple) else (result,)
 
 
@@ -188,7 +188,7 @@ def engine_grads(applied: Applied, grads: Sequence[Any], positions: Sequence[int
                                     create_graph=create_graph))
 
 
-def forward_backward(info: FunctionInfo, args: Args, grads: Sequence[Any] | None,
+def forward_backward(info: Target, args: Args, grads: Sequence[Any] | None,
                      positions: Sequence[int]) -> tuple[list[Any], list[torch.Tensor | None]]:
     """Outputs (detached) and the gradients of the inputs at ``positions`` for incoming
     gradients ``grads`` (one per output, None for none), through the real engine."""
@@ -201,7 +201,7 @@ def forward_backward(info: FunctionInfo, args: Args, grads: Sequence[Any] | None
     return outputs, engine_grads(applied, matched, positions)
 
 
-def tensor_function(info: FunctionInfo, args: Args, positions: Sequence[int],
+def tensor_function(info: Target, args: Args, positions: Sequence[int],
                     outputs: Sequence[int]) -> Callable[..., tuple[torch.Tensor, ...]]:
     """A function of the tensors at ``positions`` (the rest held fixed) returning the outputs
     at ``outputs``; inputs are always cloned, so a mutating forward cannot corrupt them."""
@@ -216,14 +216,14 @@ def tensor_function(info: FunctionInfo, args: Args, positions: Sequence[int],
         values = [v.clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor)
                   and v.requires_grad and not torch.is_grad_enabled() else
                   v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-        out = info.cls.apply(*values)
+        out = info.function.apply(*values)
         out = out if isinstance(out, tuple) else (out,)
         return tuple(out[j] for j in outputs)
 
     return fn
 
 
-def user_location(exc: BaseException, info: FunctionInfo) -> str | None:
+def user_location(exc: BaseException, info: Target) -> str | None:
     """``file:line`` of the innermost traceback frame in the Function's own source file."""
     frames = traceback.extract_tb(exc.__traceback__)
     if info.source_file:

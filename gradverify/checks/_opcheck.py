@@ -18,7 +18,7 @@ _OUR_DIR = str(Path(__file__).resolve().parent.parent)
 def run_test(ctx: Any, test: str) -> BaseException | None:
     """What opcheck's ``test`` raised on the case's float64 arguments (differentiable ones
     requiring grad), or None when it passed. opcheck copies its inputs."""
-    from gradverify.opcalls import op_arguments, op_values
+    from gradverify.targets.op_calls import op_arguments, op_values
 
     positional, keyword = op_arguments(ctx.info.op, op_values(ctx.info, ctx.args("double").values))
     with warnings.catch_warnings():

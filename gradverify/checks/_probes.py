@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradverify import torchcompat
 from gradverify.checks._tensors import dense, unravel, version
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _OUR_DIR = str(Path(__file__).resolve().parent.parent)
@@ -160,14 +160,14 @@ def _what(outputs: Sequence[torch.Tensor], leaves: Sequence[torch.Tensor],
 # ----------------------------------------------------------------------------- who raised
 
 
-def raised_in(exc: BaseException, info: FunctionInfo) -> str | None:
+def raised_in(exc: BaseException, info: Target) -> str | None:
     """``forward``, ``backward``, ``setup_context``, ``jvp`` or ``vmap``: the innermost of the
     Function's own methods on the traceback of ``exc``, or None when none is."""
-    from gradverify.target import _unwrap
+    from gradverify.targets.introspection import unwrap as _unwrap
 
     codes: dict[Any, str] = {}
     for name in ("forward", "backward", "vjp", "setup_context", "jvp", "vmap"):
-        fn = _unwrap(getattr(info.cls, name, None))
+        fn = _unwrap(getattr(info.function, name, None))
         code = getattr(fn, "__code__", None)
         if code is not None and not code.co_filename.startswith(_TORCH_DIR):
             codes.setdefault(code, "backward" if name == "vjp" else name)
@@ -214,14 +214,14 @@ class _Saved:
 
 @dataclass
 class _Watch:
-    info: FunctionInfo
+    info: Target
     saved: list[_Saved] = field(default_factory=list)
     calls: int = 0
     freeze: set[tuple[int, int]] = field(default_factory=set)
     """(call, position) pairs to save as clones taken at save time (the frozen run)."""
 
 
-def user_frame(info: FunctionInfo, depth: int = 2) -> str | None:
+def user_frame(info: Target, depth: int = 2) -> str | None:
     """``file:line`` of the innermost caller outside torch and gradverify (the user's line)."""
     from gradverify.errors import shown_path
 
@@ -280,7 +280,7 @@ def _watching(watch: _Watch) -> Iterator[None]:
         FunctionCtx.save_for_backward = original  # type: ignore[method-assign]
 
 
-def saved_then_changed(info: FunctionInfo, args: Any) -> list[SavedThenChanged]:
+def saved_then_changed(info: Target, args: Any) -> list[SavedThenChanged]:
     """The tensors one forward call (on ``args``, an ``inputs.Args``) changes in place after
     passing them to save_for_backward. mark_dirty Functions run on clones, as always."""
     from gradverify.checks import _calls as calls
@@ -303,7 +303,7 @@ def saved_then_changed(info: FunctionInfo, args: Any) -> list[SavedThenChanged]:
 
 
 @contextlib.contextmanager
-def frozen_saves(info: FunctionInfo, which: Sequence[SavedThenChanged]) -> Iterator[None]:
+def frozen_saves(info: Target, which: Sequence[SavedThenChanged]) -> Iterator[None]:
     """While active, the given save_for_backward arguments are saved as clones taken at the
     call: backward then reads the values forward meant to save."""
     watch = _Watch(info, freeze={(s.call, s.position) for s in which})
@@ -311,7 +311,7 @@ def frozen_saves(info: FunctionInfo, which: Sequence[SavedThenChanged]) -> Itera
         yield
 
 
-def directional_difference(info: FunctionInfo, args: Any, grads: Sequence[Any],
+def directional_difference(info: Target, args: Any, grads: Sequence[Any],
                            generator: torch.Generator, eps: float
                            ) -> tuple[float, list[torch.Tensor]]:
     """<g, J u> by a central difference along a random direction u over the differentiable
@@ -345,26 +345,26 @@ def agrees(gradients: Sequence[torch.Tensor | None], directions: Sequence[torch.
 
 
 @contextlib.contextmanager
-def observed_backward(info: FunctionInfo) -> Iterator[list[tuple[Any, ...]]]:
+def observed_backward(info: Target) -> Iterator[list[tuple[Any, ...]]]:
     """Records the incoming gradients of every call of the Function's backward while active
     (autograd looks backward up at call time)."""
     calls: list[tuple[Any, ...]] = []
-    name = "backward" if "backward" in _own(info.cls) else "vjp"
-    original = info.cls.__dict__.get(name)
-    inherited = getattr(info.cls, name)
+    name = "backward" if "backward" in _own(info.function) else "vjp"
+    original = info.function.__dict__.get(name)
+    inherited = getattr(info.function, name)
 
     def backward(ctx: Any, *grads: Any) -> Any:
         calls.append(grads)
         return inherited(ctx, *grads)
 
-    setattr(info.cls, name, staticmethod(backward))
+    setattr(info.function, name, staticmethod(backward))
     try:
         yield calls
     finally:
         if original is not None:
-            setattr(info.cls, name, original)
+            setattr(info.function, name, original)
         else:
-            delattr(info.cls, name)
+            delattr(info.function, name)
 
 
 def _own(cls: type) -> set[str]:

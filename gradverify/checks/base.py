@@ -11,21 +11,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import CheckResult, Finding, Severity, Status
 
 if TYPE_CHECKING:
     from gradverify.codes import Code
     from gradverify.context import CheckContext
-    from gradverify.target import FunctionInfo
-
-
-NO_OWN_BACKWARD: Mapping[str, str] = MappingProxyType({
-    FUNCTION: "it has no backward of its own (its gradients come from what it calls: name "
-              "the Functions it calls as targets)",
-    MODULE: "it has no backward of its own (its gradients come from what forward calls: name "
-            "the Functions it calls as targets)"})
-"""``Check.not_for`` of the checks that call a target's own backward."""
+    from gradverify.targets import Capability, Target
 
 
 @dataclass(frozen=True)
@@ -68,26 +59,22 @@ class Check(abc.ABC):
     """Runs only when the spec names a ``reference:``."""
     needs_accelerator: ClassVar[bool] = False
     """Runs only with ``--device cuda`` (or when named by ``--only``)."""
-    not_for: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    """Target kinds (``gradverify.kinds.KINDS``) the check does not apply to, each with the
-    reason its skipped row gives."""
-    only_for: ClassVar[tuple[str, ...]] = ()
-    """The target kinds the check is made for (none: every kind). For other kinds it has no
-    row, unless named by ``--only`` (then it skips, saying why)."""
-    calls_own_backward: ClassVar[bool] = False
-    """Calls the target's own backward: a Function's, or a custom op's registered with
-    ``register_autograd``; skipped for an op without one."""
+    needs: ClassVar[Mapping[Capability, str]] = MappingProxyType({})
+    """The target capabilities (``gradverify.targets.Capability``) the check needs, each with
+    the reason a skipped row gives when the target lacks it ("": the target kind's own words,
+    ``targets.why_lacking``). Checked in order; the first one lacking is the reason."""
+    made_for: ClassVar[Capability | None] = None
+    """A capability the check is made for (an op's schema): a target without it has no row,
+    unless the check is named by ``--only`` (then it skips, saying why)."""
 
-    def not_applicable(self, info: FunctionInfo) -> str | None:
-        """Why this check does not apply to ``info``'s kind of target, or None."""
-        reason = self.not_for.get(info.kind)
-        if not reason and self.only_for and info.kind not in self.only_for:
-            reason = f"made for {' and '.join(k + 's' for k in self.only_for)} only"
-        if reason:
-            return f"not for a {info.kind}: {reason}"
-        if self.calls_own_backward and info.kind == CUSTOM_OP and info.style == "none":
-            return ("not for this custom op: it has no backward of its own (none registered "
-                    "with register_autograd)")
+    def not_applicable(self, info: Target) -> str | None:
+        """Why this check does not apply to target ``info``, or None."""
+        from gradverify.targets import why_lacking
+
+        wanted = [*self.needs.items(), *([(self.made_for, "")] if self.made_for else [])]
+        for capability, reason in wanted:
+            if not info.has(capability):
+                return f"not for a {info.kind}: {reason or why_lacking(info, capability)}"
         return None
 
     @abc.abstractmethod

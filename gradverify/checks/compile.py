@@ -77,7 +77,7 @@ class CompileCheck(Check):
         torchcompat.dynamo_reset()
         run = ctx.args("double")
         diff = run.diff_positions
-        compiled = torch.compile(_Call(ctx.info.cls, tuple(diff) if way == "inside" else ()),
+        compiled = torch.compile(_Call(ctx.info.function, tuple(diff) if way == "inside" else ()),
                                  fullgraph=True, backend="aot_eager")
         given = [v.clone() if way == "outside" and isinstance(v, torch.Tensor) and v.requires_grad
                  else v for v in run.values]

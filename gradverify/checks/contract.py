@@ -5,11 +5,13 @@ backward's raw results before the engine validates, casts or sums them.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import NO_OWN_BACKWARD, Check, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     import torch
@@ -103,8 +105,7 @@ CODES = (
 
 class ContractCheck(Check):
     name = "contract"
-    not_for = NO_OWN_BACKWARD
-    calls_own_backward = True
+    needs = MappingProxyType({Capability.OWN_BACKWARD: ""})
     default = True
     summary = "backward returns what autograd expects: count, types, shapes, dtypes, devices"
     codes = CODES
@@ -112,7 +113,7 @@ class ContractCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
-        from gradverify.opcalls import gradient_count
+        from gradverify.targets.op_calls import gradient_count
 
         info = ctx.info
         outcome = Outcome()

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -40,11 +40,7 @@ CODES = (
 
 class ForwardADCheck(Check):
     name = "forward_ad"
-    not_for = MappingProxyType({
-        CUSTOM_OP: "custom ops have no forward-mode formula, and torch.func.jvp returns a "
-                   "zero tangent through one without saying so",
-        FUNCTION: "its forward-mode AD is that of the Functions it calls: check those",
-        MODULE: "its forward-mode AD is that of the Functions it calls: check those"})
+    needs = MappingProxyType({Capability.FORWARD_AD: ""})
     default = True
     summary = "jvp (forward-mode AD) matches finite differences"
     codes = CODES

@@ -56,7 +56,7 @@ class LayoutCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
-        from gradverify.kinds import draws_random
+        from gradverify.targets import draws_random
 
         if draws_random(ctx.info):
             return Outcome.skip("forward draws random numbers (dropout, noise): a strided input "

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -48,10 +48,8 @@ CODES = (
 
 class LintCheck(Check):
     name = "lint"
-    not_for = MappingProxyType({
-        FUNCTION: "it reads an autograd.Function class's source",
-        MODULE: "it reads an autograd.Function class's source",
-        CUSTOM_OP: "it reads an autograd.Function class's source"})
+    needs = MappingProxyType({
+        Capability.CLASS_SOURCE: "it reads an autograd.Function class's source"})
     default = True
     summary = "static patterns: saved_variables, Variable/volatile, .data or numpy in backward"
     codes = CODES
@@ -60,7 +58,7 @@ class LintCheck(Check):
     """Runs on the first case of each target only, and even when forward raises."""
 
     def run(self, ctx: CheckContext) -> Outcome:
-        source = _parse_class(ctx.info.cls)
+        source = _parse_class(ctx.info.function)
         if isinstance(source, str):
             return Outcome.skip(source)
         klass, first = source

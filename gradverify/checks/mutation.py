@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import Applied
@@ -58,9 +58,8 @@ CODES = (
 
 class MutationCheck(Check):
     name = "mutation"
-    not_for = MappingProxyType({
-        FUNCTION: "autograd records the in-place operations of plain code itself",
-        MODULE: "autograd records the in-place operations of plain code itself"})
+    needs = MappingProxyType({
+        Capability.OWN_AUTOGRAD: "autograd records the in-place operations of plain code itself"})
     default = True
     summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
     codes = CODES
@@ -116,7 +115,7 @@ def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
         if id(applied.args.values[pos]) in dirty:
             continue
         name = applied.args.names[pos]
-        if ctx.info.kind == CUSTOM_OP:
+        if ctx.info.has(Capability.SCHEMA):
             if name not in ctx.info.mutates:
                 outcome.add(_undeclared(ctx, name))
             continue

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import NO_OWN_BACKWARD, Check, Outcome
+from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.opcalls import needs_input_grad_index
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
+from gradverify.targets.op_calls import needs_input_grad_index
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -83,8 +85,7 @@ CODES = (
 
 class NeedsInputGradCheck(Check):
     name = "needs_input_grad"
-    not_for = NO_OWN_BACKWARD
-    calls_own_backward = True
+    needs = MappingProxyType({Capability.OWN_BACKWARD: ""})
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -61,7 +61,7 @@ class OpAotDispatchCheck(Check):
     summary = "eager and AOTAutograd agree on outputs and gradients (opcheck " \
               "test_aot_dispatch_dynamic)"
     codes = CODES
-    only_for = (CUSTOM_OP,)
+    made_for = Capability.SCHEMA
     requires = ()
 
     def run(self, ctx: CheckContext) -> Outcome:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -54,7 +54,7 @@ class OpAutogradRegistrationCheck(Check):
     default = True
     summary = "the op's autograd formula is registered at the autograd key"
     codes = CODES
-    only_for = (CUSTOM_OP,)
+    made_for = Capability.SCHEMA
     requires = ()
     invalidates = MappingProxyType({
         "GV411": _EVERY_GRADIENT_CHECK,

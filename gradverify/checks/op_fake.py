@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -47,7 +47,7 @@ class OpFakeCheck(Check):
     default = True
     summary = "the fake (meta) implementation matches the real outputs (opcheck test_faketensor)"
     codes = CODES
-    only_for = (CUSTOM_OP,)
+    made_for = Capability.SCHEMA
     requires = ()
     invalidates = MappingProxyType({"GV421": ("op_aot_dispatch",),
                                     "GV422": ("op_aot_dispatch",)})
@@ -128,7 +128,7 @@ def _fake_location(ctx: CheckContext) -> str | None:
     the kernel torch's registry recorded (read without adding an entry for the name)."""
 
     from gradverify.errors import shown_path
-    from gradverify.target import location_of
+    from gradverify.targets import location_of
 
     opdef = torchcompat.custom_op_def(ctx.info.op._name)
     fake = getattr(opdef, "_abstract_fn", None)

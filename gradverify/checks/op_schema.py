@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -43,7 +43,7 @@ class OpSchemaCheck(Check):
     default = True
     summary = "writes and aliases match the op's schema (opcheck test_schema)"
     codes = CODES
-    only_for = (CUSTOM_OP,)
+    made_for = Capability.SCHEMA
     requires = ()
     invalidates = MappingProxyType({
         "GV401": ("gradgradcheck", "needs_input_grad", "mutation", "undefined_grad",

@@ -72,7 +72,7 @@ class PrecisionCheck(Check):
         import torch
 
         from gradverify.checks import _calls as calls
-        from gradverify.kinds import draws_random
+        from gradverify.targets import draws_random
 
         if draws_random(ctx.info):
             return Outcome.skip("forward draws random numbers (dropout, noise): a float32 and a "

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify import opcalls
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
+from gradverify.targets import op_calls as opcalls
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext

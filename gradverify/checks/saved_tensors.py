@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     import torch
@@ -70,10 +70,7 @@ CYCLE_WAIT_S = 1.0
 
 class SavedTensorsCheck(Check):
     name = "saved_tensors"
-    not_for = MappingProxyType({
-        FUNCTION: "it saves no tensors of its own", MODULE: "it saves no tensors of its own",
-        CUSTOM_OP: "its saved tensors live in torch's generated autograd.Function; gradcheck, "
-                   "mutation and op_aot_dispatch check what the registered backward does"})
+    needs = MappingProxyType({Capability.OWN_CTX: ""})
     default = True
     summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
     codes = CODES

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import FUNCTION, FUNCTION_CLASS, MODULE
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -38,9 +38,8 @@ CODES = (
 
 class UndefinedGradCheck(Check):
     name = "undefined_grad"
-    not_for = MappingProxyType({
-        FUNCTION: "it has no backward of its own (check the Functions it calls)",
-        MODULE: "it has no backward of its own (check the Functions it calls)"})
+    needs = MappingProxyType({
+        Capability.OWN_AUTOGRAD: "it has no backward of its own (check the Functions it calls)"})
     default = True
     summary = "using only some outputs of a multi-output Function works and gives right gradients"
     codes = CODES
@@ -56,7 +55,7 @@ class UndefinedGradCheck(Check):
             return applied.skip()
         args, diff = applied.args, applied.args.diff_positions
         used = applied.differentiable
-        if ctx.info.kind != FUNCTION_CLASS and len(used) < 2:
+        if ctx.info.has(Capability.SCHEMA) and len(used) < 2:
             return Outcome.skip("one differentiable output: torch hands the op's backward zeros "
                                 "for an undefined gradient, and there is no other output to "
                                 "leave undefined")
@@ -108,7 +107,7 @@ class UndefinedGradCheck(Check):
         from gradverify.checks import _tensors as tk
 
         undefined = torchcompat.undefined_grad()
-        if undefined is None or ctx.info.kind != FUNCTION_CLASS:
+        if undefined is None or ctx.info.has(Capability.SCHEMA):
             return True  # an op's generated Function materializes them (zeros)
         fresh = calls.apply(ctx.info, ctx.args("double"))
         diff = fresh.args.diff_positions

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.kinds import CUSTOM_OP, FUNCTION, MODULE
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -45,9 +45,8 @@ CODES = (
 
 class VmapCheck(Check):
     name = "vmap"
-    not_for = MappingProxyType({
-        FUNCTION: "vmap of a plain function is vmap of what it calls: check those",
-        MODULE: "vmap of a module is vmap of what forward calls: check those"})
+    needs = MappingProxyType({
+        Capability.OWN_AUTOGRAD: "vmap of it is vmap of what it calls: check those"})
     default = True
     summary = "torch.func.vmap equals a loop, for outputs and per-sample gradients"
     codes = CODES
@@ -84,7 +83,7 @@ class VmapCheck(Check):
             outcome.add(Finding("GV314", Severity.INFO, f"the vmap rule declines {text}",
                                 location=info.forward_location))
         if not any(f.severity != Severity.INFO for f in outcome.findings):
-            grads = info.kind != CUSTOM_OP
+            grads = not info.has(Capability.SCHEMA)
             outcome.summary = (f"vmap over a batch of {BATCH} equals a loop (outputs"
                                f"{' and gradients' if grads else ''})")
         return outcome
@@ -109,12 +108,12 @@ class VmapCheck(Check):
                 values[i] = t
             if info.writes_inputs:  # as users call an in-place Function: on a non-leaf
                 values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-            out = info.cls.apply(*values)
+            out = info.function.apply(*values)
             return out if isinstance(out, tuple) else (out,)
 
         inputs = [stacks[i] for i in batched]
         loop = [call(*[t[b] for t in inputs]) for b in range(BATCH)]
-        rule = "register_vmap rule" if info.kind == CUSTOM_OP else "vmap staticmethod"
+        rule = "register_vmap rule" if info.has(Capability.SCHEMA) else "vmap staticmethod"
         # non-tensor outputs (an int beside a Tensor[]) are not batched: out_dims None
         out_dims: Any = tuple(0 if _tensors_in(o) else None for o in loop[0])
         try:
@@ -127,13 +126,13 @@ class VmapCheck(Check):
                                 f"{calls.describe_exception(exc)}",
                                 location=calls.user_location(exc, info) or info.forward_location,
                                 hint=f"check the {rule}'s returned out_dims" + (
-                                    "" if info.kind == CUSTOM_OP else
+                                    "" if info.has(Capability.SCHEMA) else
                                     ", or use generate_vmap_rule = True if forward is plain "
                                     "torch ops")))
             return None
         for j, out in enumerate(mapped):
             self._against_loop(ctx, j, out, [row[j] for row in loop], label, rule, outcome)
-        if info.kind != CUSTOM_OP:  # torch.func.grad cannot differentiate through an op
+        if not info.has(Capability.SCHEMA):  # torch.func.grad cannot differentiate through an op
             self._gradients(ctx, call, inputs, [args.names[i] for i in batched], outcome)
         return None
 
@@ -219,12 +218,12 @@ def _tensors_in(value: Any) -> bool:
 
 def _unsupported(info: Any) -> str | None:
     """Why the target has no vmap rule to check, or None."""
-    if info.kind == CUSTOM_OP and info.vmap is None:
+    if info.has(Capability.SCHEMA) and info.vmap is None:
         return "no register_vmap rule: torch.vmap runs the op once per sample, which needs no check"
     if info.vmap is None:
         return ("vmap unsupported: set generate_vmap_rule = True or define a vmap staticmethod "
                 "(torch.func needs setup_context style)")
-    if info.style != "setup_context" and info.kind != CUSTOM_OP:
+    if info.style != "setup_context" and not info.has(Capability.SCHEMA):
         return (f"vmap unsupported: {info.vmap} needs setup_context style (forward without "
                 "ctx, plus a setup_context staticmethod)")
     return None

@@ -18,7 +18,7 @@ from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_di
 from gradverify.init.schema import typed_guesses
 from gradverify.init.targets import Skipped, find, guess_init_args
 from gradverify.spec.yamlio import flow_scalar
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Written:
     error: str | None = None
 
 
-def spec_for(info: FunctionInfo, *, spec_path: str | None = None, probe: bool = True,
+def spec_for(info: Target, *, spec_path: str | None = None, probe: bool = True,
              imports: tuple[str, ...] = ()) -> Written:
     """The spec of one Function, probed (unless ``probe`` is false); ``imports``: the spec's
     ``imports:`` (an op named ``ns::op``)."""
@@ -44,7 +44,7 @@ def spec_for(info: FunctionInfo, *, spec_path: str | None = None, probe: bool = 
                    attempt.error if attempt and not attempt.ok else None)
 
 
-def render(info: FunctionInfo, guesses: list[Guess], attempt: Attempt | None,
+def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
            spec_path: str | None, imports: tuple[str, ...] = ()) -> str:
     run = f"gradverify check {spec_path}" if spec_path else f"gradverify check {info.target}"
     lines = [f"# gradverify spec for {info.target}",
@@ -103,7 +103,7 @@ def _yaml(value: Any) -> str:
     return flow_scalar(value)
 
 
-def file_name(info: FunctionInfo) -> str:
+def file_name(info: Target) -> str:
     """A spec's file name in a folder: ``Linear.yaml``, ``fusedkit.bias_gelu.yaml`` for the op
     ``fusedkit::bias_gelu`` (a colon breaks pytest's node ids, and Windows)."""
     return re.sub(r"[^\w.-]", "_", info.name.replace(".", "_").replace("::", ".")) + ".yaml"

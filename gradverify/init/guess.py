@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.init.source import Hints, read_source
-from gradverify.target import _MISSING, FunctionInfo, Param
+from gradverify.targets import MISSING as _MISSING
+from gradverify.targets import Param, Target
 
 SIZES = {"B": 2, "C": 3, "D": 4, "N": 5, "H": 6, "W": 7, "L": 8, "K": 9, "S": 3, "E": 6}
 """The sizes of named dims: small, and distinct where they meet in one tensor."""
@@ -82,7 +83,7 @@ def _annotation(param: Param) -> str:
     return getattr(param.annotation, "__name__", None) or str(param.annotation)
 
 
-def first_guesses(info: FunctionInfo, typed: Mapping[str, Guess] | None = None) -> list[Guess]:
+def first_guesses(info: Target, typed: Mapping[str, Guess] | None = None) -> list[Guess]:
     """A guess per positional parameter (and ``*xs``), before any probing. ``typed``: the
     guesses a parameter's declared type decides (an op's schema, ``init.schema``), which
     outrank its name."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.init.guess import FLOAT_NAMES, PER_FEATURE_NAMES, SIZES, TEMPLATES, Guess
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 MAX_CALLS = 300
 """Candidate specs tried per Function at most."""
@@ -109,7 +109,7 @@ SEEDS = (0, 1, 2)
 (a column index of 4 in a 5 x 4 matrix) must not pass by luck."""
 
 
-def evaluate(info: FunctionInfo, guesses: list[Guess]) -> Attempt:
+def evaluate(info: Target, guesses: list[Guess]) -> Attempt:
     """Run forward and one backward on the inputs the guesses make, for each seed; the
     attempt that got least far counts."""
     attempts = []
@@ -121,15 +121,15 @@ def evaluate(info: FunctionInfo, guesses: list[Guess]) -> Attempt:
     return attempts[0]
 
 
-def _evaluate(info: FunctionInfo, guesses: list[Guess], seed: int) -> Attempt:
+def _evaluate(info: Target, guesses: list[Guess], seed: int) -> Attempt:
     import torch
 
     from gradverify.checks import _calls as calls
     from gradverify.errors import InputError
-    from gradverify.opcalls import for_case
     from gradverify.spec.binding import bind
     from gradverify.spec.file import from_dict
     from gradverify.spec.inputs import InputMaker
+    from gradverify.targets.op_calls import for_case
 
     try:
         spec = from_dict(spec_dict(guesses))
@@ -161,7 +161,7 @@ def _evaluate(info: FunctionInfo, guesses: list[Guess], seed: int) -> Attempt:
         info, args, outputs, leaves, grads if outputs and leaves else ()))
 
 
-def _flat_with_gradient(info: FunctionInfo, args: Any, outputs: list[Any], leaves: list[Any],
+def _flat_with_gradient(info: Target, args: Any, outputs: list[Any], leaves: list[Any],
                         grads: Any) -> bool:
     import torch
 
@@ -184,14 +184,14 @@ def _flat_with_gradient(info: FunctionInfo, args: Any, outputs: list[Any], leave
         return False
 
 
-def _line(exc: BaseException, info: FunctionInfo) -> int:
+def _line(exc: BaseException, info: Target) -> int:
     """The last line of the Function's own source the traceback passed through."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if info.source_file and f.filename == info.source_file]
     return frames[-1].lineno or 0 if frames else 0
 
 
-def search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
+def search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
     """The guesses, changed one parameter at a time while that gets further, until forward
     and backward run (or ``MAX_CALLS`` candidates or ``MAX_SECONDS`` are spent)."""
     with warnings.catch_warnings():  # forward on trial shapes: its warnings are noise here
@@ -199,7 +199,7 @@ def search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Attem
         return _search(info, guesses)
 
 
-def _search(info: FunctionInfo, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
+def _search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
     started = time.monotonic()
     best = evaluate(info, guesses)
     calls = 1
@@ -243,7 +243,7 @@ def _order(guesses: list[Guess]) -> list[int]:
     return [i for i in range(len(guesses)) if i != first] + ([first] if first is not None else [])
 
 
-def _pairs(info: FunctionInfo, guesses: list[Guess], best: Attempt, started: float,
+def _pairs(info: Target, guesses: list[Guess], best: Attempt, started: float,
            calls: int) -> tuple[list[Guess], Attempt] | None:
     """A change of two arguments at once that gets further, or None."""
     import itertools

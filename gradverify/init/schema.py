@@ -10,7 +10,7 @@ from typing import Any
 
 from gradverify.init.guess import TEMPLATES, Guess, string_guess
 from gradverify.init.source import Hints, read_source
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 DIM_NAMES = re.compile(r"^(dim|dims|axis|axes|dim\d)$|_dims?$")
 """An ``int`` or ``int[]`` that names dims of a tensor (``dim``, ``reduce_dims``)."""
@@ -25,7 +25,7 @@ FLOAT_LISTS: tuple[list[Any], ...] = ([0.5, 2.0], [1.0], [0.5, 2.0, 1.5])
 """Two numbers, as many as the tensors of a ``Tensor[]`` next to them (two by default)."""
 
 
-def typed_guesses(info: FunctionInfo) -> dict[str, Guess]:
+def typed_guesses(info: Target) -> dict[str, Guess]:
     """The guesses an op's schema types decide, by argument name (none for a Function, a
     function or a module, nor for an op's ``Tensor`` arguments)."""
     if info.op is None:

@@ -9,7 +9,8 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from gradverify.target import FunctionInfo, _underlying
+from gradverify.targets import Target
+from gradverify.targets.introspection import underlying as _underlying
 
 
 @dataclass
@@ -39,9 +40,9 @@ class Hints:
     """The count of ``topk``/``kthvalue``: fewer than the dim it selects from."""
 
 
-def read_source(info: FunctionInfo) -> dict[str, Hints]:
+def read_source(info: Target) -> dict[str, Hints]:
     """Hints per parameter from forward's source (empty when the source cannot be read)."""
-    forward = _underlying(inspect.getattr_static(info.cls, "forward", None))
+    forward = _underlying(inspect.getattr_static(info.function, "forward", None))
     hints = {p.name: Hints() for p in info.params}
     if forward is None:
         return hints

@@ -12,14 +12,14 @@ from types import ModuleType
 from typing import Any
 
 from gradverify.errors import InputError, TargetError
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 
 @dataclass(frozen=True)
 class Found:
     """A target to write a spec for."""
 
-    info: FunctionInfo
+    info: Target
     imports: tuple[str, ...] = ()
     """The spec's ``imports:``: the modules whose import registers an op named ``ns::op``."""
 
@@ -36,9 +36,8 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
     """The targets a name gives, after importing ``imports``: ``mod:Name`` or ``ns::op`` (an
     error when it cannot be introspected), or every Function class, custom op, op registered
     with ``torch.library`` and ``nn.Module`` class of a module or ``.py`` file."""
-    from gradverify.kinds import MODULE, kind_of_object, resolve
     from gradverify.spec.model import is_op_name
-    from gradverify.target import import_module, resolve_object
+    from gradverify.targets import Capability, import_module, may_have, resolve, resolve_object
 
     for name in imports:
         import_module(name)
@@ -53,7 +52,7 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
                               "imports:)", code=exc.code, where=target) from None
     if ":" in target:
         obj = resolve_object(target)
-        init_args = guess_init_args(obj) if kind_of_object(obj) == MODULE else None
+        init_args = guess_init_args(obj) if may_have(obj, Capability.PARAMETERS) else None
         return [Found(resolve(target, init_args=init_args))], []
     found, skipped = _in_module(import_module(target))
     if not found and not skipped:
@@ -70,9 +69,9 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
 
 def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
     """The targets of a module, or of a package and every module below it."""
-    from gradverify.kinds import FUNCTION_CLASS, MODULE, introspect, kind_of_object
     from gradverify.packages import defined_in
     from gradverify.spec.model import is_op_name
+    from gradverify.targets import Capability, introspect, may_have
 
     found: list[Found] = []
     defined, failed = defined_in(module)
@@ -82,12 +81,11 @@ def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
         if is_op_name(each.attr):  # registered by name with torch.library: no object to name
             _by_name(each.attr, each.module, found, skipped)
             continue
-        kind = kind_of_object(obj)
         name = each.target
-        try:
+        try:  # a Function class is named as its module and qualname say
             found.append(Found(introspect(
-                obj, name if kind != FUNCTION_CLASS else None,
-                init_args=guess_init_args(obj) if kind == MODULE else None)))
+                obj, None if may_have(obj, Capability.CLASS_SOURCE) else name,
+                init_args=guess_init_args(obj) if may_have(obj, Capability.PARAMETERS) else None)))
         except InputError as exc:
             skipped.append(Skipped(name, _one_line(exc, name)))
     return found, skipped
@@ -117,7 +115,7 @@ def guess_init_args(cls: type) -> dict[str, Any]:
 
 def _by_name(op: str, module: str, found: list[Found], skipped: list[Skipped]) -> None:
     """An op a module registers by name: its spec names it ``ns::op`` and imports the module."""
-    from gradverify.kinds import resolve
+    from gradverify.targets import resolve
 
     if module.startswith("_gradverify_user_"):
         skipped.append(Skipped(op, "its module was imported from a path outside the current "

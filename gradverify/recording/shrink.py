@@ -67,8 +67,8 @@ def _probe_main() -> None:
     """In a fresh process: import the target, and choose joins and sizes at which forward
     runs."""
     request = json.loads(sys.stdin.read())
-    from gradverify.kinds import resolve
     from gradverify.syspath import ensure_cwd_on_path
+    from gradverify.targets import resolve
 
     ensure_cwd_on_path()
     calls = [Observation(request["target"], tuple(c["args"]), c["grad_enabled"],
@@ -146,7 +146,7 @@ def gradients_computed(info: Any, call: Observation, joined: frozenset[str],
         leaves = [named[p].detach().requires_grad_() for p in wanted]
         for p, leaf in zip(wanted, leaves, strict=True):
             values.values[values.names.index(p)] = leaf
-        outputs = [o for o in _flat(info.cls.apply(*values.values))
+        outputs = [o for o in _flat(info.function.apply(*values.values))
                    if isinstance(o, torch.Tensor) and o.requires_grad]
         grads = torch.autograd.grad(outputs, leaves, [torch.ones_like(o) for o in outputs],
                                     allow_unused=True)
@@ -204,7 +204,7 @@ def _forward_error(info: Any, case: dict[str, Any]) -> str | None:
     try:
         args = _inputs(info, case)
         with torch.no_grad():
-            info.cls.apply(*args.values)
+            info.function.apply(*args.values)
     except Exception as exc:  # noqa: BLE001 -- the user's forward
         text = str(exc).splitlines()[0] if str(exc) else ""
         return f"{type(exc).__name__}: {text}"[:200]

@@ -13,7 +13,7 @@ from gradverify.results import CheckResult, Finding, Severity, Status
 from gradverify.run import leftovers
 from gradverify.spec.binding import case_tensors
 from gradverify.spec.model import Spec
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 
 def nothing_verified_row(ctx: CheckContext, nothing: str | None) -> list[CheckResult]:
@@ -84,7 +84,7 @@ def oom_finding(exc: BaseException, ctx: CheckContext, during: str) -> Finding:
                    hint="use smaller shapes: gradient bugs show on a few elements per dim")
 
 
-def global_state_row(info: FunctionInfo, before: list[Finding], during: list[str]
+def global_state_row(info: Target, before: list[Finding], during: list[str]
                      ) -> list[CheckResult]:
     """GV012: the global state changed before the case (``before``, by an import) or by it
     (``during``); gradverify restored it."""
@@ -96,14 +96,14 @@ def global_state_row(info: FunctionInfo, before: list[Finding], during: list[str
                         findings=tuple(state))]
 
 
-def state_changes(info: FunctionInfo, changes: list[str], *, before: bool) -> list[Finding]:
+def state_changes(info: Target, changes: list[str], *, before: bool) -> list[Finding]:
     """GV012 findings: what the target's import (before the case) or the case itself changed in
     torch's global state. Changes made by another module's import are reported on that
     module's targets, never here: they were undone right after that import."""
     findings = []
     # the module named by the target (a re-export imports it too), or the class's own
     named = info.target.rpartition(":")[0]
-    module = next((m for m in (named, getattr(info.cls, "__module__", ""))
+    module = next((m for m in (named, getattr(info.function, "__module__", ""))
                    if torchstate.IMPORT_CHANGES.get(m)), "")
     if before and module:
         changed = torchstate.IMPORT_CHANGES[module]

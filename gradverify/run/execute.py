@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify import opcalls, torchstate
+from gradverify import torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.errors import InputError
@@ -23,7 +23,8 @@ from gradverify.run.tasks import Task, Unsupported
 from gradverify.spec.binding import Bound
 from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.spec.model import Case, Spec
-from gradverify.target import FunctionInfo
+from gradverify.targets import Capability, Target
+from gradverify.targets import op_calls as opcalls
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
 
@@ -49,15 +50,16 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
 
 
 def selected_checks(spec: Spec, case: Case, options: RunOptions,
-                    kind: str = "autograd.Function") -> list[Check]:
-    """The checks that run on ``case``: switched on at some level (``RunOptions``), made for
-    the target's ``kind`` (op checks for ops), with a reference to compare against where they
-    need one, and on an accelerator where they need one (unless named by ``--only``)."""
+                    capabilities: Collection[Capability]) -> list[Check]:
+    """The checks that run on ``case``: switched on at some level (``RunOptions``), made for a
+    target with the ``capabilities`` (op checks for ops), with a reference to compare against
+    where they need one, and on an accelerator where they need one (unless named by
+    ``--only``)."""
     chosen = []
     for name, check in REGISTRY.items():
         if not options.check_enabled(name, check.default, spec, case):
             continue
-        if check.only_for and kind not in check.only_for \
+        if check.made_for and check.made_for not in capabilities \
                 and (options.only is None or name not in options.only):
             continue  # no row: an op check says nothing about a Function class
         if check.needs_reference and not spec.reference:
@@ -69,7 +71,7 @@ def selected_checks(spec: Spec, case: Case, options: RunOptions,
     return chosen
 
 
-def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: RunOptions,
+def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOptions,
              first: bool = True, smallest: bool = False,
              on_check: Callable[[str], None] | None = None, reference: Any = None
              ) -> tuple[CaseResult | None, ErrorEntry | None]:
@@ -83,7 +85,7 @@ def run_case(info: FunctionInfo, spec: Spec, case: Case, bound: Bound, options: 
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
                        smallest=smallest, reference=reference)
-    checks = [c for c in selected_checks(spec, case, options, info.kind)
+    checks = [c for c in selected_checks(spec, case, options, info.capabilities)
               if first or not c.static]
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
@@ -286,7 +288,7 @@ def _runs_in_working_dtype(ctx: CheckContext) -> bool:
     return True
 
 
-def _classify(exc: BaseException, check: str, info: FunctionInfo) -> tuple[Outcome, str | None]:
+def _classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, str | None]:
     """An exception that escaped a check: out of memory (GV016), the Function's (status
     error, exit 1) when it was raised outside gradverify's own code, else a gradverify bug
     (exit 4)."""

@@ -13,12 +13,12 @@ from gradverify.results import ErrorEntry
 from gradverify.run.tasks import Unsupported
 from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
 from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
-from gradverify.target import FunctionInfo
+from gradverify.targets import Target
 
 
 @dataclass
 class Prepared:
-    info: FunctionInfo
+    info: Target
     spec: Spec
     bound: dict[str, Bound]
     reference: Any = None
@@ -26,8 +26,8 @@ class Prepared:
 
 def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
     """Import and introspect a job's target and bind every case (all before any runs)."""
-    from gradverify.kinds import MODULE, introspect, resolve
-    from gradverify.modulecalls import InitArgsError
+    from gradverify.targets import Capability, introspect, resolve
+    from gradverify.targets.module_calls import InitArgsError
 
     spec_path = job.spec.path if job.spec else None
     too_old = torchcompat.too_old(job.spec.requires_torch) if job.spec else None
@@ -42,7 +42,7 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
         if isinstance(exc, InitArgsError) and job.spec is not None and job.init_args is None:
             exc.where = f"{job.spec.where}: init_args"  # the spec's init_args are wrong
         return ErrorEntry(job.target, spec_path, exc.code, str(exc))
-    if init_args and info.kind != MODULE:
+    if init_args and not info.has(Capability.PARAMETERS):
         where = f"{job.spec.where}: init_args: " if job.spec and job.init_args is None else ""
         return ErrorEntry(job.target, spec_path, "GV002",
                           f"{where}init_args builds an nn.Module target; {job.target} is a "
@@ -70,7 +70,7 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
             raise unbound[0]
         reference = None
         if spec.reference:
-            from gradverify.target import resolve_object
+            from gradverify.targets import resolve_object
 
             reference = resolve_object(spec.reference)
             if not callable(reference):
@@ -97,7 +97,7 @@ def _inferred_arg(param: Any) -> Arg:
     return TensorArg(shape=(3, 4))
 
 
-def infer_spec(info: FunctionInfo) -> Spec:
+def infer_spec(info: Target) -> Spec:
     """Every forward parameter without a default becomes a float tensor of shape [3, 4]; a
     ``*xs`` parameter, two of them (``xs[0]``, ``xs[1]``)."""
     args: tuple[tuple[str | None, Arg], ...] = tuple(

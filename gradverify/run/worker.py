@@ -32,13 +32,14 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
     from gradverify import torchstate
 
     torchstate.baseline()  # before any user module is imported
-    from gradverify import syspath, target
+    from gradverify import syspath
     from gradverify.discover import resolve_deferred
     from gradverify.run.execute import execute
+    from gradverify.targets import load
 
     # Only now, with gradverify's own modules imported: the user's folder is for their imports.
     syspath.ensure_cwd_on_path()
-    target.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
+    load.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
     cache: dict[int, Any] = {}
     conn.send(("ready", str(torch.__version__)))  # plain str: unpickling must not import torch
     while True:

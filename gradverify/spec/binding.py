@@ -10,7 +10,8 @@ from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
 from gradverify.spec.model import COMPLEX, Case, SeqArg, Spec, TensorArg, ValueArg
-from gradverify.target import _MISSING, FunctionInfo, Param
+from gradverify.targets import MISSING as _MISSING
+from gradverify.targets import Capability, Param, Target
 
 MAX_CASE_BYTES = 2 * 1024**3
 """A case's tensors may take at most this much memory in float64 (refused before allocating)."""
@@ -30,12 +31,12 @@ class Default:
     value: Any
 
 
-def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
+def bind(case: Case, info: Target, spec: Spec) -> Bound:
     """Match a case's args to forward's parameters; SpecError (exit 3) when they do not fit.
     A module target's parameters follow forward's arguments, bound to the module's values."""
     if not info.parameters:
         return _typed(_bind(case, info, spec), info, case, spec)
-    from gradverify.kinds import ModuleParameter
+    from gradverify.targets import ModuleParameter
 
     forward = replace(info, params=info.params[: len(info.params) - len(info.parameters)])
     bound = _typed(_bind(case, forward, spec), forward, case, spec)
@@ -45,7 +46,7 @@ def bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
                  bound.args + tuple(Default(ModuleParameter(n)) for n in info.parameters))
 
 
-def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
+def _bind(case: Case, info: Target, spec: Spec) -> Bound:
     positional = list(info.positional)
     varargs = any(p.kind == "var_positional" for p in info.params)
     signature = _signature(info)
@@ -71,7 +72,7 @@ def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
         for name in given:
             if name not in names:
                 _unknown(name, info, names, keyword, varargs, fail, signature)
-        if info.kind in KEYWORD_KINDS and not varargs and (
+        if info.has(Capability.KEYWORDS) and not varargs and (
                 any(p.name in given or p.default is _MISSING for p in keyword)):
             return _with_keywords(info, given, keyword, fail, signature)
         last = max((names.index(n) for n in given), default=-1)
@@ -97,15 +98,15 @@ def _bind(case: Case, info: FunctionInfo, spec: Spec) -> Bound:
     return Bound(tuple(names_for(info, len(args))), tuple(args))
 
 
-def _unknown(name: str, info: FunctionInfo, names: list[str], keyword: list[Param],
+def _unknown(name: str, info: Target, names: list[str], keyword: list[Param],
              varargs: bool, fail: Callable[..., SpecError], signature: str) -> None:
     """A name a case sets that is not a positional parameter: fine for a keyword-only one of
     a function or module; else the error that says why."""
     if name in {p.name for p in keyword}:
-        if info.kind in KEYWORD_KINDS and not varargs:
+        if info.has(Capability.KEYWORDS) and not varargs:
             return
         why = ("Function.apply takes positional arguments only"
-               if info.kind not in KEYWORD_KINDS else
+               if not info.has(Capability.KEYWORDS) else
                "after *args, gradverify cannot pass it by name")
         raise fail(f"{name!r} is keyword-only in {signature}; {why}", f".{name}")
     if name in info.parameters:
@@ -115,12 +116,7 @@ def _unknown(name: str, info: FunctionInfo, names: list[str], keyword: list[Para
                f"{name!r}{did_you_mean(name, names + [p.name for p in keyword])}", f".{name}")
 
 
-KEYWORD_KINDS = ("function", "module")
-"""Target kinds whose keyword-only parameters a spec may set (an autograd.Function's apply
-takes positional arguments only; an op's keyword-only arguments are in its schema's order)."""
-
-
-def _with_keywords(info: FunctionInfo, given: dict[str, Any], keyword: list[Param],
+def _with_keywords(info: Target, given: dict[str, Any], keyword: list[Param],
                    fail: Callable[..., SpecError], signature: str) -> Bound:
     """A function's or module's case that sets keyword-only parameters: every positional one
     (its default where not given), then the keyword-only ones in declared order, up to the
@@ -148,15 +144,14 @@ def _given_or_default(params: list[Param], given: dict[str, Any],
     return args
 
 
-def _signature(info: FunctionInfo) -> str:
+def _signature(info: Target) -> str:
     """``Name.forward(x, y=1)`` of a Function or module, ``fn(x, *, scale=2.0)`` of a function
     or an op, as its code spells it."""
     shown = [_show_param(p) for p in info.params]
     first = next((i for i, p in enumerate(info.params) if p.kind == "keyword_only"), None)
     if first is not None and not any(p.kind == "var_positional" for p in info.params):
         shown.insert(first, "*")
-    called = info.name if info.kind in ("function", "custom op") else f"{info.name}.forward"
-    return f"{called}({', '.join(shown)})"
+    return f"{info.called}({', '.join(shown)})"
 
 
 def _show_param(p: Param) -> str:
@@ -169,7 +164,7 @@ _NUMBERS = {"float": "a float", "SymFloat": "a float", "int": "an integer",
 """Annotations (Python's or an op schema's) a string argument cannot satisfy."""
 
 
-def _typed(bound: Bound, info: FunctionInfo, case: Case, spec: Spec) -> Bound:
+def _typed(bound: Bound, info: Target, case: Case, spec: Spec) -> Bound:
     """``bound``, unless a parameter annotated ``float`` is given a string (YAML 1.1 reads
     ``1e-5`` as one) or one annotated ``int`` a string or a float: a spec error at the
     argument's line (every such argument of the case), never a crash in forward."""
@@ -248,7 +243,7 @@ def _values_shape(values: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def names_for(info: FunctionInfo, count: int) -> list[str]:
+def names_for(info: Target, count: int) -> list[str]:
     """Report names of ``count`` positional arguments: forward's parameter names, then the
     ``*args`` parameter's items (``xs[0]``, ``xs[1]``, ...)."""
     names = [p.name for p in info.positional]

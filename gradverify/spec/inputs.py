@@ -20,7 +20,8 @@ from gradverify.results import InputInfo
 from gradverify.spec import convert
 from gradverify.spec.binding import Bound, Default, names_for, resolve_shape
 from gradverify.spec.model import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
-from gradverify.target import _MISSING, FunctionInfo
+from gradverify.targets import MISSING as _MISSING
+from gradverify.targets import Target
 
 if TYPE_CHECKING:
     import torch
@@ -108,7 +109,7 @@ ROLES = ("double", "working", "widened")
 class InputMaker:
     """Makes a case's arguments once, then hands out fresh clones per role."""
 
-    def __init__(self, case: Case, bound: Bound, info: FunctionInfo, seed: int,
+    def __init__(self, case: Case, bound: Bound, info: Target, seed: int,
                  device: str) -> None:
         self.case = case
         self.bound = bound
@@ -153,9 +154,9 @@ class InputMaker:
 
     def _spread(self, args: Args, items: Sequence[list[bool] | None]) -> Args:
         """An op's ``Tensor[]`` arguments spread into one input per tensor, ``xs[0]``, ...
-        (``opcalls.tensor_lists``, kept in ``groups``); ``items``: per argument, whether each
+        (``op_calls.tensor_lists``, kept in ``groups``); ``items``: per argument, whether each
         of its elements is differentiable, when the spec says (else: floating ones are)."""
-        from gradverify.opcalls import tensor_lists
+        from gradverify.targets.op_calls import tensor_lists
 
         self.groups = tensor_lists(self.info, args.names, args.values)
         if all(g is None for g in self.groups):
@@ -209,7 +210,7 @@ class InputMaker:
         ``double`` role and in its own dtype for ``working``."""
         import torch
 
-        from gradverify.kinds import module_parameter
+        from gradverify.targets import module_parameter
 
         value = module_parameter(self.info, name).clone()
         if role == "double" and convert.inexact(value):
@@ -221,7 +222,7 @@ class InputMaker:
         (complex128 for a complex case) when it takes one; the working role rounds them."""
         import torch
 
-        from gradverify.target import resolve_object
+        from gradverify.targets import resolve_object
 
         factory_name = self.case.factory or ""
         try:
@@ -291,7 +292,7 @@ class InputMaker:
 
 
 def _is_parameter(value: Any) -> bool:
-    from gradverify.kinds import ModuleParameter
+    from gradverify.targets import ModuleParameter
 
     return isinstance(value, ModuleParameter)
 

@@ -46,6 +46,8 @@ TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
              "tolerance", "checks", "expect", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
+SPEC_SUFFIXES = (".yaml", ".yml")
+"""What a spec file's name ends with."""
 _MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
 OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
 """An operator's name, ``namespace::op`` or ``namespace::op.overload``."""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gradverify.target import FunctionInfo
+    from gradverify.targets.model import Target
 
 
 def op_arguments(op: Any, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -20,7 +20,7 @@ def op_arguments(op: Any, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[
     return tuple(values[:positional]), dict(zip(keyword, values[positional:]))
 
 
-def tensor_lists(info: FunctionInfo, names: Sequence[str],
+def tensor_lists(info: Target, names: Sequence[str],
                  values: Sequence[Any]) -> tuple[int | None, ...]:
     """Per value of a case, the length of a ``Tensor[]`` argument of an op, or of any list
     argument of a plain function or module, given as a list of tensors, else None. Such lists
@@ -45,19 +45,19 @@ def tensor_lists(info: FunctionInfo, names: Sequence[str],
                  for name, value in zip(names, values))
 
 
-def for_case(info: FunctionInfo, groups: tuple[int | None, ...]) -> FunctionInfo:
-    """``info`` whose ``cls.apply`` takes a case's values with its tensor lists spread
+def for_case(info: Target, groups: tuple[int | None, ...]) -> Target:
+    """``info`` whose ``function.apply`` takes a case's values with its tensor lists spread
     (``tensor_lists``) and gathers them back before calling the op."""
     if all(g is None for g in groups):
         return info
-    inner = info.cls.apply
+    inner = info.function.apply
 
     def apply(*values: Any) -> Any:
         return inner(*gathered(groups, values))
 
-    cls = type(info.cls.__name__, (info.cls,), {"apply": staticmethod(apply),
+    cls = type(info.function.__name__, (info.function,), {"apply": staticmethod(apply),
                                                 "tensor_lists": groups})
-    return replace(info, cls=cls)
+    return replace(info, function=cls)
 
 
 def gathered(groups: tuple[int | None, ...], values: Sequence[Any]) -> list[Any]:
@@ -72,10 +72,10 @@ def gathered(groups: tuple[int | None, ...], values: Sequence[Any]) -> list[Any]
     return out + list(rest)
 
 
-def needs_input_grad_index(info: FunctionInfo, pos: int) -> str:
+def needs_input_grad_index(info: Target, pos: int) -> str:
     """How backward reads input ``pos`` of a case in ``ctx.needs_input_grad``: ``[pos]``, or
     ``[k][i]`` for element i of tensor list k (spread into inputs; its flags are a list)."""
-    groups = getattr(info.cls, "tensor_lists", None) or ()
+    groups = getattr(info.function, "tensor_lists", None) or ()
     flat = 0
     for k, count in enumerate(groups):
         size = 1 if count is None else count
@@ -85,13 +85,13 @@ def needs_input_grad_index(info: FunctionInfo, pos: int) -> str:
     return f"[{pos - flat + len(groups)}]"
 
 
-def op_values(info: FunctionInfo, values: Sequence[Any]) -> list[Any]:
+def op_values(info: Target, values: Sequence[Any]) -> list[Any]:
     """A case's values as the op takes them (tensor lists gathered back)."""
-    groups = getattr(info.cls, "tensor_lists", None)
+    groups = getattr(info.function, "tensor_lists", None)
     return gathered(groups, values) if groups else list(values)
 
 
-def gradient_count(info: FunctionInfo, count: int) -> int:
+def gradient_count(info: Target, count: int) -> int:
     """How many of a call's ``count`` arguments backward returns gradients for: all of them,
     but an op's registered backward returns none for keyword-only arguments (torch passes
     those aside)."""

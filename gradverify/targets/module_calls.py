@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gradverify.errors import TargetError
-from gradverify.target import Param
+from gradverify.targets.model import Param
 
 MODULE_SEED = 0
 """A module target is built after ``torch.manual_seed(MODULE_SEED)``: its parameters' values

@@ -1,0 +1,132 @@
+"""The autograd.Function class kind: a ``torch.autograd.Function`` subclass with static
+forward and backward (ctx style or setup_context style)."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from gradverify.errors import TargetError
+from gradverify.targets.introspection import location_of, params_of, underlying, unwrap
+from gradverify.targets.load import normalise
+from gradverify.targets.model import Capability, Target
+
+if TYPE_CHECKING:
+    from torch.autograd import Function
+
+CAPABILITIES = frozenset({Capability.OWN_AUTOGRAD, Capability.OWN_BACKWARD,
+                          Capability.CLASS_SOURCE, Capability.OWN_CTX, Capability.FORWARD_AD})
+
+
+class FunctionClassKind:
+    """``gradverify.targets.model.Kind`` of autograd.Function classes."""
+
+    name = "autograd.Function"
+    capabilities = CAPABILITIES
+    lacking: Mapping[Capability, str] = MappingProxyType({})
+
+    @staticmethod
+    def detect(obj: Any) -> bool:
+        return is_function_class(obj)
+
+    @staticmethod
+    def introspect(obj: Any, name: str, init_args: Mapping[str, Any]) -> Target:
+        return introspect(obj, name)
+
+    @staticmethod
+    def defined_in(obj: Any, module: str) -> bool:
+        return getattr(obj, "__module__", None) == module
+
+
+KIND = FunctionClassKind()
+
+
+def is_function_class(obj: Any) -> bool:
+    """A ``torch.autograd.Function`` subclass that is not torch's own machinery."""
+    from torch.autograd import Function
+
+    from gradverify import torchcompat
+
+    return inspect.isclass(obj) and issubclass(obj, Function) \
+        and obj not in torchcompat.function_machinery()
+
+
+def introspect(obj: Any, target: str | None = None) -> Target:
+    """A Function class's ``Target``. (Every kind of target: ``gradverify.targets.introspect``.)"""
+    from torch.autograd import Function
+
+    name = target or normalise(getattr(obj, "__qualname__", repr(obj)), obj)
+    cls: type[Function] = obj
+    setup_context = _overrides(cls, "setup_context", Function)
+    forward = inspect.getattr_static(cls, "forward", None)
+    forward_fn = underlying(forward)
+    if forward_fn is None or not _overrides(cls, "forward", Function):
+        raise TargetError(f"{name} does not define forward", code="GV005", where=name)
+    if not _overrides(cls, "backward", Function) and not _overrides(cls, "vjp", Function):
+        raise TargetError(f"{name} does not define backward", code="GV005", where=name)
+    skip = (0 if setup_context else 1) + (1 if isinstance(forward, classmethod) else 0)
+    params = params_of(forward_fn, skip)
+    backward = inspect.getattr_static(cls, "backward", None) or inspect.getattr_static(cls, "vjp")
+    backward_fn = underlying(backward)
+    once = _is_once_differentiable(backward_fn)
+    arity = _backward_arity(backward_fn, isinstance(backward, classmethod))
+    if getattr(cls, "generate_vmap_rule", False):
+        vmap = "generate_vmap_rule"
+    elif _overrides(cls, "vmap", Function):
+        vmap = "staticmethod"
+    else:
+        vmap = None
+    try:
+        source_file = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        source_file = None
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        source = ""
+    return Target(
+        function=cls, target=name, style="setup_context" if setup_context else "ctx",
+        params=params, once_differentiable=once,
+        has_jvp=_overrides(cls, "jvp", Function) or _overrides(cls, "forward_ad", Function),
+        vmap=vmap, forward_location=location_of(forward_fn),
+        backward_location=location_of(unwrap(backward_fn)), backward_arity=arity,
+        uses_mark_dirty="mark_dirty" in source, source_file=source_file,
+        kind=KIND.name, capabilities=CAPABILITIES, called=f"{cls.__qualname__}.forward")
+
+
+def _overrides(cls: type, name: str, base: type) -> bool:
+    from gradverify import torchcompat
+
+    machinery = torchcompat.function_machinery()
+    for klass in cls.__mro__:
+        if klass is base or klass in machinery:
+            return False
+        if name in vars(klass):
+            return True
+    return False
+
+
+def _is_once_differentiable(fn: Any) -> bool:
+    # torch's once_differentiable wraps with functools.wraps: the wrapper's code lives in
+    # torch/autograd/function.py.
+    while fn is not None and hasattr(fn, "__wrapped__"):
+        code = getattr(fn, "__code__", None)
+        if code and code.co_filename.replace("\\", "/").endswith("torch/autograd/function.py"):
+            return True
+        fn = fn.__wrapped__
+    return False
+
+
+def _backward_arity(fn: Any, is_classmethod: bool) -> int | None:
+    fn = unwrap(fn)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
+    skip = 2 if is_classmethod else 1  # (cls,) ctx
+    return sum(1 for p in params[skip:] if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                      inspect.Parameter.POSITIONAL_OR_KEYWORD))
+

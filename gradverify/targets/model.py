@@ -1,0 +1,123 @@
+"""What the checks know of a target, of any kind: a frozen ``Target``, its forward's
+``Param``\\ s, and the ``Capability``\\ s that decide which checks apply (DESIGN §6)."""
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+MISSING = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: Any = MISSING
+    annotation: Any = MISSING
+    kind: str = "positional"  # positional | var_positional | keyword_only | var_keyword
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING and self.kind == "positional"
+
+
+class Capability(enum.Enum):
+    """What a target has that some checks need. A check declares the ones it needs
+    (``Check.needs``); a target that lacks one gets a skipped row that says why, in the words
+    of its kind (``gradverify.targets.why_lacking``). The value names who has it."""
+
+    OWN_AUTOGRAD = "autograd.Function classes and custom ops"
+    """It is differentiated as a whole, by its own formula or kernel, not through what it
+    calls (plain functions and modules are)."""
+    OWN_BACKWARD = "autograd.Function classes and custom ops with register_autograd"
+    """A backward of its own that the checks can call raw."""
+    CLASS_SOURCE = "autograd.Function classes"
+    """A class whose source defines forward and backward (read by the static checks)."""
+    OWN_CTX = "autograd.Function classes"
+    """A ctx of its own on which forward saves tensors."""
+    FORWARD_AD = "autograd.Function classes"
+    """Can define its own forward-mode formula (jvp)."""
+    SCHEMA = "custom ops"
+    """An operator schema: declared mutations, opcheck, register_vmap."""
+    PARAMETERS = "nn.Module classes"
+    """Built from ``init_args``; its parameters are differentiable inputs."""
+    KEYWORDS = "plain functions and nn.Module classes"
+    """Called with its keyword-only arguments by name (a Function's apply takes none)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Everything the checks need to know about a target, found once by its kind's module
+    (``gradverify.targets``). The checks call every kind through one door,
+    ``function.apply(*values)``."""
+
+    function: Any
+    """The autograd.Function class; for another kind, an adapter with the same door: ``apply``,
+    ``forward`` (the user's code) and, where the target has one, ``backward``."""
+    target: str
+    """How the user named it, normalised (``pkg.mod:Class``)."""
+    style: str
+    """``ctx`` (forward(ctx, ...)), ``setup_context``, ``register_autograd`` or ``none``."""
+    params: tuple[Param, ...]
+    """forward's parameters, without ctx."""
+    once_differentiable: bool
+    has_jvp: bool
+    vmap: str | None
+    """``generate_vmap_rule``, ``staticmethod``, ``register_vmap`` or None."""
+    forward_location: str | None
+    backward_location: str | None
+    backward_arity: int | None
+    """Number of gradient parameters backward takes; None when it takes ``*grads``."""
+    uses_mark_dirty: bool
+    source_file: str | None
+    kind: str
+    """Its kind's name, for messages: ``autograd.Function``, ``custom op``, ``function`` or
+    ``module``. What a check may do with a target is decided by ``capabilities``."""
+    capabilities: frozenset[Capability]
+    called: str
+    """How a message names the call of it: ``Name.forward`` or ``name``."""
+    op: Any = None
+    """A custom op's ``OpOverload``."""
+    mutates: tuple[str, ...] = ()
+    """The arguments a custom op's schema declares it writes to."""
+    module: Any = None
+    """A module target's instance (built from the spec's ``init_args``)."""
+    parameters: tuple[str, ...] = ()
+    """A module target's parameter names: the last ``len(parameters)`` of ``params``."""
+    list_inputs: bool = False  # autograd differentiates it through its lists' tensors
+
+    @property
+    def name(self) -> str:
+        return str(self.function.__qualname__)
+
+    @property
+    def writes_inputs(self) -> bool:  # declared: mark_dirty, an op's mutates_args
+        return self.uses_mark_dirty or bool(self.mutates)
+
+    @property
+    def positional(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.kind == "positional")
+
+    def has(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+
+class Kind(Protocol):
+    """One kind of target (a module of ``gradverify.targets``, listed in ``KINDS``)."""
+
+    name: str
+    capabilities: frozenset[Capability]
+    """What its targets may have (a target's own ``capabilities`` are a subset)."""
+    lacking: Mapping[Capability, str]
+    """Why a target of this kind lacks a capability, in its own words (for skipped rows)."""
+
+    def detect(self, obj: Any) -> bool:
+        """Whether ``obj`` is a target of this kind."""
+
+    def introspect(self, obj: Any, name: str, init_args: Mapping[str, Any]) -> Target:
+        """Its ``Target``, or TargetError saying why gradverify cannot verify it."""
+
+    def defined_in(self, obj: Any, module: str) -> bool:
+        """Whether module ``module`` defines ``obj`` (a module's targets are its own)."""

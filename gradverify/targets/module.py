@@ -1,0 +1,102 @@
+"""The module kind: an ``nn.Module`` class, built from the spec's ``init_args`` (seeded) and
+called through ``torch.func.functional_call`` with its parameters as differentiable inputs;
+buffers are copied per call (``module_calls``)."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gradverify.errors import TargetError
+from gradverify.targets.introspection import adapter, file_of, location_of, params_of
+from gradverify.targets.model import Capability, Param, Target
+from gradverify.targets.module_calls import (
+    RandomUse,
+    buffer_copy,
+    build_module,
+    same_random_numbers,
+    split,
+)
+from gradverify.targets.plain_function import composite_lacking
+
+
+class ModuleKind:
+    """``gradverify.targets.model.Kind`` of ``nn.Module`` classes."""
+
+    name = "module"
+    capabilities = frozenset({Capability.KEYWORDS, Capability.PARAMETERS})
+    lacking = composite_lacking("what forward calls")
+
+    @staticmethod
+    def detect(obj: Any) -> bool:
+        if not inspect.isclass(obj):
+            return False
+        import torch
+
+        return issubclass(obj, torch.nn.Module) and obj is not torch.nn.Module
+
+    @staticmethod
+    def introspect(obj: Any, name: str, init_args: Mapping[str, Any]) -> Target:
+        return _module_target(obj, name, init_args)
+
+    @staticmethod
+    def defined_in(obj: Any, module: str) -> bool:
+        return getattr(obj, "__module__", None) == module
+
+
+KIND = ModuleKind()
+
+
+@dataclass(frozen=True)
+class ModuleParameter:
+    """A module target's parameter (``weight``, ``layer.bias``): a differentiable input whose
+    value is the built module's."""
+
+    name: str
+
+
+def _module_target(cls: type, name: str, init_args: Mapping[str, Any]) -> Target:
+    import torch
+
+    module = build_module(cls, name, init_args)
+    forward = type(module).forward
+    if forward is torch.nn.Module.forward:
+        raise TargetError(f"{name} does not define forward", code="GV005", where=name)
+    params = params_of(forward, 1)  # without self
+    names = tuple(n for n, _ in module.named_parameters())
+    clash = set(names) & {p.name for p in params}
+    if clash:
+        raise TargetError(f"{name}: forward's argument {sorted(clash)[0]!r} has the name of a "
+                          "parameter of the module", code="GV005", where=name)
+    buffers = dict(module.named_buffers())
+    count = len(names)
+    use = RandomUse()
+
+    def apply(*values: Any) -> Any:
+        from torch.func import functional_call
+
+        given = dict(zip(names, values[len(values) - count:]))
+        like = next((v for v in (*given.values(), *values) if isinstance(v, torch.Tensor)
+                     and v.is_floating_point()), None)
+        state = {**{k: buffer_copy(b, like) for k, b in buffers.items()}, **given}
+        args, kwargs = split(params, values[: len(values) - count])
+        with same_random_numbers(values, use):
+            return functional_call(module, state, args, kwargs)
+
+    shown = name.split(":")[-1]
+    return Target(
+        function=adapter(shown, apply, cls.__module__, forward, random_use=use),
+        target=name,
+        style="none",
+        params=params + tuple(Param(n, ModuleParameter(n)) for n in names),
+        once_differentiable=False, has_jvp=False, vmap=None,
+        forward_location=location_of(forward), backward_location=None, backward_arity=None,
+        uses_mark_dirty=False, source_file=file_of(cls), kind=KIND.name,
+        capabilities=KIND.capabilities,
+        called=f"{shown}.forward", module=module, parameters=names, list_inputs=True)
+
+
+def module_parameter(target: Target, name: str) -> Any:
+    """The built module's value of parameter ``name`` (detached)."""
+    return dict(target.module.named_parameters())[name].detach()
