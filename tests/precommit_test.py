@@ -1,4 +1,4 @@
-"""The real pre-commit, in a fresh git repository, with the README's `repo: local` hook."""
+"""The real pre-commit, in a fresh git repository, with the `repo: local` hook of docs/ci.md."""
 from __future__ import annotations
 
 import os
