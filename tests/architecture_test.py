@@ -253,6 +253,27 @@ def test_one_module_per_check_and_the_registry_outside_the_package():
         assert type(check).__module__ == f"gradverify.checks.{name}"
 
 
+def test_the_pool_and_its_workers_send_only_typed_messages():
+    """The worker protocol is ``run/messages.py``: whatever the pool and a worker send over
+    their socket is a call of one of its classes, never a bare tuple with a string tag."""
+    run = PACKAGE / "run"
+    kinds = {n.name for n in ast.parse((run / "messages.py").read_text()).body
+             if isinstance(n, ast.ClassDef)}
+    sent, untyped = 0, []
+    for module in ("pool", "worker"):
+        for node in ast.walk(ast.parse((run / f"{module}.py").read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("send", "put", "send_bytes"):
+                sent += 1
+                what = node.args[0] if len(node.args) == 1 and not node.keywords else None
+                called = what.func if isinstance(what, ast.Call) else None
+                name = called.attr if isinstance(called, ast.Attribute) else \
+                    called.id if isinstance(called, ast.Name) else None
+                if name not in kinds:
+                    untyped.append(f"{module}.py:{node.lineno}: {ast.unparse(node)}")
+    assert sent >= 5 and untyped == []
+
+
 @pytest.mark.parametrize("attribute", ["untyped_storage", "_version", "equal", "data_ptr"])
 def test_tensor_kinds_are_handled_in_one_module(attribute):
     """Version counters, storages and equality differ by tensor kind (sparse, complex, views):

@@ -1,7 +1,10 @@
 """Isolation: crashes, aborts, hangs and exits become that case's error; the rest still runs."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -9,6 +12,11 @@ import sys
 import pytest
 
 from conftest import run_cli
+from gradverify.discover import Job, Plan
+from gradverify.options import RunOptions
+from gradverify.results import ErrorEntry
+from gradverify.run import messages, pool
+from gradverify.run.tasks import Task
 
 OPS = """
 import ctypes, os, sys, time
@@ -100,13 +108,59 @@ def test_crashes_become_case_errors_and_other_targets_report(crashy):
     assert crash["checks"][0]["findings"][0]["code"] == "GV010"
 
 
-def test_hang_times_out(crashy):
+def workers_first_run(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
+    """Each worker runs ``code`` before it starts (before its torch import)."""
+    command = pool.own_module_command
+
+    def slowed(module: str, *args: str) -> list[str]:
+        line = command(module, *args)
+        return [*line[:2], f"{code}\n{line[2]}", *line[3:]]
+
+    monkeypatch.setattr(pool, "own_module_command", slowed)
+
+
+def test_a_hang_times_out_and_a_slow_start_is_not_a_case_timeout(crashy, monkeypatch):
+    # each worker takes longer to start than a case may take: only the hang times out
+    workers_first_run(monkeypatch, "import time; time.sleep(4)")
     crashy.write("specs/hangs.yaml", spec("Hangs"))
     result = run_cli("check", "specs/hangs.yaml", "specs/good.yaml", "--timeout", "3",
                      isolate=True)
-    assert result.code == 1
+    assert result.code == 1, result.output
     assert "timed out after 3 s" in result.stdout and "[GV009" in result.stdout
+    assert result.stdout.count("[GV009") == 1 and "GV018" not in result.stdout
     assert re.search(r"ops:Good +\.\.", result.stdout)
+
+
+def test_a_worker_that_misses_its_start_deadline_is_no_cases_timeout(crashy, monkeypatch):
+    workers_first_run(monkeypatch, "import time; time.sleep(60)")
+    monkeypatch.setattr(pool, "START_DEADLINE", 1.0)
+    result = run_cli("check", "specs/good.yaml", "--timeout", "30", isolate=True)
+    flat = re.sub(r"\s+", " ", result.stdout)
+    assert result.code == 3, result.output
+    assert "a worker process (a fresh Python that imports torch and gradverify to run the " \
+           "cases) did not start within 1 s" in flat
+    assert "[GV018" in flat and "GV009" not in flat and "timed out" not in flat
+
+
+def test_worker_messages_are_frozen_documented_and_survive_pickling():
+    job = Job("ops:Good", None)
+    task = Task(0, 0, job, "inferred", first=True, smallest=True)
+    error = ErrorEntry("ops:Good", None, "GV003", "importing ops failed")
+    sent = [messages.Discover(Plan(deferred=["ops:Good"])), messages.RunTask(task, RunOptions()),
+            messages.Ready("2.5.0"), messages.Discovering("ops:Good", (job,), (error,), ("n",)),
+            messages.Planned(), messages.CheckStarted("contract"),
+            messages.TaskResult((None, [error]))]
+    kinds = {c for _, c in inspect.getmembers(messages, inspect.isclass)
+             if c.__module__ == messages.__name__}
+    assert {type(m) for m in sent} == kinds  # one of each kind
+    for message in sent:
+        assert type(message).__doc__ and dataclasses.is_dataclass(message)
+        assert pickle.loads(pickle.dumps(message)) == message
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            message.extra = 1  # type: ignore[union-attr]
+    assert messages.from_worker(sent[2]) == sent[2]
+    assert messages.from_worker(("result", None)) is None  # what user code wrote to the socket
+    assert messages.from_worker(sent[0]) is None  # the pool's own message is none of a worker's
 
 
 def test_in_process_mode_still_reports_system_exit(crashy):

@@ -1,10 +1,11 @@
 """Worker processes: a case that segfaults, aborts or hangs becomes that case's error.
 
 The parent never imports torch. Each worker is a fresh interpreter (``gradverify.run.worker``,
-talking over a socket pair) that imports the targets, runs one case at a time and sends back its
-frozen ``CaseResult``. One worker starts before the parent reads any spec, so its torch import
-overlaps with the parent's own work; the others once the number of cases is known. A worker that
-dies is replaced; one that exceeds ``--timeout`` on a case is killed and replaced. Worker
+talking over a socket pair in the messages of ``run/messages.py``) that imports the targets,
+runs one case at a time and sends back its frozen ``CaseResult``. One worker starts before the
+parent reads any spec, so its torch import overlaps with the parent's own work; the others once
+the number of cases is known. A worker that dies is replaced; one that exceeds ``--timeout`` on
+a case is killed and replaced (its start has a deadline of its own, ``START_DEADLINE``). Worker
 output (user prints, native crash messages) goes to a log file, so it never mixes into the
 report; the tail of it is quoted when a worker crashes.
 """
@@ -23,14 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
 
 from gradverify.choices import cores, worker_count
 from gradverify.discover import Plan
 from gradverify.errors import interrupt_signal, shown_path
 from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
-from gradverify.run import leftovers
+from gradverify.run import leftovers, messages
 from gradverify.run import worker as worker_process
 from gradverify.run.tasks import (
     Outcome,
@@ -48,9 +48,10 @@ from gradverify.syspath import own_module_command
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
 START_DEADLINE = 180.0
-"""Seconds a worker may take to start (a fresh Python importing torch and gradverify), apart
-from the per-case ``--timeout``: on a loaded CI runner torch's import alone can take tens of
-seconds, and a case's limit starts when the case starts."""
+"""Seconds a worker may take to start (a fresh Python importing torch and gradverify, until
+it says ``Ready``), apart from the per-case ``--timeout``: on a loaded CI runner torch's import
+alone can take tens of seconds, and a case's limit starts when the case starts. A worker that
+misses it is GV018 (no worker could start), never a case's timeout (GV009)."""
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Pool:
         self.options = options
         self.jobs = worker_count(max(1, options.jobs), max(1, options.jobs), cores())[0]
         self.timeout = options.timeout
+        self.start_deadline = START_DEADLINE
         self.workers: list[_Worker] = []
         self.versions: dict[str, str] = {}
         self.start_error: ErrorEntry | None = None
@@ -138,12 +140,12 @@ class Pool:
         timeout); one that did not is retired and becomes ``start_error``."""
         if worker.ready:
             return True
-        message = self._receive(worker, worker.spawned + START_DEADLINE - time.monotonic())
-        if message is None or message[0] != "ready":
+        message = self._receive(worker, worker.spawned + self.start_deadline - time.monotonic())
+        if not isinstance(message, messages.Ready):
             self.start_error = self._not_started(worker)
             return False
         worker.ready = True
-        self.versions["torch"] = message[1]
+        self.versions["torch"] = message.torch_version
         return True
 
     def _not_started(self, worker: _Worker) -> ErrorEntry:
@@ -151,7 +153,7 @@ class Pool:
             worker.process.wait(timeout=2)
             how = f"{ended(worker.process.returncode)} while starting"
         except subprocess.TimeoutExpired:
-            how = f"did not start within {START_DEADLINE:g} s"
+            how = f"did not start within {self.start_deadline:g} s"
         _kill(worker)
         self._retire(worker)
         return ErrorEntry(None, None, "GV018",
@@ -161,12 +163,12 @@ class Pool:
                           "torch, gradverify\"` works in this environment (the interpreter "
                           f"{shown_path(sys.executable)})")
 
-    def _receive(self, worker: _Worker, timeout: float) -> Any:
+    def _receive(self, worker: _Worker, timeout: float) -> messages.FromWorker | None:
         """The worker's next message within ``timeout`` seconds, or None (it closed its end,
         died, or stayed silent): no wait on a worker is unbounded."""
         try:
             if worker.conn.poll(max(0.0, timeout)):
-                return worker.conn.recv()
+                return messages.from_worker(worker.conn.recv())
         except (EOFError, OSError, pickle.UnpicklingError):
             pass
         return None
@@ -186,20 +188,19 @@ class Pool:
             if not self._await_ready(worker) and self.start_error is not None:
                 found.errors.append(self.start_error)  # no target's fault: none is blamed
                 break
-            worker.conn.send(("discover", Plan(deferred=remaining, config=plan.config,
-                                               spec_file=plan.spec_file)))
+            worker.conn.send(messages.Discover(Plan(deferred=remaining, config=plan.config,
+                                                    spec_file=plan.spec_file)))
             current = None
             while True:
                 message = self._receive(worker, self.timeout)
-                if message is not None and message[0] == "discovering":
+                if isinstance(message, messages.Discovering):
                     # what the targets before it found, then the next target's name
-                    _, target, jobs, errors, notes = message
-                    found.jobs += jobs
-                    found.errors += errors
-                    found.notes += notes
-                    current = target or current
+                    found.jobs += message.jobs
+                    found.errors += message.errors
+                    found.notes += message.notes
+                    current = message.target or current
                     continue
-                if message is not None and message[0] == "plan":
+                if isinstance(message, messages.Planned):
                     remaining = []
                 else:  # died, or hung: the target being imported is the cause
                     culprit = current or remaining[0]
@@ -310,7 +311,7 @@ class Pool:
                 continue
             worker.task, worker.started, worker.check = task, time.monotonic(), None
             worker.log_offset = worker_process.log_size(worker.log)
-            worker.conn.send(("task", task, self.options))
+            worker.conn.send(messages.RunTask(task, self.options))
             if progress:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
         return ended
@@ -324,11 +325,11 @@ class Pool:
         if worker.closed is None:
             try:
                 while worker.conn.poll():
-                    message = worker.conn.recv()
-                    if message[0] == "check":
-                        worker.check = message[1]
-                    elif message[0] == "result":
-                        outcomes[task.index] = message[1]
+                    message = worker.conn.recv()  # anything else is ignored
+                    if isinstance(message, messages.CheckStarted):
+                        worker.check = message.name
+                    elif isinstance(message, messages.TaskResult):
+                        outcomes[task.index] = message.outcome
                         worker.task = None
                         return True
             except (EOFError, OSError, pickle.UnpicklingError):

@@ -4,6 +4,7 @@
 log file; it runs in a session of its own, and inherits what its descendants orphan."""
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -12,13 +13,23 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from gradverify.discover import Plan, resolve_deferred
 from gradverify.results import ErrorEntry
 from gradverify.run import leftovers
-from gradverify.run.tasks import Task
+from gradverify.run.messages import (
+    CheckStarted,
+    Discover,
+    Discovering,
+    Planned,
+    Ready,
+    RunTask,
+    TaskResult,
+)
+from gradverify.run.tasks import Outcome, Task
 
 
 def worker_main(conn: Connection, log_path: str, threads: int) -> None:
-    """The worker loop: receive tasks, send results, until told to stop."""
+    """The worker loop: answer the parent's messages until it closes its end."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -33,42 +44,50 @@ def worker_main(conn: Connection, log_path: str, threads: int) -> None:
 
     torchstate.baseline()  # before any user module is imported
     from gradverify import syspath
-    from gradverify.discover import resolve_deferred
-    from gradverify.run.execute import execute
     from gradverify.targets import load
 
+    importlib.import_module("gradverify.run.execute")  # what a case runs (imported once here)
     # Only now, with gradverify's own modules imported: the user's folder is for their imports.
     syspath.ensure_cwd_on_path()
     load.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
     cache: dict[int, Any] = {}
-    conn.send(("ready", str(torch.__version__)))  # plain str: unpickling must not import torch
+    conn.send(Ready(str(torch.__version__)))
     while True:
         try:
             message = conn.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # the parent closed its end, or died: nothing more to do
             return
-        kind = message[0]
-        if kind == "stop":
-            return
-        if kind == "discover":
-            sent = [0, 0, 0]  # jobs, errors, notes already sent
+        if isinstance(message, Discover):
+            _discover(conn, message.plan)
+        elif isinstance(message, RunTask):
+            conn.send(TaskResult(_run(conn, message, cache)))
 
-            def discovering(target: str, found: Any, sent: list[int] = sent) -> None:
-                news = (found.jobs[sent[0]:], found.errors[sent[1]:], found.notes[sent[2]:])
-                sent[:] = [len(found.jobs), len(found.errors), len(found.notes)]
-                conn.send(("discovering", target, *news))
 
-            plan = resolve_deferred(message[1], on_target=discovering)
-            discovering("", plan)  # the last target's findings
-            conn.send(("plan",))
-        elif kind == "task":
-            task, options = message[1], message[2]
-            try:
-                outcome = execute(task, options, cache,
-                                  on_check=lambda name: conn.send(("check", name)))
-            except BaseException as exc:  # noqa: BLE001 -- a bug of ours: report, keep serving
-                outcome = (None, [_internal(task, exc)])
-            conn.send(("result", outcome))
+def _discover(conn: Connection, plan: Plan) -> None:
+    """Discover the plan's deferred targets, saying each target before importing it with what
+    the ones before it found: if the import ends or hangs this process, the parent knows
+    which target did."""
+    sent = [0, 0, 0]  # jobs, errors, notes already sent
+
+    def discovering(target: str, found: Plan) -> None:
+        jobs, errors, notes = sent
+        sent[:] = [len(found.jobs), len(found.errors), len(found.notes)]
+        conn.send(Discovering(target, tuple(found.jobs[jobs:]), tuple(found.errors[errors:]),
+                              tuple(found.notes[notes:])))
+
+    discovering("", resolve_deferred(plan, on_target=discovering))  # the last target's findings
+    conn.send(Planned())
+
+
+def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> Outcome:
+    """One case's outcome, saying each check as it starts."""
+    from gradverify.run.execute import execute
+
+    try:
+        return execute(message.task, message.options, cache,
+                       on_check=lambda name: conn.send(CheckStarted(name)))
+    except BaseException as exc:  # noqa: BLE001 -- a bug of ours: report, keep serving
+        return None, [_internal(message.task, exc)]
 
 
 def _internal(task: Task, exc: BaseException) -> ErrorEntry:
