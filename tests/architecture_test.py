@@ -325,3 +325,49 @@ def test_the_private_torch_finder_sees_every_spelling():
     assert sorted(_private_torch(tree)) == sorted([
         "torch._dynamo", "torch._library", "torch._C._autograd.f", "torch._C._autograd",
         "torch._C", "torch.ops.aten._foo"])
+
+
+KIND_MODULES = {f"gradverify.targets.{name}" for name in
+                ("function_class", "custom_op", "plain_function", "module")}
+
+
+def _kind_knowledge(tree: ast.AST, kind_names: set[str]) -> list[str]:
+    """Where code compares a ``.kind`` with a target kind's name, or imports a kind's module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            named = {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            if named & KIND_MODULES:
+                found.append(f"line {node.lineno}: imports {sorted(named & KIND_MODULES)[0]}")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            texts = {c.value for side in sides for c in ast.walk(side)
+                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides) \
+                    and texts & kind_names:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_targets_knows_a_kind_of_target():
+    """targets/ is the seam: other code asks a Target for capabilities (``Target.has``), and
+    names its kind only in messages."""
+    from gradverify.targets import KINDS
+
+    names = {kind.name for kind in KINDS}
+    offenders = [f"{name}: {where}" for name, path in _modules(PACKAGE).items()
+                 if not name.startswith("gradverify.targets")
+                 for where in _kind_knowledge(ast.parse(path.read_text()), names)]
+    assert offenders == []
+
+
+def test_the_kind_finder_sees_comparisons_and_imports():
+    names = {"custom op", "module"}
+    code = ("from gradverify.targets.custom_op import op_of\n"
+            "from gradverify.targets import module\n"
+            "a = info.kind == 'custom op'\n"
+            "b = ctx.info.kind in ('function', 'module')\n"
+            "c = g.kind == 'tensor'\n"
+            "d = f'not for a {info.kind}'\n")
+    assert [w.split(":")[0] for w in _kind_knowledge(ast.parse(code), names)] == \
+        ["line 1", "line 2", "line 3", "line 4"]
