@@ -5,6 +5,7 @@ Spec files and directories are read without importing torch; only ``mod:Class``,
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,8 @@ from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_fold
 from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
-from gradverify.spec.model import Spec, canonical_target, is_op_name, is_target_string
-from gradverify.targets.names import is_package_folder
+from gradverify.spec.model import Spec, is_op_name
+from gradverify.targets.names import ATTRIBUTE, MODULE, OP, SPECS, parse_target
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,12 @@ class Plan:
     config: Config | None = None
     spec_file: str | None = None
 
+    def __add__(self, other: Plan) -> Plan:
+        """This plan's findings, then ``other``'s (with this plan's config and spec file)."""
+        return Plan(jobs=self.jobs + other.jobs, errors=self.errors + other.errors,
+                    notes=self.notes + other.notes, deferred=self.deferred + other.deferred,
+                    config=self.config, spec_file=self.spec_file)
+
 
 def _error(exc: InputError, target: str | None = None, spec: str | None = None) -> ErrorEntry:
     file = exc.file if isinstance(exc, SpecError) else None
@@ -48,31 +55,37 @@ def _error(exc: InputError, target: str | None = None, spec: str | None = None) 
 
 
 class Discoverer:
+    """What TARGET arguments name, as a ``Plan``: every step returns the plan of what it found
+    (jobs, errors, notes, targets deferred to a worker), and ``run`` adds them up."""
+
     def __init__(self, config: Config, spec_file: str | None = None, *,
                  defer_imports: bool = False) -> None:
         self.config = config
         self.spec_file = spec_file
         self.defer_imports = defer_imports
-        self.plan = Plan(config=config, spec_file=spec_file)
         self._folder_specs: list[Spec] | None = None
         self._resolved: dict[str, Any] = {}
         """What each spec target resolved to (specs are matched against many targets)."""
 
+    def empty(self) -> Plan:
+        return Plan(config=self.config, spec_file=self.spec_file)
+
     def run(self, targets: list[str]) -> Plan:
+        plan = self.empty()
         if not targets:
             dirs = self.config.spec_dirs()
             existing = [d for d in dirs if d.is_dir()]
             if not existing:
                 shown = ", ".join(str(d) for d in dirs)
-                self.plan.notes.append(
+                plan.notes.append(
                     f"no spec folder found ({shown}); pass a target such as mymod:MyFunction, or "
                     "write a spec with `gradverify init mymod:MyFunction -o specs/myfunc.yaml`")
             for directory in existing:
-                self._directory(directory)
-            return self.plan
+                plan += self._directory(directory)
+            return plan
         for target in targets:
-            self._one(target)
-        return self.plan
+            plan += self._one(target)
+        return plan
 
     def changed(self, files: list[str]) -> Plan:
         """Pre-commit mode: the specs concerned by changed files. A changed spec file under
@@ -80,11 +93,12 @@ class Discoverer:
         factory is defined in it (matched by path, without importing it); every other file is
         ignored quietly."""
         seen: set[tuple[str | None, int | None]] = set()
+        plan = self.empty()
 
         def add(spec: Spec) -> None:
             if spec.target and (spec.path, spec.line) not in seen:
                 seen.add((spec.path, spec.line))
-                self.plan.jobs.append(Job(spec.target, spec))
+                plan.jobs.append(Job(spec.target, spec))
 
         folders = [d.resolve() for d in self.config.spec_dirs()]
         for name in files:
@@ -92,7 +106,9 @@ class Discoverer:
             if path.suffix in SPEC_SUFFIXES:
                 inside = any(d == path.parent or d in path.parents for d in folders)
                 if inside and path.is_file() and not self.config.excluded(path):
-                    for spec in self._load(path) or []:
+                    specs, errors = self._load(path)
+                    plan.errors += errors
+                    for spec in specs or []:
                         add(spec)
             elif path.suffix == ".py":
                 for spec in self.folder_specs():
@@ -101,116 +117,105 @@ class Discoverer:
                              *(f"{module}:_" for module in spec.imports)]
                     if any(n and path in _target_files(n, self.config.root) for n in named):
                         add(spec)
-        return self.plan
+        return plan
 
-    def _one(self, target: str) -> None:
-        target = canonical_target(target)
-        path = Path(target)
-        if path.is_dir() and not is_package_folder(target):
-            # a folder named like a spec file (more.yaml) is a folder; a package (its
-            # __init__.py, no spec file) is a module
-            self._directory(path)
-        elif target.endswith(SPEC_SUFFIXES):
-            self._spec_file(path, explicit=True)
-        elif ":" in target and not path.exists():
-            self._class(target)
-        elif target.endswith(".py") or path.is_file() or \
-                (is_target_string(f"{target}:X") and "/" not in target):
-            self._module(target)
-        else:
-            self.plan.errors.append(ErrorEntry(
-                target=target, spec=None, code="GV003",
-                message=f"{target}: not a spec file, directory, module or 'module:Class' target"))
+    def _one(self, target: str) -> Plan:
+        name = parse_target(target)
+        path = Path(name.text)
+        if name.form == SPECS:  # a folder named like a spec file is a folder
+            return self._directory(path) if path.is_dir() else self._spec_file(path, explicit=True)
+        if name.form in (OP, ATTRIBUTE):
+            return self._class(name.text)
+        if name.form == MODULE:
+            return self._module(name.text)
+        plan = self.empty()
+        plan.errors.append(ErrorEntry(
+            target=target, spec=None, code="GV003",
+            message=f"{target}: not a spec file, directory, module or 'module:Class' target"))
+        return plan
 
-    def _directory(self, directory: Path) -> None:
+    def _directory(self, directory: Path) -> Plan:
+        plan = self.empty()
         unreadable: list[tuple[Path, str]] = []
         files = spec_files(directory, self.config, unreadable)
         for folder, why in unreadable:
-            self.plan.errors.append(ErrorEntry(None, str(folder), "GV001",
-                                               unreadable_folder(folder, why)))
+            plan.errors.append(ErrorEntry(None, str(folder), "GV001",
+                                          unreadable_folder(folder, why)))
         if not files and not unreadable:
-            self.plan.notes.append(f"{directory}: no spec files (*.yaml, *.yml) found")
+            plan.notes.append(f"{directory}: no spec files (*.yaml, *.yml) found")
         for file in files:
-            self._spec_file(file, explicit=False)
+            plan += self._spec_file(file, explicit=False)
+        return plan
 
-    def _load(self, path: Path) -> list[Spec] | None:
+    @staticmethod
+    def _load(path: Path) -> tuple[list[Spec] | None, list[ErrorEntry]]:
+        """A spec file's specs, or None and every error in the file."""
         try:
-            return load_file(path)
+            return load_file(path), []
         except SpecError as exc:
-            for each in [exc, *exc.others]:  # every error in the file
-                self.plan.errors.append(_error(each, spec=str(path)))
-            return None
+            return None, [_error(each, spec=str(path)) for each in [exc, *exc.others]]
 
-    def _spec_file(self, path: Path, explicit: bool) -> None:
+    def _spec_file(self, path: Path, explicit: bool) -> Plan:
+        plan = self.empty()
         if explicit and not path.is_file():
-            self.plan.errors.append(ErrorEntry(None, str(path), "GV001",
-                                               f"{path}: no such spec file"))
-            return
-        specs = self._load(path)
+            plan.errors.append(ErrorEntry(None, str(path), "GV001",
+                                          f"{path}: no such spec file"))
+            return plan
+        specs, plan.errors = self._load(path)
         for spec in specs or []:
             if spec.target is None:
-                self.plan.errors.append(ErrorEntry(
+                plan.errors.append(ErrorEntry(
                     None, spec.path, "GV002",
                     f"{spec.where}: target: missing; name the Function (target: mymod:MyFunc), or "
                     f"pass it on the command line: gradverify check mymod:MyFunc --spec {path}"))
                 continue
-            self.plan.jobs.append(Job(spec.target, spec))
+            plan.jobs.append(Job(spec.target, spec))
+        return plan
 
     def folder_specs(self) -> list[Spec]:
         """Every valid spec in the configured spec folders (invalid ones are skipped here;
-        they are reported when run directly). Read once per process while the files are
-        unchanged: a worker discovers targets one at a time."""
+        they are reported when run directly)."""
         if self._folder_specs is None:
             files = [f for d in self.config.spec_dirs() if d.is_dir()
                      for f in spec_files(d, self.config)]
-            key = tuple((str(f), *_stamp(f)) for f in files)
-            if key not in _FOLDER_SPECS:
-                specs: list[Spec] = []
-                for file in files:
-                    try:
-                        specs.extend(load_file(file))
-                    except InputError:
-                        continue
-                _FOLDER_SPECS.clear()
-                _FOLDER_SPECS[key] = specs
-            self._folder_specs = _FOLDER_SPECS[key]
+            self._folder_specs = list(_read_specs(tuple((f, *_stamp(f)) for f in files)))
         return self._folder_specs
 
-    def _class(self, target: str) -> None:
+    def _class(self, target: str) -> Plan:
         from gradverify.targets import resolve_object
 
+        plan = self.empty()
         if self.defer_imports:
-            self.plan.deferred.append(target)
-            return
-
+            plan.deferred.append(target)
+            return plan
         if self.spec_file:
-            specs = self._load(Path(self.spec_file))
+            specs, plan.errors = self._load(Path(self.spec_file))
             if specs is None:
-                return
+                return plan
             chosen = self._match(target, specs)
             if chosen is None:
                 names = ", ".join(str(s.target) for s in specs)
-                self.plan.errors.append(ErrorEntry(
+                plan.errors.append(ErrorEntry(
                     target, self.spec_file, "GV002",
                     f"{self.spec_file}: no spec in this file is for {target} (it has: {names})"))
-                return
-            self.plan.jobs.append(Job(target, chosen))
-            return
+            else:
+                plan.jobs.append(Job(target, chosen))
+            return plan
         if is_op_name(target):  # imported by the run, after its spec's `imports:`
             ops: list[Spec | None] = [s for s in self.folder_specs()
                                       if s.target and _same_op(s.target, target)]
-            self.plan.jobs.extend(Job(target, spec) for spec in ops or [None])
-            return
+            plan.jobs.extend(Job(target, spec) for spec in ops or [None])
+            return plan
         try:
             resolve_object(target)
         except InputError as exc:
-            self.plan.errors.append(_error(exc, target=target))
-            return
+            plan.errors.append(_error(exc, target=target))
+            return plan
         # Every spec under the spec folders that names this class runs, each as its own job
         # (their results name their spec files): none is dropped silently.
         matching: list[Spec | None] = [*self._matching(target, self.folder_specs())]
-        for spec in matching or [None]:
-            self.plan.jobs.append(Job(target, spec))
+        plan.jobs.extend(Job(target, spec) for spec in matching or [None])
+        return plan
 
     def _matching(self, target: str, specs: list[Spec]) -> list[Spec]:
         """The specs naming ``target``, by its spelling or by the class it resolves to."""
@@ -233,43 +238,51 @@ class Discoverer:
             return untargeted[0]
         return specs[0] if len(specs) == 1 else None
 
-    def _module(self, name: str) -> None:
+    def _module(self, name: str) -> Plan:
         from gradverify.packages import defined_in
         from gradverify.targets import import_module
 
+        plan = self.empty()
         if self.defer_imports:
-            self.plan.deferred.append(name)
-            return
-
+            plan.deferred.append(name)
+            return plan
         try:
             module = import_module(name)
         except InputError as exc:
-            self.plan.errors.append(_error(exc, target=name))
-            return
+            plan.errors.append(_error(exc, target=name))
+            return plan
         found_here, failed = defined_in(module)
-        self.plan.notes += [f"{f.module}: not imported, so its targets are not checked: "
-                            f"{f.reason}" for f in failed]
+        plan.notes += [f"{f.module}: not imported, so its targets are not checked: "
+                       f"{f.reason}" for f in failed]
         if not found_here:
-            self.plan.notes.append(f"{name}: defines no torch.autograd.Function subclass, "
-                                   "custom op or nn.Module class (a plain function is "
-                                   "checked as module:function)")
-            return
-        found = 0
-        for each in found_here:
-            for spec in self.folder_specs():
-                if resolves_to(spec, each.obj, self._resolved):
-                    self.plan.jobs.append(Job(spec.target or "", spec))
-                    found += 1
-        if not found:
+            plan.notes.append(f"{name}: defines no torch.autograd.Function subclass, "
+                              "custom op or nn.Module class (a plain function is "
+                              "checked as module:function)")
+            return plan
+        plan.jobs += [Job(spec.target or "", spec) for each in found_here
+                      for spec in self.folder_specs()
+                      if resolves_to(spec, each.obj, self._resolved)]
+        if not plan.jobs:
             names = ", ".join(d.target.removeprefix(f"{name}:") for d in found_here)
-            self.plan.notes.append(
+            plan.notes.append(
                 f"{name}: none of its targets ({names}) has a spec in "
                 f"{', '.join(self.config.specs)}; run `gradverify init {name}` to write them, "
                 f"or check one directly: gradverify check {found_here[0].target}")
+        return plan
 
 
-_FOLDER_SPECS: dict[tuple[Any, ...], list[Spec]] = {}
-"""The spec folders' specs, keyed by their files' paths, sizes and modification times."""
+@functools.lru_cache(maxsize=2)
+def _read_specs(files: tuple[tuple[Path, int, int], ...]) -> tuple[Spec, ...]:
+    """The valid specs of spec files, each given with its modification time and size: read
+    once per process while the files are unchanged (a worker discovers targets one at a time,
+    ``verify`` is called in loops)."""
+    specs: list[Spec] = []
+    for file, _, _ in files:
+        try:
+            specs.extend(load_file(file))
+        except InputError:
+            continue
+    return tuple(specs)
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -314,8 +327,11 @@ def _target_files(target: str, root: Path, *, search_path: bool = False) -> set[
     the project root, its ``src/`` and the current directory (and ``sys.path``, if asked)."""
     import sys
 
-    module = target.rpartition(":")[0]
-    if module.endswith(".py") or "/" in module:
+    name = parse_target(target)
+    if name.form != ATTRIBUTE:  # an op's name names no file
+        return set()
+    module = name.module
+    if name.is_path:
         return {(root / module).resolve(), Path(module).resolve()}
     parts = module.split(".")
     bases = [root, root / "src", Path.cwd()]
@@ -330,21 +346,20 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
     files, and the modules of the targets, factories and references they name. Reports must
     never be written over them."""
     specs: list[Path] = [Path(spec_file)] if spec_file else []
-    names: list[str] = []
+    names_read: list[str] = []
     folders: list[Path] = [] if targets else config.spec_dirs()
     for target in targets:
-        path = Path(target)
-        if path.is_dir():  # a folder named like a spec file is a folder
-            folders.append(path)
-        elif target.endswith(SPEC_SUFFIXES):
-            specs.append(path)
-        elif ":" in target and not path.exists():
-            names.append(target)
+        name = parse_target(target)
+        path = Path(name.text)
+        if name.form == SPECS:  # a folder named like a spec file is a folder
+            (folders if path.is_dir() else specs).append(path)
+        elif name.form in (OP, ATTRIBUTE):
+            names_read.append(name.text)
             folders += config.spec_dirs()  # a mod:Class target runs the specs naming it
-        elif target.endswith(".py"):
+        elif name.text.endswith(".py"):
             specs.append(path)  # not a spec, but read all the same
         else:
-            names.append(f"{target}:_")
+            names_read.append(f"{name.text}:_")
             folders += config.spec_dirs()
     for folder in dict.fromkeys(folders):
         if folder.is_dir():
@@ -355,9 +370,9 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
         except InputError:
             continue
         for spec in loaded:
-            names += [n for n in (spec.target, spec.reference) if n]
-            names += [c.factory for c in spec.cases if c.factory]
-    found = [f for name in dict.fromkeys(names)
+            names_read += [n for n in (spec.target, spec.reference) if n]
+            names_read += [c.factory for c in spec.cases if c.factory]
+    found = [f for name in dict.fromkeys(names_read)
              for f in _target_files(name, config.root, search_path=True) if f.is_file()]
     return [*specs, *found]
 
@@ -371,10 +386,10 @@ def resolve_deferred(plan: Plan, on_target: Any = None) -> Plan:
         return plan
     assert plan.config is not None, "deferred targets come from a Discoverer, with its config"
     discoverer = Discoverer(plan.config, plan.spec_file)
+    found = discoverer.empty()
     for target in plan.deferred:
         if on_target is not None:
-            on_target(target, discoverer.plan)
-        discoverer.run([target])
-    found = discoverer.plan
+            on_target(target, found)
+        found += discoverer.run([target])
     return Plan(jobs=plan.jobs + found.jobs, errors=plan.errors + found.errors,
                 notes=plan.notes + found.notes)

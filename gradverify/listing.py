@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
+from gradverify.config import Config, spec_files, unreadable_folder
 from gradverify.discover import Discoverer, resolves_to
 from gradverify.errors import InputError, SpecError, UsageError
 from gradverify.spec.file import load_file
-from gradverify.spec.model import canonical_target, is_op_name
-from gradverify.targets.names import is_package_folder
+from gradverify.targets.names import ATTRIBUTE, SPECS, parse_target
 
 
 def _spec_lines(files: list[Path]) -> Iterator[str]:
@@ -42,15 +41,13 @@ def list_items(where: list[str], config: Config, errors: list[str]) -> Iterator[
         return
     for item in where:
         path = Path(item)
-        if path.is_dir() and not is_package_folder(item):
-            yield from _spec_lines(_spec_files(path, config, errors))
-        elif item.endswith(SPEC_SUFFIXES):
-            yield from _spec_lines([path])
-        else:
-            try:
-                yield from _module_lines(item, config)
-            except InputError as exc:
-                errors.append(f"{exc}  [{exc.code}]")
+        if parse_target(item).form == SPECS:  # a folder named like a spec file is a folder
+            yield from _spec_lines(_spec_files(path, config, errors) if path.is_dir() else [path])
+            continue
+        try:
+            yield from _module_lines(item, config)
+        except InputError as exc:
+            errors.append(f"{exc}  [{exc.code}]")
 
 
 def _spec_files(folder: Path, config: Config, errors: list[str]) -> list[Path]:
@@ -63,17 +60,15 @@ def _spec_files(folder: Path, config: Config, errors: list[str]) -> list[Path]:
 def _refuse_target(item: str) -> None:
     """``list`` takes modules and spec paths. A target (``mod:name``, ``ns::op``) is what
     ``check`` and ``init`` take; imported as a module, it would only say "no module named"."""
-    if Path(item).exists():
-        return
+    name = parse_target(item)
     taken = f"{item}: list takes a module or a spec file or folder"
-    op = canonical_target(item)
-    if is_op_name(op):
+    if name.op:
         raise UsageError(f"{taken}, not an op name; list the module that registers it "
-                         f"(gradverify list MODULE), or check the op: gradverify check {op}")
-    if ":" in item:
-        module = item.partition(":")[0]
-        raise UsageError(f"{taken}, not a target; to list what {module} defines, run: "
-                         f"gradverify list {module}")
+                         f"(gradverify list MODULE), or check the op: gradverify check "
+                         f"{name.text}")
+    if name.form == ATTRIBUTE:
+        raise UsageError(f"{taken}, not a target; to list what {name.module} defines, run: "
+                         f"gradverify list {name.module}")
 
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:

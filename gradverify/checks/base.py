@@ -74,7 +74,9 @@ class Check(abc.ABC):
         wanted = [*self.needs.items(), *([(self.made_for, "")] if self.made_for else [])]
         for capability, reason in wanted:
             if not info.has(capability):
-                return f"not for a {info.kind}: {reason or why_lacking(info, capability)}"
+                article = "an" if info.kind[:1].lower() in "aeiou" else "a"
+                return (f"not for {article} {info.kind}: "
+                        f"{reason or why_lacking(info, capability)}")
         return None
 
     @abc.abstractmethod

@@ -36,21 +36,29 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
     """The targets a name gives, after importing ``imports``: ``mod:Name`` or ``ns::op`` (an
     error when it cannot be introspected), or every Function class, custom op, op registered
     with ``torch.library`` and ``nn.Module`` class of a module or ``.py`` file."""
-    from gradverify.spec.model import is_op_name
-    from gradverify.targets import Capability, import_module, may_have, resolve, resolve_object
+    from gradverify.targets import (
+        Capability,
+        import_module,
+        may_have,
+        parse_target,
+        resolve,
+        resolve_object,
+    )
+    from gradverify.targets.names import ATTRIBUTE
 
-    for name in imports:
-        import_module(name)
-    if is_op_name(target):
+    for module in imports:
+        import_module(module)
+    name = parse_target(target)
+    if name.op:
         try:
-            return [Found(resolve(target, imports), imports)], []
+            return [Found(resolve(name.text, imports), imports)], []
         except TargetError as exc:
             if imports or not exc.message.startswith("no operator"):
                 raise
             raise TargetError("no operator of this name is registered: pass --import MODULE, "
                               "the module whose import registers it (the spec lists it under "
                               "imports:)", code=exc.code, where=target) from None
-    if ":" in target:
+    if name.form == ATTRIBUTE:
         obj = resolve_object(target)
         init_args = guess_init_args(obj) if may_have(obj, Capability.PARAMETERS) else None
         return [Found(resolve(target, init_args=init_args))], []

@@ -22,6 +22,7 @@ from gradverify.recording.draft import Draft, indexed_dim, initial_draft, is_dim
 from gradverify.recording.shrink import back_off
 from gradverify.recording.spool import Observation, Spool
 from gradverify.spec.yamlio import flow_scalar
+from gradverify.targets.names import parse_target
 
 
 @dataclass
@@ -132,7 +133,7 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
     header = (f"# Recorded by `gradverify record` on {stamp}\n"
               f"# from {origin} ({calls} distinct call signature{'s' * (calls != 1)}).\n"
               "# Sizes are shrunk for gradient checking; each dim shows its recorded size.\n")
-    if target.split(":")[0].endswith(".py"):
+    if parse_target(target).is_path:
         header += ("# The target is a script: checking imports it (without running its\n"
                    "# `if __name__ == \"__main__\":` block); move the Function to a module if\n"
                    "# the script does work at import.\n")

@@ -14,6 +14,7 @@ from gradverify.run import leftovers
 from gradverify.spec.binding import case_tensors
 from gradverify.spec.model import Spec
 from gradverify.targets import Target
+from gradverify.targets.names import parse_target
 
 
 def nothing_verified_row(ctx: CheckContext, nothing: str | None) -> list[CheckResult]:
@@ -102,7 +103,7 @@ def state_changes(info: Target, changes: list[str], *, before: bool) -> list[Fin
     module's targets, never here: they were undone right after that import."""
     findings = []
     # the module named by the target (a re-export imports it too), or the class's own
-    named = info.target.rpartition(":")[0]
+    named = parse_target(info.target).module
     module = next((m for m in (named, getattr(info.function, "__module__", ""))
                    if torchstate.IMPORT_CHANGES.get(m)), "")
     if before and module:

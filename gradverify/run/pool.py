@@ -44,6 +44,7 @@ from gradverify.run.tasks import (
     timed_out,
 )
 from gradverify.syspath import own_module_command
+from gradverify.targets.names import parse_target
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
@@ -219,7 +220,7 @@ class Pool:
             how = f"did not finish within {self.timeout:g} s"
         _kill(worker)
         self._retire(worker)
-        module = target.rpartition(":")[0] or target
+        module = parse_target(target).module or target
         return ErrorEntry(target, None, "GV003",
                           f"importing {module} {how}: the module ends or hangs the process "
                           "when imported (os._exit, a native abort, a wait)"
