@@ -44,8 +44,9 @@ class Applied:
         return [j for j, o in self.tensors if o.requires_grad]
 
     @property
-    def ctx(self) -> Any:
-        """The Function's ctx: the ``grad_fn`` of its differentiable outputs."""
+    def node(self) -> Any:
+        """The call's autograd node (a Function's backward ``ctx``): the ``grad_fn`` of its
+        differentiable outputs. (Not the check's context, which the checks call ``ctx``.)"""
         for j in self.differentiable:
             fn = self.outputs[j].grad_fn
             if fn is not None:
@@ -163,8 +164,8 @@ def no_own_backward(info: Target, applied: Applied) -> str | None:
     """Why backward cannot be called raw on this call's graph, or None: a custom op whose
     autograd kernel was written by hand at the Autograd key (not ``register_autograd``) has no
     formula of its own to call; the engine-based checks still see its gradients."""
-    if not info.has(Capability.SCHEMA) or applied.ctx is None \
-            or registered_formula(applied.ctx) is not None:
+    if not info.has(Capability.SCHEMA) or applied.node is None \
+            or registered_formula(applied.node) is not None:
         return None
     return ("not for this custom op: its autograd kernel is not a formula registered with "
             "register_autograd, so there is no backward of its own to call")
@@ -174,7 +175,7 @@ def raw_backward(info: Target, applied: Applied, grads: Sequence[Any]) -> tuple[
     """backward's own return value, before the engine validates, casts or sums it.
     Grad mode is off, as the engine runs backward without create_graph."""
     with torch.no_grad():
-        result = info.function.backward(applied.ctx, *grads)
+        result = info.function.backward(applied.node, *grads)
     return result if isinstance(result, tuple) else (result,)
 
 

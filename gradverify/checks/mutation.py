@@ -89,7 +89,7 @@ class MutationCheck(Check):
             applied = calls.apply(ctx.info, Args(args.names, values, args.differentiable),
                                   protect_inputs=False)
         _inputs_written(ctx, applied, before, list(tensors), outcome)
-        if applied.ctx is None or calls.no_own_backward(ctx.info, applied):
+        if applied.node is None or calls.no_own_backward(ctx.info, applied):
             outcome.summary = "forward checked; no differentiable output for backward"
             return outcome
         changed_after_save = _saved_then_changed(ctx, outcome)
@@ -109,7 +109,7 @@ def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
     # mark_dirty rebases the input's history onto this Function: the input comes back as
     # an output whose grad_fn is the Function's ctx (ctx.dirty_tensors is cleared by then).
     dirty = {id(o) for _, o in applied.tensors
-             if applied.ctx is not None and o.grad_fn is applied.ctx}
+             if applied.node is not None and o.grad_fn is applied.node}
     for k in before.changed():
         pos = positions[k]
         if id(applied.args.values[pos]) in dirty:
@@ -150,7 +150,7 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     from gradverify.checks import _tensors as tk
 
     stored = [t for t in saved if isinstance(t, torch.Tensor)]
-    stored += [t for _, t in tk.ctx_tensors(applied.ctx)]
+    stored += [t for _, t in tk.ctx_tensors(applied.node)]
     saved_snapshot = tk.Snapshot.of(stored)
     grads = calls.random_grads(applied, ctx.generator("mutation"))
     grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]

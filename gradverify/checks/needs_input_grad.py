@@ -123,7 +123,7 @@ class NeedsInputGradCheck(Check):
 
         args = base.clone(requires_grad=subset)
         applied = calls.apply(ctx.info, args)
-        if applied.ctx is None or calls.no_own_backward(ctx.info, applied):
+        if applied.node is None or calls.no_own_backward(ctx.info, applied):
             return None
         grads = calls.random_grads(applied, ctx.generator("needs_input_grad"))
         label = _label(args.names, subset, diff)

@@ -84,7 +84,7 @@ class SavedTensorsCheck(Check):
             applied = calls.differentiable_call(ctx)
         if isinstance(applied, calls.NothingToDifferentiate):
             return applied.skip()
-        kept = tk.ctx_tensors(applied.ctx)
+        kept = tk.ctx_tensors(applied.node)
         outputs = [o for _, o in applied.tensors]
         inputs = applied.named_inputs()
         for attr, tensor in kept:
@@ -156,7 +156,7 @@ class SavedTensorsCheck(Check):
         gc.disable()
         try:
             applied = calls.apply(ctx.info, args)
-            attrs = {id(t): attr for attr, t in tk.ctx_tensors(applied.ctx)}
+            attrs = {id(t): attr for attr, t in tk.ctx_tensors(applied.node)}
             refs = [(j, weakref.ref(o), attrs.get(id(o))) for j, o in applied.tensors
                     if o.requires_grad or id(o) in attrs]
             del applied
@@ -246,7 +246,7 @@ def _sparse_aliases(run: Applied, tensor: torch.Tensor) -> list[torch.Tensor]:
     saved_tensors_hooks, which would switch the version check off.)"""
     from gradverify.checks import _tensors as tk
 
-    return [t for t in _saved(run.ctx) if tk.is_sparse(t)
+    return [t for t in _saved(run.node) if tk.is_sparse(t)
             and set(tk.storages(t)) & set(tk.storages(tensor))]
 
 

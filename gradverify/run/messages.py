@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gradverify.discover import Job, Plan
 from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
-from gradverify.run.tasks import Outcome, Task
+from gradverify.run.tasks import Task, TaskOutcome
 
 # ------------------------------------------------------------------ parent to worker
 
@@ -71,7 +71,7 @@ class CheckStarted:
 class TaskResult:
     """The current task's outcome: the case's result (or None) and the errors met."""
 
-    outcome: Outcome
+    outcome: TaskOutcome
 
 
 ToWorker = Discover | RunTask

@@ -33,9 +33,9 @@ from gradverify.results import ErrorEntry
 from gradverify.run import leftovers, messages
 from gradverify.run import worker as worker_process
 from gradverify.run.tasks import (
-    Outcome,
-    Outcomes,
     Task,
+    TaskOutcome,
+    TaskOutcomes,
     TasksInterrupted,
     crashed,
     ended,
@@ -226,11 +226,12 @@ class Pool:
                           "when imported (os._exit, a native abort, a wait)"
                           + worker_process.log_tail(worker.log))
 
-    def run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None) -> Outcomes:
+    def run(self, tasks: list[Task],
+            progress: Callable[[int, int, str], None] | None) -> TaskOutcomes:
         """Every task's outcome. On an interrupt (SIGINT, SIGTERM, SIGHUP) the workers are
         stopped and ``TasksInterrupted`` raised, with what finished and the rest as interrupted
         errors."""
-        outcomes: Outcomes = {}
+        outcomes: TaskOutcomes = {}
         try:
             return self._run(tasks, progress, outcomes)
         except KeyboardInterrupt as exc:
@@ -254,7 +255,7 @@ class Pool:
             self._retire(worker)
 
     def _run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None,
-             outcomes: Outcomes) -> Outcomes:
+             outcomes: TaskOutcomes) -> TaskOutcomes:
         if not tasks:
             return outcomes
         pending = deque(tasks)
@@ -294,7 +295,7 @@ class Pool:
                 progress(done, len(tasks), "")
         return outcomes
 
-    def _assign(self, pending: deque[Task], outcomes: Outcomes, done: int, total: int,
+    def _assign(self, pending: deque[Task], outcomes: TaskOutcomes, done: int, total: int,
                 progress: Callable[[int, int, str], None] | None) -> int:
         """Give each idle worker a pending task; how many tasks ended at once (their worker
         had died). A task whose worker did not start stays pending."""
@@ -317,7 +318,7 @@ class Pool:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
         return ended
 
-    def _poll(self, worker: _Worker, outcomes: Outcomes) -> bool:
+    def _poll(self, worker: _Worker, outcomes: TaskOutcomes) -> bool:
         """Handle what one busy worker did; True when its task is finished. Never blocks:
         messages already sent are read before any time limit is applied."""
         task = worker.task
@@ -364,15 +365,15 @@ class Pool:
         if worker in self.workers:
             self.workers.remove(worker)
 
-    def _lost(self, worker: _Worker, task: Task) -> Outcome:
+    def _lost(self, worker: _Worker, task: Task) -> TaskOutcome:
         return lost(task, worker.check, worker_process.log_tail(worker.log, worker.log_offset))
 
-    def _crashed(self, worker: _Worker, task: Task) -> Outcome:
+    def _crashed(self, worker: _Worker, task: Task) -> TaskOutcome:
         _reap(worker)
         return crashed(task, worker.check, worker.process.returncode,
                        worker_process.log_tail(worker.log, worker.log_offset))
 
-    def _timed_out(self, worker: _Worker, task: Task) -> Outcome:
+    def _timed_out(self, worker: _Worker, task: Task) -> TaskOutcome:
         return timed_out(task, worker.check, self.timeout)
 
 

@@ -21,8 +21,8 @@ from gradverify.results import CaseResult, ErrorEntry, Report, Settings
 from gradverify.run.execute import execute
 from gradverify.run.tasks import (
     UNSUPPORTED_ROW,
-    Outcomes,
     Task,
+    TaskOutcomes,
     TasksInterrupted,
     mark_interrupted,
 )
@@ -44,7 +44,7 @@ def run(plan: Plan, options: RunOptions,
     ``time.perf_counter()`` value, then counts that early start in the duration). An interrupt
     raises ``RunInterrupted`` with the report of what finished."""
     started = time.perf_counter() if started is None else started
-    outcomes: Outcomes = {}
+    outcomes: TaskOutcomes = {}
     if options.isolate:
         from gradverify.run.pool import Pool
 

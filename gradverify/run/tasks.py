@@ -37,9 +37,9 @@ def failed_case(task: Task, check: str | None, code: str, message: str, hint: st
                       inferred=spec is None)
 
 
-Outcome = tuple[CaseResult | None, list[ErrorEntry]]
+TaskOutcome = tuple[CaseResult | None, list[ErrorEntry]]
 """A task's outcome: the case's result (or None) and the errors met."""
-Outcomes = dict[int, Outcome]
+TaskOutcomes = dict[int, TaskOutcome]
 """Each task's outcome by its index."""
 
 
@@ -47,7 +47,7 @@ def during(check: str | None) -> str:
     return f" during {check}" if check else ""
 
 
-def lost(task: Task, check: str | None, tail: str) -> Outcome:
+def lost(task: Task, check: str | None, tail: str) -> TaskOutcome:
     """The worker running ``task`` closed its connection (``tail``: its last output)."""
     message = (f"the process running this case closed its connection to gradverify and was "
                f"stopped{during(check)}{tail}")
@@ -57,7 +57,7 @@ def lost(task: Task, check: str | None, tail: str) -> Outcome:
                        "--no-isolate"), []
 
 
-def crashed(task: Task, check: str | None, code: int | None, tail: str) -> Outcome:
+def crashed(task: Task, check: str | None, code: int | None, tail: str) -> TaskOutcome:
     """The worker running ``task`` died with exit status ``code``: while importing the
     target, that target's import error; else the case's crash."""
     if check == "import":
@@ -71,7 +71,7 @@ def crashed(task: Task, check: str | None, code: int | None, tail: str) -> Outco
                        "with --no-isolate under a debugger"), []
 
 
-def timed_out(task: Task, check: str | None, timeout: float) -> Outcome:
+def timed_out(task: Task, check: str | None, timeout: float) -> TaskOutcome:
     return failed_case(task, check, "GV009", f"timed out after {timeout:g} s{during(check)}",
                        "use smaller shapes, --fast, or a larger --timeout"), []
 
@@ -100,12 +100,13 @@ class TasksInterrupted(Interrupted):
     """Raised by ``Pool.run`` on an interrupt, once the workers are stopped: ``outcomes``
     holds every task's, those that did not finish as errors (GV014)."""
 
-    def __init__(self, outcomes: Outcomes, signum: int) -> None:
+    def __init__(self, outcomes: TaskOutcomes, signum: int) -> None:
         super().__init__(signum)
         self.outcomes = outcomes
 
 
-def mark_interrupted(tasks: list[Task], outcomes: Outcomes, exc: KeyboardInterrupt) -> Outcomes:
+def mark_interrupted(tasks: list[Task], outcomes: TaskOutcomes,
+                     exc: KeyboardInterrupt) -> TaskOutcomes:
     """Every task without an outcome becomes a GV014 error naming the signal."""
     why = f"signal {signal.Signals(exc.signum).name}" if isinstance(exc, Interrupted) \
         else "an interrupt (SIGINT)"

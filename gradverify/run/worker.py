@@ -25,7 +25,7 @@ from gradverify.run.messages import (
     RunTask,
     TaskResult,
 )
-from gradverify.run.tasks import Outcome, Task
+from gradverify.run.tasks import Task, TaskOutcome
 
 
 def worker_main(conn: Connection, log_path: str, threads: int) -> None:
@@ -79,7 +79,7 @@ def _discover(conn: Connection, plan: Plan) -> None:
     conn.send(Planned())
 
 
-def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> Outcome:
+def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> TaskOutcome:
     """One case's outcome, saying each check as it starts."""
     from gradverify.run.execute import execute
 

@@ -32,7 +32,7 @@ class FunctionClassKind:
 
     @staticmethod
     def introspect(obj: Any, name: str, init_args: Mapping[str, Any]) -> Target:
-        return introspect(obj, name)
+        return class_target(obj, name)
 
     @staticmethod
     def defined_in(obj: Any, module: str) -> bool:
@@ -52,7 +52,7 @@ def is_function_class(obj: Any) -> bool:
         and obj not in torchcompat.function_machinery()
 
 
-def introspect(obj: Any, target: str | None = None) -> Target:
+def class_target(obj: Any, target: str | None = None) -> Target:
     """A Function class's ``Target``. (Every kind of target: ``gradverify.targets.introspect``.)"""
     from torch.autograd import Function
 
