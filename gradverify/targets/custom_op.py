@@ -67,7 +67,6 @@ def op_name(obj: Any) -> str:
     return str(name) if name else repr(obj)
 
 
-
 def op_of(obj: Any) -> Any:
     """The ``OpOverload`` of a ``CustomOpDef``, ``OpOverload`` or single-overload packet."""
 
@@ -111,7 +110,6 @@ def op_by_name(text: str, imports: tuple[str, ...]) -> Any:
         raise TargetError(f"{namespace}::{name} has no overload {overload!r} (it has "
                           f"{', '.join(packet.overloads())})", code="GV004", where=text)
     return getattr(packet, overload)
-
 
 
 def _op_target(obj: Any, op: Any, name: str) -> Target:
@@ -177,7 +175,6 @@ def _has_vmap(op: Any, opdef: Any) -> bool:
     if opdef is not None:
         return getattr(opdef, "_vmap_fn", None) is not None
     return torchcompat.has_dispatch_kernel(op._name, "FuncTorchBatched")
-
 
 
 DEFINED_OP = re.compile(r"^(\w+)::(\w+)")

@@ -23,7 +23,6 @@ def unwrap(fn: Any) -> Any:
     return fn
 
 
-
 def params_of(fn: Callable[..., Any], skip: int) -> tuple[Param, ...]:
     """forward's parameters without the leading ``cls``/``ctx`` ones."""
     try:
@@ -39,7 +38,6 @@ def params_of(fn: Callable[..., Any], skip: int) -> tuple[Param, ...]:
         inspect.Parameter.VAR_KEYWORD: "var_keyword",
     }
     return tuple(Param(p.name, p.default, p.annotation, kinds[p.kind]) for p in params)
-
 
 
 def location_of(fn: Any) -> str | None:

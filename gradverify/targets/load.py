@@ -26,7 +26,6 @@ def _real_interrupt(exc: KeyboardInterrupt) -> bool:
     return not USER_INTERRUPTS or isinstance(exc, Interrupted)
 
 
-
 def split_target(text: str) -> tuple[str, str]:
     module, sep, attr = text.rpartition(":")
     if not sep or not module or not attr:
@@ -168,7 +167,6 @@ def resolve_named(text: str) -> tuple[Any, str]:
     if path_like and not module.__name__.startswith("_gradverify_user_"):
         return obj, f"{module.__name__}:{attr}"
     return obj, f"{module_name}:{attr}"
-
 
 
 def normalise(text: str, obj: Any) -> str:
