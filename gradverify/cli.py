@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,6 +26,9 @@ from gradverify.errors import (
     interrupt_exit_code,
 )
 from gradverify.results import ExitCode, Report
+
+if TYPE_CHECKING:
+    from gradverify.report import Verbosity
 
 
 def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
@@ -128,6 +131,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     from gradverify import config as config_mod
     from gradverify.api import check_targets
     from gradverify.options import RunOptions
+    from gradverify.report import Verbosity
 
     config = config_mod.load()
     outputs = _outputs({"--output": output, "--json": json_file, "--junit-xml": junit_file},
@@ -148,8 +152,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
                                        spec_file=spec_file, progress=progress)
         except RunInterrupted as exc:
             report, interrupted = exc.report, exc
-    failed = _show_and_write(report, fmt, outputs, verbosity=1 if verbose else -1 if quiet
-                             else 0, color=color)
+    failed = _show_and_write(report, fmt, outputs, color=color,
+                             verbosity=Verbosity.of(quiet=quiet, verbose=verbose))
     if interrupted is not None:
         terminal.err(f"interrupted by {signal.Signals(interrupted.signum).name}: the report "
                      "holds the cases that finished; the others are errors (GV014)")
@@ -177,31 +181,28 @@ def _outputs(asked: dict[str, str | None], targets: tuple[str, ...], config: Any
 
 
 def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Path]], *,
-                    verbosity: int, color: bool) -> bool:
+                    verbosity: Verbosity, color: bool) -> bool:
     """The report on the console, then in each file asked for; whether a file could not be
     written (each such error is said on stderr). The console comes first, so that an output
     that cannot be written never loses the report; not when an output is stdout itself
     (``--output /dev/stdout`` asks for that format there). A console that cannot be written
-    (closed, full) costs nothing else: ``terminal.out`` never raises."""
+    (closed, full) costs nothing else: ``terminal.out`` never raises. The console gets the
+    ``--format`` report, or the console report when that one goes to ``--output``."""
     from gradverify.files import OutputError, write_text
     from gradverify.report import RENDERERS
-    from gradverify.report.console import render_console
 
-    verbose = verbosity > 0
     to_file = dict(outputs)
-    if any(terminal.is_stdout(path) for path in to_file.values()):
-        pass
-    elif fmt in (None, "rich", "plain") or "--output" in to_file:
-        terminal.out(render_console(report, color=color and fmt != "plain",
-                                    verbosity=verbosity))
-    else:
-        terminal.out(RENDERERS[fmt](report, verbose))
-    files = {"--output": RENDERERS["plain" if fmt in (None, "rich") else fmt],
-             "--json": RENDERERS["json"], "--junit-xml": RENDERERS["junit"]}
+    console = "rich" if color and fmt != "plain" else "plain"
+    if fmt not in (None, "rich", "plain") and "--output" not in to_file:
+        console = fmt
+    files = {"--output": "plain" if fmt in (None, "rich") else fmt, "--json": "json",
+             "--junit-xml": "junit"}
+    if not any(terminal.is_stdout(path) for path in to_file.values()):
+        terminal.out(RENDERERS[console].render(report, verbosity))
     failed = False
     for option, path in outputs:
         try:
-            write_text(path, files[option](report, verbose))
+            write_text(path, RENDERERS[files[option]].render(report, verbosity))
         except OutputError as exc:
             terminal.err(f"error: {option}: {exc}")
             failed = True

@@ -1,15 +1,16 @@
 """What a check's ``run`` gets: the Function, the case, its inputs and the resolved settings."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.results import CheckResult
+from gradverify.results import CheckResult, Location
 from gradverify.spec.inputs import Args, InputMaker, case_seed
 from gradverify.spec.model import Case, ResolvedTolerance, Spec
-from gradverify.targets import Capability, Target
+from gradverify.targets import Capability, Target, location_of
 
 if TYPE_CHECKING:
     import torch
@@ -50,28 +51,59 @@ class CheckContext:
         generator.manual_seed(case_seed(self.seed, f"{self.info.target}/{salt}", self.case.name))
         return generator
 
-    inner: str | None = None
-    """For a function or module: where the backward of the one custom Function its graph
-    holds is (else forward's ``def``), found once (``location``)."""
-
     @property
-    def location(self) -> str | None:
+    def location(self) -> Location | None:
         """Where a finding about gradients points: backward's ``def``; for a function or
         module, which has none, the backward of the custom Function it calls (if one), else
         its forward."""
         if self.info.backward_location is not None or self.info.has(Capability.OWN_AUTOGRAD):
-            return self.info.backward_location
-        if self.inner is None:
-            self.inner = _inner_backward(self) or self.info.forward_location or ""
-        return self.inner or None
+            return backward_location(self.info)
+        return self._inner
+
+    @functools.cached_property
+    def _inner(self) -> Location | None:
+        """For a function or module: where the backward of the one custom Function its graph
+        holds is (else forward's ``def``), found once."""
+        return _inner_backward(self) or forward_location(self.info)
+
+    @property
+    def forward_location(self) -> Location | None:
+        """Forward's ``def`` (an op's implementation): where a finding about outputs points."""
+        return forward_location(self.info)
+
+    @property
+    def backward_location(self) -> Location | None:
+        """Backward's ``def`` (None for a target without one of its own)."""
+        return backward_location(self.info)
 
 
-def _inner_backward(ctx: CheckContext) -> str | None:
-    """``file:line`` of backward of the only custom autograd.Function class in the graph of a
+def forward_location(info: Target) -> Location | None:
+    """``info.forward_location`` as a ``Location``."""
+    return _located(info.forward_location)
+
+
+def backward_location(info: Target) -> Location | None:
+    """``info.backward_location`` as a ``Location``."""
+    return _located(info.backward_location)
+
+
+def def_location(fn: Any) -> Location | None:
+    """The ``def`` line of a function (not of the decorators above it)."""
+    return _located(location_of(fn))
+
+
+def _located(text: str | None) -> Location | None:
+    # The one place where a place handed over as "file:line" text becomes a Location: target
+    # introspection (``Target.forward_location``, ``location_of``) still gives text.
+    return Location.parse(text) if text else None
+
+
+def _inner_backward(ctx: CheckContext) -> Location | None:
+    """The ``def`` of backward of the only custom autograd.Function class in the graph of a
     call of a function or module target, or None (none, several, or the call raised)."""
     import torch
 
-    from gradverify.targets import location_of, registered_formula
+    from gradverify.targets import registered_formula
 
     try:
         out = ctx.info.function.apply(*ctx.args("double").values)
@@ -91,4 +123,4 @@ def _inner_backward(ctx: CheckContext) -> str | None:
                 and not torchcompat.torch_internal(forward_cls):  # checkpoint's, cond's
             found.add(forward_cls)
         pending += [next_node for next_node, _ in node.next_functions]
-    return location_of(next(iter(found)).backward) if len(found) == 1 else None
+    return def_location(next(iter(found)).backward) if len(found) == 1 else None

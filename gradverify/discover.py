@@ -51,7 +51,8 @@ class Plan:
 
 def _error(exc: InputError, target: str | None = None, spec: str | None = None) -> ErrorEntry:
     file = exc.file if isinstance(exc, SpecError) else None
-    return ErrorEntry(target=target, spec=spec or file, code=exc.code, message=str(exc))
+    return ErrorEntry(target=target, spec=spec or file, code=exc.code, message=str(exc),
+                      location=exc.location)
 
 
 class Discoverer:
@@ -167,7 +168,8 @@ class Discoverer:
                 plan.errors.append(ErrorEntry(
                     None, spec.path, "GV002",
                     f"{spec.where}: target: missing; name the Function (target: mymod:MyFunc), or "
-                    f"pass it on the command line: gradverify check mymod:MyFunc --spec {path}"))
+                    f"pass it on the command line: gradverify check mymod:MyFunc --spec {path}",
+                    location=spec.location))
                 continue
             plan.jobs.append(Job(spec.target, spec))
         return plan

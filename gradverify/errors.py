@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gradverify.results import Location
+
 if TYPE_CHECKING:
     from gradverify.results import Report
 
@@ -49,14 +51,16 @@ class GradverifyError(Exception):
 class InputError(GradverifyError):
     """Bad user input: a spec, a target, a factory. Exit code 3.
 
-    ``code`` is the stable finding code (``GV0nn``); ``where`` is ``file:line`` or a target name.
+    ``code`` is the stable finding code (``GV0nn``); ``where`` is a place in a file (a
+    ``Location``, kept as ``location`` for the report) or a target name.
     """
 
-    def __init__(self, message: str, *, code: str, where: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str, where: str | Location | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.where = where
+        self.location = where if isinstance(where, Location) else None
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
@@ -67,9 +71,8 @@ class SpecError(InputError):
 
     def __init__(self, message: str, *, file: str | None, line: int | None, key: str | None = None,
                  code: str = "GV002") -> None:
-        where = file or "<spec>"
-        if line:
-            where = f"{where}:{line}"
+        where: str | Location = Location(file, line or None) if file else \
+            (f"<spec>:{line}" if line else "<spec>")
         text = f"{key}: {message}" if key else message
         super().__init__(text, code=code, where=where)
         self.file = file

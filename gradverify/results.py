@@ -61,6 +61,30 @@ def worst(statuses: list[Status], default: Status = Status.PASS) -> Status:
 
 
 @dataclass(frozen=True)
+class Location:
+    """A place in a source file: where a finding points, where a spec is invalid. Made where
+    the place is known (a traceback frame, a ``def`` line, a YAML node), so that no renderer
+    parses one back out of a message; every text form prints it as ``file:line``."""
+
+    file: str
+    """The path as messages show it (relative to the current directory when under it)."""
+    line: int | None = None
+    """1-based; None when only the file is known."""
+
+    def __str__(self) -> str:
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+    @classmethod
+    def parse(cls, text: str) -> Location:
+        """``file:line`` (or a bare ``file``) as a Location: for places still handed over as
+        text (a target's ``forward_location``), read in one place (``context``)."""
+        file, colon, line = text.rpartition(":")
+        if colon and file and line.isdigit():
+            return cls(file, int(line))
+        return cls(text)
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem (or note) found by a check."""
 
@@ -75,8 +99,8 @@ class Finding:
     """Index of the output concerned, if any."""
     hint: str | None = None
     """How to fix it."""
-    location: str | None = None
-    """``file:line`` of the Function's code concerned (usually backward)."""
+    location: Location | None = None
+    """The Function's code concerned (usually backward's ``def``, or the line that raised)."""
     data: Mapping[str, Any] = field(default_factory=dict)
     """Numbers behind the message (JSON-safe); ``details`` lines are shown with ``-v``."""
     consequence_of: str | None = None
@@ -136,6 +160,9 @@ class ErrorEntry:
     message: str
     internal: bool = False
     """True for a bug in gradverify (exit 4); the message then carries the traceback."""
+    location: Location | None = None
+    """The place in a spec file (or pyproject.toml) the error is about, when one is known; the
+    message starts with it."""
 
 
 def failing(status: Status, strict: bool) -> bool:

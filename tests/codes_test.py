@@ -85,4 +85,4 @@ def test_every_format_has_a_renderer():
     from gradverify.choices import FORMATS
     from gradverify.report import RENDERERS
 
-    assert set(FORMATS) == set(RENDERERS) | {"rich"}
+    assert set(FORMATS) == set(RENDERERS)

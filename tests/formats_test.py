@@ -6,12 +6,13 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import run_cli
-from gradverify.report import github
+from gradverify.report import RENDERERS, Verbosity
 from gradverify.results import (
     CaseResult,
     CheckResult,
     ErrorEntry,
     Finding,
+    Location,
     Report,
     Settings,
     Severity,
@@ -21,8 +22,8 @@ from gradverify.results import (
 
 def _report() -> Report:
     bad = Finding("GV121", Severity.ERROR, "gradient for 'x' is wrong: 50%, a, b",
-                  input="x", hint="fix it\nnow", location="pkg/ops.py:42")
-    warn = Finding("GV204", Severity.WARNING, "wasted work", location="pkg/ops.py:40")
+                  input="x", hint="fix it\nnow", location=Location("pkg/ops.py", 42))
+    warn = Finding("GV204", Severity.WARNING, "wasted work", location=Location("pkg/ops.py", 40))
     checks = (CheckResult("contract", Status.PASS, 0.1, "ok"),
               CheckResult("gradcheck", Status.FAIL, 0.2, "mismatch", (bad,)),
               CheckResult("gradgradcheck", Status.SKIP, 0.0, "skipped: gradcheck failed"),
@@ -31,14 +32,13 @@ def _report() -> Report:
                           (Finding("GV010", Severity.ERROR, "died"),)),
               CheckResult("lint", Status.XFAIL, 0.0, "x", (bad,), expect="known"))
     case = CaseResult("pkg.ops:F", "specs/f.yaml", "basic[N=1]", Status.FAIL, 0.4, checks=checks)
-    error = ErrorEntry(None, "specs/bad.yaml", "GV002", "specs/bad.yaml:3: cases[0]: bad")
+    error = ErrorEntry(None, "specs/bad.yaml", "GV002", "specs/bad.yaml:3: cases[0]: bad",
+                       location=Location("specs/bad.yaml", 3))
     return Report(Settings(), (case,), (error,), duration_s=1.0)
 
 
 def test_junit_is_valid_and_counts():
-    from gradverify.report import junit
-
-    root = ET.fromstring(junit.render(_report()))
+    root = ET.fromstring(RENDERERS["junit"].render(_report()))
     assert root.tag == "testsuites"
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) \
         == ("7", "1", "2", "2")
@@ -55,7 +55,7 @@ def test_junit_is_valid_and_counts():
 
 
 def test_github_annotations_escape_and_point_at_source():
-    lines = github.render(_report()).splitlines()
+    lines = RENDERERS["github"].render(_report()).splitlines()
     assert lines[0] == ("::error file=pkg/ops.py,line=42,title=GV121 gradcheck::pkg.ops:F "
                         "[basic[N=1]] gradcheck: gradient for 'x' is wrong: 50%25, a, b%0Afix: "
                         "fix it%0Anow (gradverify explain GV121)")
@@ -66,9 +66,7 @@ def test_github_annotations_escape_and_point_at_source():
 
 
 def test_markdown_summary():
-    from gradverify.report import markdown
-
-    text = markdown.render(_report())
+    text = RENDERERS["markdown"].render(_report())
     assert text.startswith("## gradverify\n")
     assert "| `pkg.ops:F` | basic[N=1] | ❌ fail |" in text
     assert "**GV121**" in text and "`gradverify explain GV121`" in text
@@ -115,13 +113,11 @@ def test_plain_report_has_a_fixed_width(broken):
 
 
 def test_markdown_status_has_one_word():
-    from gradverify.report import markdown
-    from gradverify.results import CaseResult, CheckResult, Report, Settings, Status
-
     check = CheckResult("gradcheck", Status.XFAIL, 0.0, "surrogate", expect="by design")
     report = Report(Settings(), (CaseResult("m:F", None, "c", Status.XFAIL, 0.0,
                                             checks=(check,)),))
-    row = next(line for line in markdown.render(report).splitlines() if "`m:F`" in line)
+    row = next(line for line in RENDERERS["markdown"].render(report).splitlines()
+               if "`m:F`" in line)
     assert "| ✔️ xfail |" in row and "xfail xfail" not in row
 
 
@@ -132,26 +128,18 @@ def test_json_dumps_every_field_of_the_data_model():
     import dataclasses
 
     from gradverify.report.jsonfmt import to_dict
-    from gradverify.results import (
-        CaseResult,
-        CheckResult,
-        ErrorEntry,
-        Finding,
-        InputInfo,
-        Report,
-        Settings,
-        Severity,
-        Status,
-    )
+    from gradverify.results import InputInfo
 
     finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
-                      location="f.py:1", data={"k": 1}, consequence_of="GV222 (mutation)")
+                      location=Location("f.py", 1), data={"k": 1},
+                      consequence_of="GV222 (mutation)")
     check = CheckResult("gradcheck", Status.FAIL, 0.1, "s", (finding,), mode="slow",
                         expect="e", data={"d": 2})
     case = CaseResult("m:F", "s.yaml", "c", Status.FAIL, 0.2, (InputInfo("x", "tensor", (3,),
                                                                           "float32", True),),
                       (check,), inferred=True)
-    error = ErrorEntry("m:G", "s.yaml", "GV011", "bug", internal=True)
+    error = ErrorEntry("m:G", "s.yaml", "GV011", "bug", internal=True,
+                       location=Location("s.yaml", 4))
     report = Report(Settings(strict=True, empty_ok=True), (case,), (error,), 0.3,
                     {"gradverify": "0", "torch": "t", "python": "p"}, ("note",))
     dumped = to_dict(report)
@@ -173,3 +161,69 @@ def test_json_dumps_every_field_of_the_data_model():
     assert (dumped["gradverify"], dumped["torch"], dumped["python"]) == ("0", "t", "p")
     assert dumped["errors"][0]["internal"] is True and dumped["settings"]["strict"] is True
     assert result["checks"][0]["data"] == {"d": 2}
+    # a place is the "file:line" text every format prints
+    assert result["checks"][0]["findings"][0]["location"] == "f.py:1"
+    assert dumped["errors"][0]["location"] == "s.yaml:4"
+
+
+# ----------------------------------------------------------------------------- places
+
+
+@pytest.mark.parametrize(("location", "text"), [
+    (Location("pkg/ops.py", 42), "pkg/ops.py:42"),
+    (Location("pkg/ops.py"), "pkg/ops.py"),
+    (Location("C:\\src\\ops.py", 7), "C:\\src\\ops.py:7"),
+])
+def test_a_location_prints_as_file_colon_line_and_parses_back(location, text):
+    assert str(location) == text
+    assert Location.parse(text) == location
+
+
+def test_github_takes_file_and_line_from_locations_never_from_messages():
+    """A message quoting a place (a traceback line, a path in an exception) is text: only the
+    model's ``Location`` puts an annotation on a line."""
+    misleading = Finding("GV121", Severity.ERROR, "x.py:3: raised ValueError at y.py:9")
+    placed = Finding("GV121", Severity.ERROR, "x.py:3: wrong", location=Location("ops.py", 12))
+    only_file = Finding("GV121", Severity.ERROR, "wrong", location=Location("ops.py"))
+    case = CaseResult("m:F", None, "c", Status.FAIL, 0.0, checks=(
+        CheckResult("gradcheck", Status.FAIL, 0.0, "s", (misleading, placed, only_file)),))
+    errors = (ErrorEntry(None, "s.yaml", "GV002", "x.py:3: looks like a place"),
+              ErrorEntry(None, "s.yaml", "GV002", "bad value", location=Location("s.yaml", 5)))
+    lines = RENDERERS["github"].render(Report(Settings(), (case,), errors)).splitlines()
+    assert lines[0].startswith("::error title=GV121 gradcheck::m:F [c] gradcheck: x.py:3: ")
+    assert lines[1].startswith("::error file=ops.py,line=12,title=GV121 gradcheck::")
+    assert lines[2].startswith("::error title=GV121 gradcheck::")  # no line to place it on
+    assert lines[3] == "::error title=GV002::x.py:3: looks like a place"
+    assert lines[4] == "::error file=s.yaml,line=5,title=GV002::bad value"
+
+
+def test_a_spec_error_carries_its_place_into_the_report(project):
+    project.write("specs/bad.yaml", "target: ops:F\ncases:\n  - args: {x: {shape: [3]}}\n"
+                                    "    bogus: 1\n")
+    result = run_cli("check", "specs/bad.yaml", "--format", "github")
+    assert result.code == 3
+    assert any(line.startswith("::error file=specs/bad.yaml,line=") for line in
+               result.stdout.splitlines()), result.stdout
+
+
+# ----------------------------------------------------------------------------- verbosity
+
+
+@pytest.mark.parametrize("name", sorted(RENDERERS))
+def test_every_format_takes_the_verbosity_and_says_whether_it_reads_it(name):
+    renderer = RENDERERS[name]
+    report = _report()
+    texts = {level: renderer.render(report, level) for level in Verbosity}
+    assert renderer.render(report) == texts[Verbosity.NORMAL]
+    if renderer.reads_verbosity:
+        assert len(set(texts.values())) == len(Verbosity), name
+    else:
+        assert len(set(texts.values())) == 1, name
+
+
+def test_quiet_reaches_the_report_file(broken):
+    result = run_cli("check", "-q", "--format", "plain", "--output", "out/report.txt")
+    assert result.code == 1
+    written = (broken.root / "out/report.txt").read_text()
+    assert "specs/neg.yaml  ops:Neg" not in written  # -q: no overview line
+    assert "[GV121 gradcheck]" in written and written == result.stdout

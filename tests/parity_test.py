@@ -70,9 +70,9 @@ def test_the_command_line_verify_and_the_plugin_agree(pytester, tmp_path):
             for spec in load_file(project / spec_path):
                 report = gradverify.verify(spec.target, spec)
                 path = tmp_path / "api.json"
-                from gradverify.report.jsonfmt import render
+                from gradverify.report import RENDERERS
 
-                path.write_text(render(report))
+                path.write_text(RENDERERS["json"].render(report))
                 api.update(_statuses(json.loads(path.read_text())))
 
         plugin: dict[tuple[str, str, str], str] = {}

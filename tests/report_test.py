@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from gradverify.report import Verbosity
 from gradverify.report.console import render_plain, summary_line
 from gradverify.results import (
     CaseResult,
@@ -117,9 +118,9 @@ def test_concise_by_default_details_for_what_did_not_pass():
     assert "m:Good :: a" not in text  # passing cases: one character, no table
     assert "m:Bad :: a" in text and "FAIL   gradcheck" in text and "[GV121 gradcheck]" in text
     assert "PASS   contract" not in text and "(1 other check passed, 1 skipped" in text
-    verbose = render_plain(report, verbose=True)
+    verbose = render_plain(report, Verbosity.VERBOSE)
     assert "m:Good :: a" in verbose and "PASS   contract" in verbose
-    quiet = render_plain(report, verbosity=-1)
+    quiet = render_plain(report, Verbosity.QUIET)
     assert "specs/f.yaml  m:Good" not in quiet and "FAIL   gradcheck" not in quiet
     assert "[GV121 gradcheck]" in quiet
 

@@ -149,7 +149,8 @@ def test_op_findings_say_how_to_fix():
                     checks=["op_fake"])
     (finding,) = report.results[0].checks[0].findings
     assert finding.output == 0 and "[3]" in finding.message and "[3, 4]" in finding.message
-    assert finding.location and "opzoo.py:" in finding.location
+    assert finding.location and finding.location.file.endswith("opzoo.py") \
+        and finding.location.line
 
 
 def _cli(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
@@ -254,7 +255,7 @@ def test_op_aot_dispatch_says_what_tracing_breaks(op, code, named, words):
     (finding,) = check.findings
     assert (check.status, finding.code, finding.input) == (Status.FAIL, code, named)
     assert words in finding.message and "opcheck" not in finding.message, finding.message
-    assert finding.location and "opzoo.py" in finding.location
+    assert finding.location and finding.location.file.endswith("opzoo.py")
     assert torch._functorch.config.cse  # the test ran with it off, and gave it back
 
 

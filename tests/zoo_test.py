@@ -1,12 +1,15 @@
 """Every broken Function is caught by the check it targets; no correct Function fails."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import zoo
 from gradverify import verify
 from gradverify.registry import REGISTRY
-from gradverify.results import Severity, Status
+from gradverify.report.jsonfmt import to_dict
+from gradverify.results import Location, Severity, Status
 
 
 def _findings(report, check):
@@ -38,6 +41,10 @@ def test_broken_function_is_caught(cls):
     assert found[0].hint
     if severity == "error":
         assert not report.ok
+    # places are Locations, and what the JSON report dumps of a finding is JSON-safe
+    assert all(f.location is None or isinstance(f.location, Location)
+               for case in report.results for c in case.checks for f in c.findings)
+    json.dumps(to_dict(report))
 
 
 @pytest.mark.parametrize("cls", zoo.CORRECT, ids=lambda c: c.__name__)

@@ -12,6 +12,7 @@ import torch
 
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
+from gradverify.results import Location
 from gradverify.spec.inputs import Args
 from gradverify.targets import Target, registered_formula
 from gradverify.targets.model import Capability
@@ -224,15 +225,15 @@ def tensor_function(info: Target, args: Args, positions: Sequence[int],
     return fn
 
 
-def user_location(exc: BaseException, info: Target) -> str | None:
-    """``file:line`` of the innermost traceback frame in the Function's own source file."""
+def user_location(exc: BaseException, info: Target) -> Location | None:
+    """The innermost traceback frame in the Function's own source file."""
     frames = traceback.extract_tb(exc.__traceback__)
     if info.source_file:
         mine = [f for f in frames if f.filename == info.source_file]
         if mine:
             from gradverify.errors import shown_path
 
-            return f"{shown_path(mine[-1].filename)}:{mine[-1].lineno}"
+            return Location(shown_path(mine[-1].filename), mine[-1].lineno)
     return None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gradverify.errors import shown_path
+from gradverify.results import Location
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _OUR_DIR = str(Path(__file__).resolve().parent.parent)
@@ -43,8 +44,8 @@ def messages(exc: BaseException) -> str:
     return " <- ".join(parts)
 
 
-def user_frame(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost frame of user code (neither torch's nor ours) in the
+def user_frame(exc: BaseException) -> Location | None:
+    """The innermost frame of user code (neither torch's nor ours) in the
     exception's traceback or its causes'."""
     current: BaseException | None = exc
     found = None
@@ -53,7 +54,7 @@ def user_frame(exc: BaseException) -> str | None:
             file = str(Path(frame.filename).resolve()) if frame.filename else ""
             if file and not file.startswith((_TORCH_DIR, _OUR_DIR)) and "<" not in file \
                     and "site-packages" not in file and "/lib/python" not in file:
-                found = f"{shown_path(frame.filename)}:{frame.lineno}"
+                found = Location(shown_path(frame.filename), frame.lineno)
         current = current.__cause__ or current.__context__
     return found
 

@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradverify import torchcompat
 from gradverify.checks._tensors import dense, unravel, version
+from gradverify.results import Location
 from gradverify.targets import Target
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
@@ -189,8 +190,8 @@ class SavedThenChanged:
 
     label: str
     """``input 'x'``, ``output 0`` or ``an intermediate tensor``."""
-    saved_at: str | None
-    changed_at: str | None
+    saved_at: Location | None
+    changed_at: Location | None
     call: int
     """Which save_for_backward call of the forward (0-based), and ``position`` in it."""
     position: int
@@ -206,10 +207,10 @@ class SavedThenChanged:
 class _Saved:
     tensor: torch.Tensor
     version: int
-    saved_at: str | None
+    saved_at: Location | None
     call: int
     position: int
-    changed_at: str | None = None
+    changed_at: Location | None = None
 
 
 @dataclass
@@ -221,15 +222,15 @@ class _Watch:
     """(call, position) pairs to save as clones taken at save time (the frozen run)."""
 
 
-def user_frame(info: Target, depth: int = 2) -> str | None:
-    """``file:line`` of the innermost caller outside torch and gradverify (the user's line)."""
+def user_frame(info: Target, depth: int = 2) -> Location | None:
+    """The innermost caller outside torch and gradverify (the user's line)."""
     from gradverify.errors import shown_path
 
     frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<"):
-            return f"{shown_path(name)}:{frame.f_lineno}"
+            return Location(shown_path(name), frame.f_lineno)
         frame = frame.f_back
     return None
 

@@ -103,7 +103,7 @@ def _compile_failed(ctx: CheckContext, way: str, exc: Exception, outcome: Outcom
     outcome.add(Finding(
         "GV351" if unsupported else "GV353", Severity.ERROR,
         f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"
-        f"{_WAYS[way]}: {_reason(exc)}", location=ctx.info.forward_location,
+        f"{_WAYS[way]}: {_reason(exc)}", location=ctx.forward_location,
         hint="Dynamo must trace forward and backward; see the reason, or run "
              "TORCH_LOGS=graph_breaks for details"))
     outcome.summary = "graph break" if unsupported else "compile failed"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class ContractCheck(Check):
         return outcome
 
     @staticmethod
-    def _arity_mismatch(arity: int, n_out: int, loc: str | None) -> Outcome:
+    def _arity_mismatch(arity: int, n_out: int, loc: Location | None) -> Outcome:
         """backward takes a different number of gradients than forward has outputs (GV110):
         autograd could not even call it, so nothing else is checked."""
         outcome = Outcome()
@@ -174,7 +174,7 @@ class ContractCheck(Check):
 
     @staticmethod
     def _gradient_count(raw: tuple[object, ...], n_in: int, names: list[str],
-                        outcome: Outcome, loc: str | None) -> None:
+                        outcome: Outcome, loc: Location | None) -> None:
         """One value per input backward answers for (``names``): fewer is GV102, extra
         non-None values GV103 (extra trailing Nones are accepted)."""
         if len(raw) < n_in:
@@ -195,7 +195,7 @@ class ContractCheck(Check):
 
     @staticmethod
     def _one_gradient(grad: object, value: object, name: str, outcome: Outcome,
-                      loc: str | None) -> None:
+                      loc: Location | None) -> None:
         """One raw gradient against its input: autograd must accept it at all (a tensor, for a
         floating tensor input); then its device, shape and dtype must match the input's."""
         import torch
@@ -231,7 +231,7 @@ class ContractCheck(Check):
                 outcome.add(finding)
 
     @staticmethod
-    def _output_dtypes(applied: Applied, outcome: Outcome, loc: str | None) -> None:
+    def _output_dtypes(applied: Applied, outcome: Outcome, loc: Location | None) -> None:
         import torch
 
         for j, out in applied.tensors:
@@ -270,13 +270,13 @@ class ContractCheck(Check):
                     "GV111", Severity.WARNING,
                     f"output {j} is marked non-differentiable but changes with the inputs "
                     f"(by {change:.3g} under a 1e-6 perturbation): gradients through it are "
-                    "silently zero", output=j, location=ctx.info.forward_location,
+                    "silently zero", output=j, location=ctx.forward_location,
                     hint="only mark outputs that are piecewise constant (indices, masks); "
                          "otherwise make it differentiable"))
 
 
 def _gradient_device(grad: torch.Tensor, value: torch.Tensor, name: str,
-                     loc: str | None) -> Finding | None:
+                     loc: Location | None) -> Finding | None:
     """GV109 when the gradient is on another device than its input."""
     if grad.device == value.device:
         return None
@@ -288,7 +288,7 @@ def _gradient_device(grad: torch.Tensor, value: torch.Tensor, name: str,
 
 
 def _gradient_shape(grad: torch.Tensor, value: torch.Tensor, name: str,
-                    loc: str | None) -> Finding | None:
+                    loc: Location | None) -> Finding | None:
     """A shape other than the input's: a broadcast autograd sums silently (GV106), or one it
     cannot sum to the input's shape and rejects (GV105)."""
     import torch
@@ -319,7 +319,7 @@ def _gradient_shape(grad: torch.Tensor, value: torch.Tensor, name: str,
 
 
 def _gradient_dtype(grad: torch.Tensor, value: torch.Tensor, name: str,
-                    loc: str | None) -> Finding | None:
+                    loc: Location | None) -> Finding | None:
     """A dtype other than the input's: a complex gradient for a real input autograd rejects
     (GV105), any other one it casts silently (GV107)."""
     if grad.dtype == value.dtype:

@@ -73,7 +73,7 @@ class DeviceCheck(Check):
             outcome.add(Finding(
                 "GV341", Severity.ERROR, f"on {ctx.device}, {mismatch.describe()} (against cpu)",
                 input=mismatch.input, output=mismatch.output,
-                location=ctx.info.forward_location if mismatch.output is not None
+                location=ctx.forward_location if mismatch.output is not None
                 else ctx.location,
                 hint="the device kernel computes something else than the CPU path (indexing, "
                      "strides, uninitialised memory, a race)", data=mismatch.data))

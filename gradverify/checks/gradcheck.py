@@ -153,7 +153,7 @@ class GradcheckCheck(Check):
                 "GV126", Severity.ERROR,
                 f"the Function returned {str(low[0].dtype)[6:]} for float64 inputs, so the "
                 "comparison is against that precision's round-off",
-                location=ctx.info.forward_location,
+                location=ctx.forward_location,
                 hint="support float64, or verify the kernel through a plain-PyTorch "
                      "`reference: mod:fn` in the spec"))
         outcome.summary = (f"Jacobian mismatch ({outcome.mode} mode): "
@@ -300,7 +300,7 @@ def _raised_finding(exc: BaseException, ctx: CheckContext, n_outputs: int) -> Fi
         return Finding("GV121", Severity.ERROR,
                        f"{where} raised {calls.describe_exception(exc)} on inputs that gradcheck "
                        f"moved by eps={ctx.tolerance.eps:g} (finite differences)",
-                       location=location or ctx.info.forward_location,
+                       location=location or ctx.forward_location,
                        hint="forward must accept inputs near the spec's values; if it checks "
                             "exact values (sortedness, ties), keep the spec's inputs away from "
                             "those boundaries")

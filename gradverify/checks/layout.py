@@ -166,7 +166,7 @@ class LayoutCheck(Check):
                 outcome.add(Finding(
                     wrong_code, Severity.ERROR,
                     f"with {label}, output {j} differs from the contiguous result",
-                    input=input_name, output=j, location=ctx.info.forward_location,
+                    input=input_name, output=j, location=ctx.forward_location,
                     hint="forward reads memory as if it were contiguous: call .contiguous() "
                          "first, or use the tensor's strides"))
                 return

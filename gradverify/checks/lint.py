@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class LintCheck(Check):
             hint="save everything in one call: ctx.save_for_backward(a, b, c)"))
 
 
-_Where = Callable[[ast.stmt | ast.expr | ast.keyword], str | None]
+_Where = Callable[[ast.stmt | ast.expr | ast.keyword], Location | None]
 """Where a node of the class's source is: ``file:line``, or None when the file is unknown."""
 
 
@@ -170,11 +170,11 @@ def _parse_class(cls: type) -> tuple[ast.ClassDef, int] | str:
 def _locator(ctx: CheckContext, first: int) -> _Where:
     """Locate nodes of the class's source (which starts at line ``first``) in the file that
     forward or backward is defined in."""
-    location = ctx.info.forward_location or ctx.info.backward_location
-    file = location.rsplit(":", 1)[0] if location else None
+    location = ctx.forward_location or ctx.backward_location
+    file = location.file if location else None
 
-    def where(node: ast.stmt | ast.expr | ast.keyword) -> str | None:
-        return f"{file}:{first + node.lineno - 1}" if file else None
+    def where(node: ast.stmt | ast.expr | ast.keyword) -> Location | None:
+        return Location(file, first + node.lineno - 1) if file else None
 
     return where
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gradverify.checks._calls import Applied
     from gradverify.checks._tensors import Snapshot
     from gradverify.context import CheckContext
+    from gradverify.results import Location
 
 
 CODES = (
@@ -123,7 +124,7 @@ def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
             "GV221", Severity.ERROR,
             f"forward writes into input {name!r} in place without ctx.mark_dirty: the "
             "caller's tensor changes behind autograd's back", input=name,
-            location=ctx.info.forward_location,
+            location=ctx.forward_location,
             hint=f"work on a copy ({name}.clone()), or call ctx.mark_dirty({name}) and return "
                  "it as an output"))
 
@@ -134,7 +135,7 @@ def _undeclared(ctx: CheckContext, name: str) -> Finding:
         "GV221", Severity.ERROR,
         f"the op writes into its argument {name!r} in place, but its schema does not declare "
         "it: torch.compile and functionalization assume the argument is unchanged",
-        input=name, location=ctx.info.forward_location,
+        input=name, location=ctx.forward_location,
         hint=f"declare it (@custom_op(..., mutates_args=({name!r},)), i.e. `Tensor(a!) {name}` "
              f"in the schema), or work on a copy ({name}.clone())")
 
@@ -223,12 +224,17 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
         "GV224", Severity.ERROR if right_frozen else Severity.WARNING,
         f"{first.describe()}; the gradient for {inputs} is wrong because of it: {proof}",
         input=affected[0] if len(affected) == 1 else None,
-        location=first.changed_at or first.saved_at or ctx.info.forward_location,
+        location=first.changed_at or first.saved_at or ctx.forward_location,
         hint="save it after the last in-place change, save a clone, or change a copy "
              "(t = t * a) instead of the saved tensor",
-        data={"saved_at": first.saved_at, "changed_at": first.changed_at,
+        data={"saved_at": _text(first.saved_at), "changed_at": _text(first.changed_at),
               "tensor": first.label, "frozen_gradient_right": right_frozen}))
     return 0
+
+
+def _text(location: Location | None) -> str | None:
+    """A place as a finding's (JSON-safe) data holds it: ``file:line``."""
+    return str(location) if location else None
 
 
 def _names(stored: list, values: list, arg_names: list[str], applied: Applied) -> list[str]:

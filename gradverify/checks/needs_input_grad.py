@@ -169,7 +169,7 @@ class NeedsInputGradCheck(Check):
             outcome.add(Finding(
                 "GV205", Severity.ERROR,
                 f"forward raised {calls.describe_exception(exc)} when no input requires grad",
-                location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
+                location=calls.user_location(exc, ctx.info) or ctx.forward_location,
                 hint="inference calls forward with no input requiring grad: do not assume "
                      "x.requires_grad or x.grad_fn in forward"))
         try:
@@ -179,7 +179,7 @@ class NeedsInputGradCheck(Check):
             outcome.add(Finding(
                 "GV206", Severity.ERROR,
                 f"forward raised {calls.describe_exception(exc)} under torch.no_grad()",
-                location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
+                location=calls.user_location(exc, ctx.info) or ctx.forward_location,
                 hint="evaluation loops run under torch.no_grad(); forward must not depend on "
                      "grad mode"))
         return outputs
@@ -198,7 +198,7 @@ class NeedsInputGradCheck(Check):
                 outcome.add(Finding(
                     "GV207", Severity.ERROR,
                     f"output {j} differs when no input requires grad", output=j,
-                    location=ctx.info.forward_location,
+                    location=ctx.forward_location,
                     hint="forward must compute the same values whatever requires grad"))
 
 

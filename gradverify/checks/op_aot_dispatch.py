@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
@@ -74,9 +74,7 @@ class OpAotDispatchCheck(Check):
                                    "eager")
         text = _opcheck.messages(exc)
         where = _opcheck.user_frame(exc)
-        in_backward = where is not None and ctx.info.backward_location is not None and \
-            where.split(":")[0] == ctx.info.backward_location.split(":")[0] and \
-            _after(where, ctx.info.backward_location)
+        in_backward = where is not None and _after(where, ctx.backward_location)
         part = "backward" if in_backward else "the op"
         at = f" at {where}" if where else ""
         if any(marker in text for marker in _DATA_DEPENDENT):
@@ -84,7 +82,7 @@ class OpAotDispatchCheck(Check):
                 "GV431", Severity.ERROR,
                 f"{part} reads a tensor's value in Python (bool(), .item(), .tolist(), "
                 f".numpy() or `if` on a tensor{at}): torch.compile cannot trace it",
-                location=where or ctx.info.backward_location or ctx.info.forward_location,
+                location=where or ctx.backward_location or ctx.forward_location,
                 hint="compute without Python control flow on tensor values: "
                      "torch.where(cond, a, b) instead of `if cond:`, torch ops instead of "
                      "numpy")])
@@ -95,17 +93,17 @@ class OpAotDispatchCheck(Check):
                 "GV433", Severity.ERROR,
                 f"{part} calls a kernel that needs real data{at} (a C++/CUDA extension, "
                 "data_ptr()): while torch.compile traces, tensors have no data",
-                location=where or ctx.info.backward_location or ctx.info.forward_location,
+                location=where or ctx.backward_location or ctx.forward_location,
                 hint="make that kernel a custom op of its own (torch.library.custom_op with "
                      "register_fake), so the compiler calls it instead of tracing into it")])
         return Outcome(summary="AOT dispatch failed", findings=[Finding(
             "GV433", Severity.ERROR,
             f"{part} fails under AOTAutograd (torch.compile){at}: {_opcheck.shortened(text)}",
-            location=where or ctx.info.forward_location,
+            location=where or ctx.forward_location,
             hint="try torch.compile(fullgraph=True) on a call of the op to see where")])
 
 
-def _differs(ctx: CheckContext, text: str, where: str | None) -> Outcome:
+def _differs(ctx: CheckContext, text: str, where: Location | None) -> Outcome:
     """GV432 from opcheck's comparison: which output or gradient, by how much."""
     grads = "Gradients of the operator" in text
     item = re.search(r"failure occurred for item \[(\d+)\]", text)
@@ -132,12 +130,12 @@ def _differs(ctx: CheckContext, text: str, where: str | None) -> Outcome:
                 "frozen then (Python state such as a global or a counter, a value set on ctx "
                 "from outside the inputs, a tensor made outside torch). Compute the gradient "
                 "from the inputs, saved tensors and arguments only")
-        location = where or ctx.info.backward_location
+        location = where or ctx.backward_location
     else:
         hint = ("the compiled op calls the kernel again and gets another result: the kernel "
                 "depends on Python state or random numbers without a generator, or writes "
                 "into an input its schema does not declare. Make it a function of its inputs")
-        location = ctx.info.forward_location or where
+        location = ctx.forward_location or where
     return Outcome(summary=f"{what} differs under AOTAutograd", findings=[Finding(
         "GV432", Severity.ERROR,
         f"{what} differs between eager mode and AOTAutograd (torch.compile){by}{of}",
@@ -167,12 +165,10 @@ def _grad_names(ctx: CheckContext) -> list[str]:
     return names
 
 
-def _after(where: str, start: str) -> bool:
-    """``file:line`` ``where`` at or after ``start`` (the def line of backward)."""
-    try:
-        return int(where.rsplit(":", 1)[1]) >= int(start.rsplit(":", 1)[1])
-    except (ValueError, IndexError):
-        return False
+def _after(where: Location, start: Location | None) -> bool:
+    """``where`` in the file of ``start`` (the def line of backward), at or after it."""
+    return start is not None and where.file == start.file and where.line is not None \
+        and start.line is not None and where.line >= start.line
 
 
 CHECK = OpAotDispatchCheck()

@@ -91,14 +91,14 @@ class OpAutogradRegistrationCheck(Check):
                 "kernel (an autograd.Function called in the CPU/CUDA implementation), not "
                 "from the autograd key: torch.compile and other layers below autograd lose "
                 f"the gradient of {first!r}", input=first,
-                location=ctx.info.forward_location or _opcheck.user_frame(exc),
+                location=ctx.forward_location or _opcheck.user_frame(exc),
                 hint="make the kernel plain tensor code and register the Function's backward "
                      f"with torch.library.register_autograd({ctx.info.op._name!r}, backward, "
                      "setup_context=...)")])
         return Outcome(summary="opcheck's autograd registration test failed", findings=[Finding(
             "GV413", Severity.ERROR,
             f"opcheck's autograd registration test failed: {_opcheck.shortened(text)}",
-            input=first, location=_opcheck.user_frame(exc) or ctx.info.forward_location,
+            input=first, location=_opcheck.user_frame(exc) or ctx.forward_location,
             hint="register the op's backward with torch.library.register_autograd")])
 
 
@@ -118,19 +118,19 @@ def _no_formula(ctx: CheckContext, first: str, applied: Any,
         return Finding("GV412", Severity.ERROR,
                        f"{first!r} requires grad, but the op has no autograd formula: "
                        "backward through it raises", input=first,
-                       location=info.forward_location, hint=hint)
+                       location=ctx.forward_location, hint=hint)
     outputs = dict(applied.tensors)
     nodes = [outputs[j].grad_fn for j in floating if outputs[j].grad_fn is not None]
     if nodes and all("NotImplemented" in node.name() for node in nodes):
         return Finding("GV412", Severity.ERROR,
                        f"{first!r} requires grad, but the op has no autograd kernel: torch's "
                        "fallback gives its outputs a node that warns and gives no gradient",
-                       input=first, location=info.forward_location, hint=hint)
+                       input=first, location=ctx.forward_location, hint=hint)
     if not applied.differentiable:
         return Finding("GV412", Severity.ERROR,
                        f"{first!r} requires grad, but output {floating[0]} comes back "
                        "without a gradient: the op has no autograd formula", input=first,
-                       output=floating[0], location=info.forward_location, hint=hint)
+                       output=floating[0], location=ctx.forward_location, hint=hint)
     return None
 
 

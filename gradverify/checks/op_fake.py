@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class OpFakeCheck(Check):
             return Outcome(summary="no fake implementation", findings=[Finding(
                 "GV422", Severity.ERROR,
                 "the op has no fake implementation: torch.compile, export and FX tracing "
-                "cannot run it", location=ctx.info.forward_location,
+                "cannot run it", location=ctx.forward_location,
                 hint=f"add one: @{name}.register_fake (or torch.library.register_fake("
                      f"{ctx.info.op._name!r})) returning empty tensors shaped like the "
                      "real outputs")])
@@ -123,22 +123,22 @@ def _output_with(ctx: CheckContext, what: str, real: str) -> int | None:
     return None
 
 
-def _fake_location(ctx: CheckContext) -> str | None:
-    """``file:line`` of the op's fake implementation: a ``CustomOpDef``'s own function, else
-    the kernel torch's registry recorded (read without adding an entry for the name)."""
+def _fake_location(ctx: CheckContext) -> Location | None:
+    """The op's fake implementation: a ``CustomOpDef``'s own function, else the kernel torch's
+    registry recorded (read without adding an entry for the name)."""
 
+    from gradverify.context import def_location
     from gradverify.errors import shown_path
-    from gradverify.targets import location_of
 
     opdef = torchcompat.custom_op_def(ctx.info.op._name)
     fake = getattr(opdef, "_abstract_fn", None)
     if fake is not None:
-        return location_of(fake)
+        return def_location(fake)
     source = torchcompat.fake_kernel_source(ctx.info.op._name)
     if not source:
         return None
-    file, _, line = str(source).rpartition(":")
-    return f"{shown_path(file)}:{line}" if file else str(source)
+    recorded = Location.parse(source)  # torch records a kernel's source as "file:line" text
+    return Location(shown_path(recorded.file), recorded.line)
 
 
 CHECK = OpFakeCheck()

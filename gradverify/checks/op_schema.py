@@ -62,7 +62,7 @@ class OpSchemaCheck(Check):
         if exc is None:
             return outcome
         text = _opcheck.messages(exc)
-        location = _opcheck.user_frame(exc) or ctx.info.forward_location
+        location = _opcheck.user_frame(exc) or ctx.forward_location
         mutated = re.search(r"Argument (\w+) is not defined as mutable but was mutated", text)
         if mutated:
             name = mutated.group(1)

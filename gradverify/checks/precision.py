@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Option, Outcome
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Finding, Location, Severity
 
 if TYPE_CHECKING:
     import torch
@@ -133,7 +133,7 @@ class PrecisionCheck(Check):
         outcome.add(Finding(
             "GV323", Severity.ERROR, f"the Function raised {calls.describe_exception(exc)} in "
             f"{label}",
-            location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
+            location=calls.user_location(exc, ctx.info) or ctx.forward_location,
             hint=f"support {label} inputs, or declare the dtype the Function works in"))
         return outcome
 
@@ -150,7 +150,7 @@ class PrecisionCheck(Check):
         worst = 0.0
         largest_gradient = _largest(reference[1])
         for mismatch in cmp.measure_runs(ours, reference, names):
-            where = ctx.info.forward_location if mismatch.output is not None else ctx.location
+            where = ctx.forward_location if mismatch.output is not None else ctx.location
             if mismatch.non_finite or mismatch.data.get("reason") != "error":
                 outcome.add(_overflow(mismatch, label, where))
                 continue
@@ -211,7 +211,7 @@ def _widened(double: Args, working: Args) -> Args:
     return double
 
 
-def _overflow(mismatch: Mismatch, label: str, where: str | None) -> Finding:
+def _overflow(mismatch: Mismatch, label: str, where: Location | None) -> Finding:
     """GV321: inf/NaN (or a result missing) in the working dtype where float64 has a value."""
     return Finding(
         "GV321", Severity.ERROR, f"in {label}, {mismatch.describe()}",
@@ -223,7 +223,7 @@ def _overflow(mismatch: Mismatch, label: str, where: str | None) -> Finding:
 
 
 def _precision_loss(mismatch: Mismatch, label: str, warn: float, fail: float,
-                    where: str | None) -> Finding | None:
+                    where: Location | None) -> Finding | None:
     """GV322 when the relative error is past ``warn``: a warning, an error past ``fail``."""
     error = mismatch.data["relative_error"]
     if error <= warn:

@@ -92,7 +92,7 @@ class ReferenceCheck(Check):
                 "GV331" if is_output else "GV332", Severity.ERROR,
                 f"{mismatch.describe()} against the reference (Function in {label}, reference "
                 "in float64)", input=mismatch.input, output=mismatch.output,
-                location=ctx.info.forward_location if is_output else ctx.location,
+                location=ctx.forward_location if is_output else ctx.location,
                 hint="the kernel computes something else than the reference"
                      + ("" if is_output else "; its backward formula for this input is wrong"),
                 data=mismatch.data))

@@ -96,7 +96,7 @@ class SavedTensorsCheck(Check):
                 "GV212", Severity.WARNING,
                 f"forward keeps {what} as {attr} instead of save_for_backward: no "
                 "version-counter protection against in-place changes",
-                input=name if kind == "input" else None, location=ctx.info.forward_location,
+                input=name if kind == "input" else None, location=ctx.forward_location,
                 hint="pass it to ctx.save_for_backward(...) and read it from ctx.saved_tensors",
                 data={"attribute": attr, "kind": kind}))
         self._cycle(ctx, outcome)
@@ -173,7 +173,7 @@ class SavedTensorsCheck(Check):
                         f"output {j} stays alive after the caller drops it: forward keeps it "
                         f"on ctx{' as ' + attr if attr else ''} (output -> grad_fn -> ctx -> "
                         "output is a reference cycle, freed only by the garbage collector)",
-                        output=j, location=ctx.info.forward_location,
+                        output=j, location=ctx.forward_location,
                         hint="save outputs with ctx.save_for_backward(output); never store "
                              "them as ctx attributes"))
         finally:
@@ -280,7 +280,7 @@ def _unprotected(ctx: CheckContext, label: str, effect: str,
             f"{tk.kind(sparse_alias[0])} tensor shares its memory, and sparse tensors "
             "do not share the version counter of the tensors they are built from",
             input=label.split("'")[1] if label.startswith("input") else None,
-            location=ctx.info.forward_location,
+            location=ctx.forward_location,
             hint="save the indices and values with save_for_backward and build the "
                  "sparse tensor in backward, or build it from clones")
     return Finding(

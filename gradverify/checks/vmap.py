@@ -81,7 +81,7 @@ class VmapCheck(Check):
                                 + "; ".join(declined) + ")")
         for text in declined:
             outcome.add(Finding("GV314", Severity.INFO, f"the vmap rule declines {text}",
-                                location=info.forward_location))
+                                location=ctx.forward_location))
         if not any(f.severity != Severity.INFO for f in outcome.findings):
             grads = not info.has(Capability.SCHEMA)
             outcome.summary = (f"vmap over a batch of {BATCH} equals a loop (outputs"
@@ -124,7 +124,7 @@ class VmapCheck(Check):
             outcome.add(Finding("GV313", Severity.ERROR,
                                 f"torch.func.vmap{label} raised "
                                 f"{calls.describe_exception(exc)}",
-                                location=calls.user_location(exc, info) or info.forward_location,
+                                location=calls.user_location(exc, info) or ctx.forward_location,
                                 hint=f"check the {rule}'s returned out_dims" + (
                                     "" if info.has(Capability.SCHEMA) else
                                     ", or use generate_vmap_rule = True if forward is plain "
@@ -162,7 +162,7 @@ class VmapCheck(Check):
             outcome.add(Finding(
                 "GV311", Severity.ERROR,
                 f"vmap's output {j}{label} differs from a loop over the batch "
-                f"(by {worst:.3g}, {shapes})", output=j, location=ctx.info.forward_location,
+                f"(by {worst:.3g}, {shapes})", output=j, location=ctx.forward_location,
                 hint=f"the {rule} returns wrong values or out_dims"))
             return
 

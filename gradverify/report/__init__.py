@@ -1,22 +1,20 @@
-"""The report's renderings. Each format is a ``render(report, verbose) -> str``; the formats a
-user can choose are ``gradverify.choices.FORMATS``."""
+"""The report's formats: each meets ``interface.Renderer`` and is listed here by the name
+``--format`` takes (``gradverify.choices.FORMATS``; a test keeps the two equal)."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from gradverify.report import console, github, jsonfmt, junit, markdown
-from gradverify.results import Report, set_text_renderer
-
-Renderer = Callable[[Report, bool], str]
+from gradverify.report.interface import Renderer, Verbosity
+from gradverify.results import set_text_renderer
 
 RENDERERS: dict[str, Renderer] = {
-    "plain": console.render_plain,
-    "json": jsonfmt.render,
-    "junit": junit.render,
-    "markdown": markdown.render,
-    "github": github.render,
+    "rich": console.Console(color=True),
+    "plain": console.Console(color=False),
+    "json": jsonfmt.Json(),
+    "junit": junit.Junit(),
+    "markdown": markdown.Markdown(),
+    "github": github.Github(),
 }
-"""Each format of ``choices.FORMATS`` by name but ``rich``, the coloured console form of
-``plain``."""
+
+__all__ = ["RENDERERS", "Renderer", "Verbosity"]
 
 set_text_renderer(console.render_plain)

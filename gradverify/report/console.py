@@ -18,13 +18,14 @@ import textwrap
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gradverify.report.interface import Verbosity
 from gradverify.report.text import CHAR, LABEL, escaped, finding_line
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from gradverify.results import Report
+    from gradverify.results import Location, Report
 
 WIDTH = 100
 
@@ -33,7 +34,6 @@ STYLE = {
     Status.WARN: "yellow", Status.SKIP: "dim", Status.XFAIL: "cyan", Status.XPASS: "magenta",
 }
 SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
-QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
 class _Line:
@@ -69,10 +69,10 @@ def default_width() -> int:
 
 
 class _Writer:
-    def __init__(self, verbosity: int, width: int) -> None:
+    def __init__(self, verbosity: Verbosity, width: int) -> None:
         self.verbosity = verbosity
         self.width = width
-        self.noted: set[tuple[str, str, str | None, str]] = set()
+        self.noted: set[tuple[str, str, Location | None, str]] = set()
         """The notes (INFO findings) said: one that every case of a target repeats (GV143 on a
         @once_differentiable backward) is said once."""
 
@@ -84,11 +84,11 @@ class _Writer:
 
     def lines(self, report: Report) -> Iterator[_Line]:
         yield _p(_header(report), "bold")
-        if self.verbosity == NORMAL and report.results:
+        if self.verbosity == Verbosity.NORMAL and report.results:
             yield _p("")
             yield from self.overview(report)
         shown = [c for c in report.results
-                 if self.verbosity == VERBOSE or _needs_detail(c)]
+                 if self.verbosity == Verbosity.VERBOSE or _needs_detail(c)]
         for case in shown:
             yield _p("")
             yield from self.case(case)
@@ -144,13 +144,14 @@ class _Writer:
         yield _Line((f"{case.target} :: {case.case}", "bold"), (where, "dim"),
                     ("  ", ""), (case.status.value.upper(), STYLE[case.status]),
                     (f"  {case.duration_s:.2f}s", "dim"))
-        if self.verbosity > QUIET:
+        if self.verbosity > Verbosity.QUIET:
             shapes = ", ".join(_input(i) for i in case.inputs)
             if shapes:
                 for line in self.wrap(f"inputs: {shapes}", "    ", "  "):
                     yield _p(line, "dim")
-            rows = [c for c in case.checks if self.verbosity == VERBOSE or _row_needed(c)]
-            if self.verbosity != VERBOSE:
+            rows = [c for c in case.checks
+                    if self.verbosity == Verbosity.VERBOSE or _row_needed(c)]
+            if self.verbosity != Verbosity.VERBOSE:
                 rows = _grouped_skips(rows)
             name_width = max((len(c.name) for c in rows if "," not in c.name), default=8)
             for check in rows:
@@ -168,7 +169,7 @@ class _Writer:
             for finding in check.findings:
                 if finding.severity == Severity.INFO:
                     said = (case.target, finding.code, finding.location, finding.message)
-                    if said in self.noted or (self.verbosity != VERBOSE
+                    if said in self.noted or (self.verbosity != Verbosity.VERBOSE
                                               and check.status == Status.PASS):
                         continue
                     self.noted.add(said)
@@ -222,9 +223,10 @@ class _Writer:
                      "elements)", "dim")
             for row in heat:
                 yield _p(f"    |{row}|", "red")
-        if self.verbosity != VERBOSE and finding.data and finding.data.get("blocks_with_verbose"):
+        if self.verbosity != Verbosity.VERBOSE and finding.data \
+                and finding.data.get("blocks_with_verbose"):
             yield _p("  (-v shows the analytical and numerical Jacobian blocks)", "dim")
-        if self.verbosity == VERBOSE and finding.data:
+        if self.verbosity == Verbosity.VERBOSE and finding.data:
             for key in ("analytical_block", "numerical_block"):
                 if key in finding.data:
                     yield from self.block(key.replace("_", " "), finding.data[key])
@@ -323,30 +325,37 @@ def summary_line(report: Report) -> _Line:
     return _Line(*segments)
 
 
-def lines(report: Report, verbosity: int = NORMAL, width: int | None = None) -> Iterator[_Line]:
+def lines(report: Report, verbosity: Verbosity = Verbosity.NORMAL,
+          width: int | None = None) -> Iterator[_Line]:
     return _Writer(verbosity, width or default_width()).lines(report)
 
 
-def render_plain(report: Report, verbose: bool = False, *, verbosity: int | None = None,
+def render_plain(report: Report, verbosity: Verbosity = Verbosity.NORMAL, *,
                  width: int | None = None) -> str:
-    level = verbosity if verbosity is not None else (VERBOSE if verbose else NORMAL)
-    return "\n".join(line.plain() for line in lines(report, level, width)) + "\n"
+    return "\n".join(line.plain() for line in lines(report, verbosity, width)) + "\n"
 
 
-def render_console(report: Report, *, color: bool, verbosity: int = NORMAL) -> str:
-    """The console report as text: plain, or with the terminal's colour codes (rendered here,
-    so that the caller writes it in one piece to a stream that may fail)."""
-    if not color:
-        return render_plain(report, verbosity=verbosity)
-    import io
-    import shutil
+class Console:
+    """The console report: ``plain`` (CI logs, pipes, files, golden tests, at ``COLUMNS`` or
+    100 wide) or ``rich`` (the same lines in colour, at the terminal's width)."""
 
-    from rich.console import Console
+    reads_verbosity = True
 
-    width = shutil.get_terminal_size((WIDTH, 24)).columns
-    buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=True, highlight=False, soft_wrap=True,
-                      width=width)
-    for line in lines(report, verbosity, width):
-        console.print(line.rich())
-    return buffer.getvalue()
+    def __init__(self, *, color: bool) -> None:
+        self.color = color
+
+    def render(self, report: Report, verbosity: Verbosity = Verbosity.NORMAL) -> str:
+        if not self.color:
+            return render_plain(report, verbosity)
+        import io
+        import shutil
+
+        from rich.console import Console as RichConsole
+
+        width = shutil.get_terminal_size((WIDTH, 24)).columns
+        buffer = io.StringIO()
+        console = RichConsole(file=buffer, force_terminal=True, highlight=False,
+                              soft_wrap=True, width=width)
+        for line in lines(report, verbosity, width):
+            console.print(line.rich())
+        return buffer.getvalue()

@@ -1,15 +1,18 @@
 """GitHub Actions workflow commands: one ``::error``/``::warning`` annotation per finding,
-pointing at the Function's source line (DESIGN §5)."""
+pointing at the Function's source line (DESIGN §5), and one per error, at the spec's line when
+the error has one. The file and line come from the model's ``Location``s, never from a
+message's text."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from gradverify.report.console import summary_line
+from gradverify.report.interface import Verbosity
 from gradverify.report.text import escaped
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
-    from gradverify.results import Report
+    from gradverify.results import Location, Report
 
 
 def _data(text: str) -> str:
@@ -20,17 +23,25 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _annotation(kind: str, location: str | None, title: str, message: str) -> str:
+def _annotation(kind: str, location: Location | None, title: str, message: str) -> str:
     props = []
-    if location:
-        file, _, line = location.rpartition(":")
-        if file and line.isdigit():
-            props += [f"file={_property(file)}", f"line={line}"]
+    if location and location.line is not None:  # GitHub places an annotation on a line
+        props += [f"file={_property(location.file)}", f"line={location.line}"]
     props.append(f"title={_property(title)}")
     return f"::{kind} {','.join(props)}::{_data(message)}"
 
 
-def render(report: Report, verbose: bool = False) -> str:
+class Github:
+    """One annotation per finding of what did not pass and per error, whatever ``-q``/``-v``
+    say: GitHub shows each on its line of the pull request."""
+
+    reads_verbosity = False
+
+    def render(self, report: Report, verbosity: Verbosity = Verbosity.NORMAL) -> str:
+        return _render(report)
+
+
+def _render(report: Report) -> str:
     lines = []
     for case in report.results:
         for check in case.checks:
@@ -48,10 +59,6 @@ def render(report: Report, verbose: bool = False) -> str:
                     message += f"\nfix: {f.hint} (gradverify explain {f.code})"
                 lines.append(_annotation(kind, f.location, f"{f.code} {check.name}", message))
     for error in report.errors:
-        location = None
-        head = error.message.split(": ", 1)[0]
-        if head.count(":") == 1 and head.rsplit(":", 1)[1].isdigit():
-            location = head
-        lines.append(_annotation("error", location, error.code, error.message))
+        lines.append(_annotation("error", error.location, error.code, error.message))
     lines.append(summary_line(report).plain())
     return "\n".join(lines) + "\n"

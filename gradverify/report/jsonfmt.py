@@ -6,10 +6,11 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from gradverify.report.interface import Verbosity
 from gradverify.results import CaseResult, CheckResult, Finding
 
 if TYPE_CHECKING:
-    from gradverify.results import Report
+    from gradverify.results import Location, Report
 
 SCHEMA = 1
 
@@ -25,9 +26,14 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _location(location: Location | None) -> str | None:
+    """``file:line``, as every text format prints it."""
+    return str(location) if location else None
+
+
 def _finding(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
-            "output": f.output, "hint": f.hint, "location": f.location,
+            "output": f.output, "hint": f.hint, "location": _location(f.location),
             "data": _clean(dict(f.data)), "consequence_of": f.consequence_of}
 
 
@@ -60,10 +66,16 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "exit_code": int(report.exit_code), "duration_s": round(report.duration_s, 4)},
         "results": [_case(r) for r in report.results],
         "errors": [{"target": e.target, "spec": e.spec, "code": e.code, "message": e.message,
-                    "internal": e.internal} for e in report.errors],
+                    "internal": e.internal, "location": _location(e.location)}
+                   for e in report.errors],
         "notes": list(report.notes),
     }
 
 
-def render(report: Report, verbose: bool = False) -> str:
-    return json.dumps(to_dict(report), indent=2) + "\n"
+class Json:
+    """Every field of the report, whatever ``-q``/``-v`` say: a program reads it and picks."""
+
+    reads_verbosity = False
+
+    def render(self, report: Report, verbosity: Verbosity = Verbosity.NORMAL) -> str:
+        return json.dumps(to_dict(report), indent=2) + "\n"

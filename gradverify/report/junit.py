@@ -11,6 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from gradverify.report.interface import Verbosity
 from gradverify.report.text import escaped, finding_text
 from gradverify.results import CheckResult, Status, failing
 
@@ -41,7 +42,17 @@ def _testcase(suite: ET.Element, classname: str, case: str, check: CheckResult,
         ET.SubElement(element, "system-out").text = text
 
 
-def render(report: Report, verbose: bool = False) -> str:
+class Junit:
+    """Every check of every case as a testcase, whatever ``-q``/``-v`` say: CI systems count
+    them and show each failure's text."""
+
+    reads_verbosity = False
+
+    def render(self, report: Report, verbosity: Verbosity = Verbosity.NORMAL) -> str:
+        return _render(report)
+
+
+def _render(report: Report) -> str:
     root = ET.Element("testsuites", name="gradverify")
     targets: dict[str, list] = {}
     for case in report.results:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradverify.report.console import summary_line
+from gradverify.report.interface import Verbosity
 from gradverify.report.text import escaped
 from gradverify.results import Severity, Status
 
@@ -18,7 +19,17 @@ def _cell(text: str) -> str:
     return escaped(text).replace("|", "\\|")
 
 
-def render(report: Report, verbose: bool = False) -> str:
+class Markdown:
+    """A summary for ``$GITHUB_STEP_SUMMARY``: one row per case and the details of what did not
+    pass, whatever ``-q``/``-v`` say (the page is read after the run, not scrolled past)."""
+
+    reads_verbosity = False
+
+    def render(self, report: Report, verbosity: Verbosity = Verbosity.NORMAL) -> str:
+        return _render(report)
+
+
+def _render(report: Report) -> str:
     lines = ["## gradverify", "", f"**{summary_line(report).plain()}**", ""]
     if report.results:
         lines += ["| target | case | status | checks |", "|---|---|---|---|"]

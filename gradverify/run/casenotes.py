@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradverify import torchstate
-from gradverify.context import CheckContext
-from gradverify.results import CheckResult, Finding, Severity, Status
+from gradverify.context import CheckContext, forward_location
+from gradverify.results import CheckResult, Finding, Location, Severity, Status
 from gradverify.run import leftovers
 from gradverify.spec.binding import case_tensors
 from gradverify.spec.model import Spec
@@ -27,7 +27,7 @@ def nothing_verified_row(ctx: CheckContext, nothing: str | None) -> list[CheckRe
         summary=f"nothing was verified: {nothing}", findings=(Finding(
             "GV013", Severity.WARNING,
             f"nothing was verified: {nothing}; every gradient check skipped",
-            location=ctx.info.forward_location,
+            location=ctx.forward_location,
             hint="make a floating input require grad in the spec (requires_grad: true), "
                  "and return at least one differentiable output"),))]
 
@@ -46,7 +46,7 @@ def left_running_row(ctx: CheckContext, before: leftovers.Running) -> list[Check
             "GV015", Severity.WARNING,
             f"the case left {what} running after it finished"
             + ("; gradverify stopped the processes" if processes else ""),
-            location=ctx.info.forward_location,
+            location=ctx.forward_location,
             hint="join threads and wait for processes before forward returns, or start them "
                  "once, as daemons, outside the Function"),))]
 
@@ -124,7 +124,7 @@ def state_changes(info: Target, changes: list[str], *, before: bool) -> list[Fin
         findings.append(Finding(
             "GV012", Severity.WARNING,
             f"global state changed {when}: {'; '.join(changes)}; gradverify restored it",
-            location=info.forward_location,
+            location=forward_location(info),
             hint="use context managers (with torch.no_grad(): ...) instead of global setters "
                  "inside forward/backward, so the caller's settings survive the call"))
     return findings
@@ -157,7 +157,7 @@ def unfinished_row(spec: Spec) -> list[CheckResult]:
     if not spec.todo:
         return []
     line, text = spec.todo[0]
-    where = f"{spec.path}:{line}" if spec.path else f"line {line}"
+    where = Location(spec.path, line) if spec.path else None  # a spec read from a file
     return [CheckResult(
         name="spec", status=Status.WARN, duration_s=0.0, summary="the spec is unfinished",
         findings=(Finding(
@@ -186,7 +186,7 @@ def _guess_hint(finding: Finding, spec: Spec) -> Finding:
     name = (finding.input or "").split("[")[0]
     if name in spec.guessed:
         line, comment = spec.guessed[name]
-        where = f"{spec.path}:{line}" if spec.path else f"line {line}"
+        where = Location(spec.path, line) if spec.path else None  # a spec read from a file
         cause = (f"'{name}' was guessed by gradverify init ({where}: {comment}); a wrong guess "
                  "gives this error: check that value first")
     elif spec.todo:

@@ -12,7 +12,7 @@ from typing import Any
 
 from gradverify import torchstate
 from gradverify.checks.base import Check, Outcome
-from gradverify.context import CheckContext
+from gradverify.context import CheckContext, backward_location
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
@@ -99,7 +99,8 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
         _run_checks(ctx, checks, options, on_check, rows)
         rows.checks += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
     except InputError as exc:
-        return None, ErrorEntry(info.target, spec.path, exc.code, str(exc))
+        return None, ErrorEntry(info.target, spec.path, exc.code, str(exc),
+                                location=exc.location)
     except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
         rows.setup_failed(casenotes.inputs_failed(exc, ctx), ctx)
     rows.restore()
@@ -268,7 +269,7 @@ def _probe_forward(ctx: CheckContext) -> Finding | None:
         return Finding("GV008", Severity.ERROR,
                        f"forward raised {calls.describe_exception(exc)} on the inputs of case "
                        f"{ctx.case.name!r} ({shapes})",
-                       location=calls.user_location(exc, ctx.info) or ctx.info.forward_location,
+                       location=calls.user_location(exc, ctx.info) or ctx.forward_location,
                        hint=hint)
     return None
 
@@ -306,7 +307,7 @@ def _classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, st
     if not str(Path(innermost).resolve()).startswith(_PACKAGE_DIR):
         finding = Finding("GV008", Severity.ERROR,
                           f"the Function raised {calls.describe_exception(exc)} during {check}",
-                          location=calls.user_location(exc, info) or info.backward_location,
+                          location=calls.user_location(exc, info) or backward_location(info),
                           hint="this check calls the Function with other inputs or gradients; "
                                "see the location")
         return Outcome(findings=[finding], summary="the Function raised"), None

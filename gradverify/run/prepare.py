@@ -41,12 +41,14 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
     except InputError as exc:
         if isinstance(exc, InitArgsError) and job.spec is not None and job.init_args is None:
             exc.where = f"{job.spec.where}: init_args"  # the spec's init_args are wrong
-        return ErrorEntry(job.target, spec_path, exc.code, str(exc))
+            exc.location = job.spec.location
+        return ErrorEntry(job.target, spec_path, exc.code, str(exc), location=exc.location)
     if init_args and not info.has(Capability.PARAMETERS):
         where = f"{job.spec.where}: init_args: " if job.spec and job.init_args is None else ""
         return ErrorEntry(job.target, spec_path, "GV002",
                           f"{where}init_args builds an nn.Module target; {job.target} is a "
-                          f"{info.kind}, which is called as it is")
+                          f"{info.kind}, which is called as it is",
+                          location=job.spec.location if where and job.spec else None)
     spec = job.spec or infer_spec(info)
     bound: dict[str, Bound] = {}
     unbound: list[SpecError] = []
@@ -65,7 +67,7 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
                     f"case {case.name!r} needs {size / 1024**3:.1f} GiB for its float64 inputs "
                     f"(limit {MAX_CASE_BYTES / 1024**3:.0f} GiB), {largest / 1024**3:.1f} GiB "
                     f"of it for {name!r} of shape {list(shape)}; gradient bugs show on small "
-                    "shapes", code="GV007", where=spec.where)
+                    "shapes", code="GV007", where=spec.location or spec.where)
         if unbound:
             raise unbound[0]
         reference = None
@@ -75,11 +77,11 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
             reference = resolve_object(spec.reference)
             if not callable(reference):
                 raise InputError(f"reference {spec.reference} is not callable", code="GV021",
-                                 where=spec.where)
+                                 where=spec.location or spec.where)
     except InputError as exc:
         more = [e for e in unbound if e is not exc]
         return ErrorEntry(info.target, spec_path, exc.code, str(exc) + "".join(
-            f"; and {e}" for e in more))
+            f"; and {e}" for e in more), location=exc.location)
     return Prepared(info, spec, bound, reference)
 
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradverify.results import Location
+
 # Canonical dtype names, and the aliases torch also accepts.
 DTYPES: dict[str, str] = {
     name: name
@@ -211,7 +213,12 @@ class Spec:
 
     @property
     def where(self) -> str:
-        return f"{self.path}:{self.line}" if self.path and self.line else (self.path or "<spec>")
+        return str(self.location) if self.location else "<spec>"
+
+    @property
+    def location(self) -> Location | None:
+        """The spec's place in its file (None for a spec given as data)."""
+        return Location(self.path, self.line or None) if self.path else None
 
 
 VERSION_RE = re.compile(r"^(?:>=\s*)?(\d+)\.(\d+)(?:\.(\d+))?$")
