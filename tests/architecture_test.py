@@ -39,7 +39,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
                    "gradverify.spec", "gradverify.spec.model", "gradverify.files",
                    "gradverify._version", "gradverify.examples", "gradverify.torchcompat",
-                   "gradverify.syspath")),
+                   "gradverify.syspath", "gradverify.frames")),
 ]
 """The README's table "Where the code lives", enforced."""
 
@@ -304,3 +304,48 @@ def test_the_private_torch_finder_sees_every_spelling():
     assert sorted(_private_torch(tree)) == sorted([
         "torch._dynamo", "torch._library", "torch._C._autograd.f", "torch._C._autograd",
         "torch._C", "torch.ops.aten._foo"])
+
+
+_FRAME_ATTRIBUTES = frozenset({
+    "co_filename", "f_back", "f_lineno", "tb_frame", "tb_next", "tb_lineno",
+    "extract_tb", "extract_stack", "walk_tb", "walk_stack", "_getframe", "currentframe",
+    "getouterframes", "getinnerframes"})
+"""Reading a frame's file or walking a traceback or the stack: deciding whose a frame is."""
+_FRAME_EXEMPT = {
+    "gradverify.frames",
+    # _import_failed's own rule (and once_differentiable's file): the lead moves target.py into
+    # gradverify/targets/, and its import reporter then calls frames.innermost_user_frame
+    "gradverify.target",
+}
+
+
+def _frame_reads(tree: ast.AST) -> list[str]:
+    """``x.co_filename``, ``traceback.walk_tb``, ``from sys import _getframe``, ``inspect.stack``
+    and the like in a module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (node.attr in _FRAME_ATTRIBUTES or (
+                node.attr in ("stack", "trace") and isinstance(node.value, ast.Name)
+                and node.value.id == "inspect")):
+            found.append(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found += [a.name for a in node.names if a.name in _FRAME_ATTRIBUTES or (
+                node.module == "inspect" and a.name in ("stack", "trace"))]
+    return found
+
+
+def test_only_frames_decides_whose_a_frame_is():
+    """"Is this frame the user's?" has one answer, ``gradverify/frames.py``'s: no other module
+    reads a code object's file or walks a traceback or the stack."""
+    users = {name: found for name, path in _modules(PACKAGE).items()
+             if name not in _FRAME_EXEMPT and (found := _frame_reads(ast.parse(path.read_text())))}
+    assert users == {}
+    assert _frame_reads(ast.parse((PACKAGE / "frames.py").read_text()))
+
+
+def test_the_frame_reader_finder_sees_every_spelling():
+    tree = ast.parse("fn.__code__.co_filename\ntraceback.extract_tb(tb)\nsys._getframe(1).f_back\n"
+                     "from traceback import walk_stack\ninspect.stack()\nself.stack\n"
+                     "traceback.format_exception(exc)\nfrom inspect import trace\n")
+    assert sorted(_frame_reads(tree)) == sorted([
+        "co_filename", "extract_tb", "_getframe", "f_back", "walk_stack", "stack", "trace"])

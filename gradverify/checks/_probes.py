@@ -6,22 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradverify import torchcompat
+from gradverify import frames, torchcompat
 from gradverify.checks._tensors import dense, unravel, version
 from gradverify.target import FunctionInfo
-
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
-_OUR_DIR = str(Path(__file__).resolve().parent.parent)
 
 # ----------------------------------------------------------------------------- linearity
 
@@ -169,13 +163,12 @@ def raised_in(exc: BaseException, info: FunctionInfo) -> str | None:
     for name in ("forward", "backward", "vjp", "setup_context", "jvp", "vmap"):
         fn = _unwrap(getattr(info.cls, name, None))
         code = getattr(fn, "__code__", None)
-        if code is not None and not code.co_filename.startswith(_TORCH_DIR):
+        # torch's defaults (vjp calling backward, jvp and vmap raising) are not the Function's
+        if code is not None and frames.owner(code) is not frames.Owner.TORCH:
             codes.setdefault(code, "backward" if name == "vjp" else name)
     found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        found = codes.get(tb.tb_frame.f_code, found)
-        tb = tb.tb_next
+    for code in frames.traceback_codes(exc):
+        found = codes.get(code, found)
     return found
 
 
@@ -221,17 +214,10 @@ class _Watch:
     """(call, position) pairs to save as clones taken at save time (the frozen run)."""
 
 
-def user_frame(info: FunctionInfo, depth: int = 2) -> str | None:
-    """``file:line`` of the innermost caller outside torch and gradverify (the user's line)."""
-    from gradverify.errors import shown_path
-
-    frame: FrameType | None = sys._getframe(depth)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<"):
-            return f"{shown_path(name)}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
+def _user_line(info: FunctionInfo) -> str | None:
+    """``file:line`` of the user's line that called into torch (forward's, as a rule)."""
+    found = frames.calling_user_frame(info.source_file)
+    return str(found) if found is not None else None
 
 
 class _VersionWatch(TorchFunctionMode):
@@ -246,7 +232,7 @@ class _VersionWatch(TorchFunctionMode):
         result = func(*args, **(kwargs or {}))
         for saved in self.watch.saved:
             if saved.changed_at is None and version(saved.tensor) != saved.version:
-                saved.changed_at = user_frame(self.watch.info)
+                saved.changed_at = _user_line(self.watch.info)
         return result
 
 
@@ -259,7 +245,7 @@ def _watching(watch: _Watch) -> Iterator[None]:
     def save_for_backward(ctx: Any, *tensors: Any) -> None:
         call = watch.calls
         watch.calls += 1
-        where = user_frame(watch.info)
+        where = _user_line(watch.info)
         chosen = []
         for position, t in enumerate(tensors):
             if isinstance(t, torch.Tensor) and (call, position) in watch.freeze:

@@ -7,10 +7,9 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gradverify import opcalls, torchstate
+from gradverify import frames, opcalls, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.errors import InputError
@@ -24,8 +23,6 @@ from gradverify.spec.binding import Bound
 from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.spec.model import Case, Spec
 from gradverify.target import FunctionInfo
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
 
 
 def execute(task: Task, options: RunOptions, cache: dict[int, Any],
@@ -299,9 +296,7 @@ def _classify(exc: BaseException, check: str, info: FunctionInfo) -> tuple[Outco
             hint="use smaller shapes: gradient bugs show on a few elements per dim")],
             summary="out of memory"), None
 
-    frames = traceback.extract_tb(exc.__traceback__)
-    innermost = frames[-1].filename if frames else ""
-    if not str(Path(innermost).resolve()).startswith(_PACKAGE_DIR):
+    if not frames.raised_in_gradverify(exc, info.source_file):
         finding = Finding("GV008", Severity.ERROR,
                           f"the Function raised {calls.describe_exception(exc)} during {check}",
                           location=calls.user_location(exc, info) or info.backward_location,
