@@ -38,7 +38,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
                    "gradverify.spec", "gradverify.spec.model", "gradverify.files",
                    "gradverify._version", "gradverify.examples", "gradverify.torchcompat",
-                   "gradverify.syspath")),
+                   "gradverify.syspath", "gradverify.frames")),
 ]
 """The table of docs/architecture.md, enforced (tests/docs_test.py checks that they agree)."""
 
@@ -371,3 +371,43 @@ def test_the_kind_finder_sees_comparisons_and_imports():
             "d = f'not for a {info.kind}'\n")
     assert [w.split(":")[0] for w in _kind_knowledge(ast.parse(code), names)] == \
         ["line 1", "line 2", "line 3", "line 4"]
+
+
+_FRAME_ATTRIBUTES = frozenset({
+    "co_filename", "f_back", "f_lineno", "tb_frame", "tb_next", "tb_lineno",
+    "extract_tb", "extract_stack", "walk_tb", "walk_stack", "_getframe", "currentframe",
+    "getouterframes", "getinnerframes"})
+"""Reading a frame's file or walking a traceback or the stack: deciding whose a frame is."""
+_FRAME_EXEMPT = {"gradverify.frames"}
+
+
+def _frame_reads(tree: ast.AST) -> list[str]:
+    """``x.co_filename``, ``traceback.walk_tb``, ``from sys import _getframe``, ``inspect.stack``
+    and the like in a module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (node.attr in _FRAME_ATTRIBUTES or (
+                node.attr in ("stack", "trace") and isinstance(node.value, ast.Name)
+                and node.value.id == "inspect")):
+            found.append(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found += [a.name for a in node.names if a.name in _FRAME_ATTRIBUTES or (
+                node.module == "inspect" and a.name in ("stack", "trace"))]
+    return found
+
+
+def test_only_frames_decides_whose_a_frame_is():
+    """"Is this frame the user's?" has one answer, ``gradverify/frames.py``'s: no other module
+    reads a code object's file or walks a traceback or the stack."""
+    users = {name: found for name, path in _modules(PACKAGE).items()
+             if name not in _FRAME_EXEMPT and (found := _frame_reads(ast.parse(path.read_text())))}
+    assert users == {}
+    assert _frame_reads(ast.parse((PACKAGE / "frames.py").read_text()))
+
+
+def test_the_frame_reader_finder_sees_every_spelling():
+    tree = ast.parse("fn.__code__.co_filename\ntraceback.extract_tb(tb)\nsys._getframe(1).f_back\n"
+                     "from traceback import walk_stack\ninspect.stack()\nself.stack\n"
+                     "traceback.format_exception(exc)\nfrom inspect import trace\n")
+    assert sorted(_frame_reads(tree)) == sorted([
+        "co_filename", "extract_tb", "_getframe", "f_back", "walk_stack", "stack", "trace"])

@@ -3,13 +3,13 @@ random incoming gradients; the user's frame in a traceback. Imported only from i
 ``run`` (it imports torch)."""
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from gradverify import frames
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
 from gradverify.results import Location
@@ -226,15 +226,10 @@ def tensor_function(info: Target, args: Args, positions: Sequence[int],
 
 
 def user_location(exc: BaseException, info: Target) -> Location | None:
-    """The innermost traceback frame in the Function's own source file."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if info.source_file:
-        mine = [f for f in frames if f.filename == info.source_file]
-        if mine:
-            from gradverify.errors import shown_path
-
-            return Location(shown_path(mine[-1].filename), mine[-1].lineno)
-    return None
+    """The innermost of the user's frames that raised ``exc`` (the Function's own file
+    counting as the user's wherever it lies): ``frames.innermost_user_frame``."""
+    found = frames.innermost_user_frame(exc, info.source_file)
+    return found.location() if found is not None else None
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -2,18 +2,10 @@
 Imported only from inside a check's ``run`` (it imports torch)."""
 from __future__ import annotations
 
-import traceback
 import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
-
-from gradverify.errors import shown_path
-from gradverify.results import Location
-
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
-_OUR_DIR = str(Path(__file__).resolve().parent.parent)
 
 
 def run_test(ctx: Any, test: str) -> BaseException | None:
@@ -42,21 +34,6 @@ def messages(exc: BaseException) -> str:
             parts.append(text)
         current = current.__cause__ or current.__context__
     return " <- ".join(parts)
-
-
-def user_frame(exc: BaseException) -> Location | None:
-    """The innermost frame of user code (neither torch's nor ours) in the
-    exception's traceback or its causes'."""
-    current: BaseException | None = exc
-    found = None
-    while current is not None:
-        for frame in traceback.extract_tb(current.__traceback__):
-            file = str(Path(frame.filename).resolve()) if frame.filename else ""
-            if file and not file.startswith((_TORCH_DIR, _OUR_DIR)) and "<" not in file \
-                    and "site-packages" not in file and "/lib/python" not in file:
-                found = Location(shown_path(frame.filename), frame.lineno)
-        current = current.__cause__ or current.__context__
-    return found
 
 
 def shortened(text: str, limit: int = 240) -> str:

@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradverify import torchcompat
+from gradverify import frames, torchcompat
 from gradverify.checks._tensors import dense, unravel, version
 from gradverify.results import Location
 from gradverify.targets import Target
-
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
-_OUR_DIR = str(Path(__file__).resolve().parent.parent)
 
 # ----------------------------------------------------------------------------- linearity
 
@@ -170,13 +164,12 @@ def raised_in(exc: BaseException, info: Target) -> str | None:
     for name in ("forward", "backward", "vjp", "setup_context", "jvp", "vmap"):
         fn = _unwrap(getattr(info.function, name, None))
         code = getattr(fn, "__code__", None)
-        if code is not None and not code.co_filename.startswith(_TORCH_DIR):
+        # torch's defaults (vjp calling backward, jvp and vmap raising) are not the Function's
+        if code is not None and frames.owner(code) is not frames.Owner.TORCH:
             codes.setdefault(code, "backward" if name == "vjp" else name)
     found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        found = codes.get(tb.tb_frame.f_code, found)
-        tb = tb.tb_next
+    for code in frames.traceback_codes(exc):
+        found = codes.get(code, found)
     return found
 
 
@@ -222,17 +215,10 @@ class _Watch:
     """(call, position) pairs to save as clones taken at save time (the frozen run)."""
 
 
-def user_frame(info: Target, depth: int = 2) -> Location | None:
-    """The innermost caller outside torch and gradverify (the user's line)."""
-    from gradverify.errors import shown_path
-
-    frame: FrameType | None = sys._getframe(depth)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<"):
-            return Location(shown_path(name), frame.f_lineno)
-        frame = frame.f_back
-    return None
+def _user_line(info: Target) -> Location | None:
+    """The user's line that called into torch (forward's, as a rule)."""
+    found = frames.calling_user_frame(info.source_file)
+    return found.location() if found is not None else None
 
 
 class _VersionWatch(TorchFunctionMode):
@@ -247,7 +233,7 @@ class _VersionWatch(TorchFunctionMode):
         result = func(*args, **(kwargs or {}))
         for saved in self.watch.saved:
             if saved.changed_at is None and version(saved.tensor) != saved.version:
-                saved.changed_at = user_frame(self.watch.info)
+                saved.changed_at = _user_line(self.watch.info)
         return result
 
 
@@ -260,7 +246,7 @@ def _watching(watch: _Watch) -> Iterator[None]:
     def save_for_backward(ctx: Any, *tensors: Any) -> None:
         call = watch.calls
         watch.calls += 1
-        where = user_frame(watch.info)
+        where = _user_line(watch.info)
         chosen = []
         for position, t in enumerate(tensors):
             if isinstance(t, torch.Tensor) and (call, position) in watch.freeze:

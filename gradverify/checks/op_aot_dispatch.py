@@ -65,6 +65,7 @@ class OpAotDispatchCheck(Check):
     requires = ()
 
     def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _opcheck
 
         with torchcompat.aot_without_cse():
@@ -73,7 +74,7 @@ class OpAotDispatchCheck(Check):
             return Outcome(summary="traced with dynamic shapes; outputs and gradients match "
                                    "eager")
         text = _opcheck.messages(exc)
-        where = _opcheck.user_frame(exc)
+        where = calls.user_location(exc, ctx.info)
         in_backward = where is not None and _after(where, ctx.backward_location)
         part = "backward" if in_backward else "the op"
         at = f" at {where}" if where else ""

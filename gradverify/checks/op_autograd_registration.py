@@ -91,14 +91,15 @@ class OpAutogradRegistrationCheck(Check):
                 "kernel (an autograd.Function called in the CPU/CUDA implementation), not "
                 "from the autograd key: torch.compile and other layers below autograd lose "
                 f"the gradient of {first!r}", input=first,
-                location=ctx.forward_location or _opcheck.user_frame(exc),
+                location=ctx.forward_location or calls.user_location(exc, ctx.info),
                 hint="make the kernel plain tensor code and register the Function's backward "
                      f"with torch.library.register_autograd({ctx.info.op._name!r}, backward, "
                      "setup_context=...)")])
         return Outcome(summary="opcheck's autograd registration test failed", findings=[Finding(
             "GV413", Severity.ERROR,
             f"opcheck's autograd registration test failed: {_opcheck.shortened(text)}",
-            input=first, location=_opcheck.user_frame(exc) or ctx.forward_location,
+            input=first,
+            location=calls.user_location(exc, ctx.info) or ctx.forward_location,
             hint="register the op's backward with torch.library.register_autograd")])
 
 

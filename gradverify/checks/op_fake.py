@@ -54,13 +54,14 @@ class OpFakeCheck(Check):
     """Tracing for AOT dispatch runs the fake implementation: its failure would be this one."""
 
     def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _opcheck
 
         exc = _opcheck.run_test(ctx, "test_faketensor")
         if exc is None:
             return Outcome(summary="fake outputs match the real ones")
         text = _opcheck.messages(exc)
-        location = _fake_location(ctx) or _opcheck.user_frame(exc)
+        location = _fake_location(ctx) or calls.user_location(exc, ctx.info)
         if "no fake impl" in text or "no abstract impl" in text.lower():
             name = ctx.info.op._name.split("::")[-1]
             return Outcome(summary="no fake implementation", findings=[Finding(

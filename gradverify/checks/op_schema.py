@@ -55,6 +55,7 @@ class OpSchemaCheck(Check):
     An aliasing output fails opcheck's fake and AOT tests with the same message."""
 
     def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _calls as calls
         from gradverify.checks import _opcheck
 
         exc = _opcheck.run_test(ctx, "test_schema")
@@ -62,7 +63,7 @@ class OpSchemaCheck(Check):
         if exc is None:
             return outcome
         text = _opcheck.messages(exc)
-        location = _opcheck.user_frame(exc) or ctx.forward_location
+        location = calls.user_location(exc, ctx.info) or ctx.forward_location
         mutated = re.search(r"Argument (\w+) is not defined as mutable but was mutated", text)
         if mutated:
             name = mutated.group(1)

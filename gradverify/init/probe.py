@@ -7,12 +7,12 @@ or into backward), until it runs or the budget is spent.
 from __future__ import annotations
 
 import time
-import traceback
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradverify import frames
 from gradverify.init.guess import FLOAT_NAMES, PER_FEATURE_NAMES, SIZES, TEMPLATES, Guess
 from gradverify.targets import Target
 
@@ -186,9 +186,8 @@ def _flat_with_gradient(info: Target, args: Any, outputs: list[Any], leaves: lis
 
 def _line(exc: BaseException, info: Target) -> int:
     """The last line of the Function's own source the traceback passed through."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if info.source_file and f.filename == info.source_file]
-    return frames[-1].lineno or 0 if frames else 0
+    found = frames.innermost_user_frame(exc, info.source_file, in_target=True)
+    return found.line if found is not None else 0
 
 
 def search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:

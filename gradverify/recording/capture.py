@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gradverify import torchcompat
+from gradverify import frames, torchcompat
 from gradverify.errors import shown_path
 from gradverify.recording.spool import read_spool
 
 if TYPE_CHECKING:
     from torch.autograd import Function
 
-_INTERNAL = ("torch", "functorch", "gradverify", "_gradverify_user_")
+_BY_PATH = "_gradverify_user_"
+"""The module name gradverify gives a file it imports by path: not a name a spec can import."""
 DEFAULT_LIMIT = 3
 
 
@@ -116,7 +117,8 @@ class Recorder:
 
     def _wanted(self, cls: type[Function]) -> bool:
         module = _owner(cls)[0]
-        if module.split(".")[0] in _INTERNAL or module.startswith(_INTERNAL[-1]):
+        if frames.owner_of_module(module) in (frames.Owner.TORCH, frames.Owner.GRADVERIFY) or \
+                module.startswith(_BY_PATH):
             return False
         target = self.target(cls)
         if self.include and not any(fnmatch.fnmatchcase(target, p) for p in self.include):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradverify import torchcompat
+from gradverify import frames, torchcompat
 from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, install
 from gradverify.recording.spool import read_spool
 
@@ -145,16 +145,11 @@ def boot(argv: list[str]) -> None:
 
 def _script_traceback(kind: type[BaseException], value: BaseException, tb: Any) -> None:
     """An uncaught exception of the script (Ctrl-C's KeyboardInterrupt too) printed as
-    ``python script.py`` prints it: without the frames of gradverify's launcher and runpy
-    above the script's own. Python then exits as it would (by SIGINT for Ctrl-C)."""
-    import runpy
-
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    launcher = {"<string>", "<frozen runpy>", os.path.abspath(runpy.__file__)}
-    inner = tb
-    while inner is not None and (inner.tb_frame.f_code.co_filename in launcher or os.path.abspath(
-            inner.tb_frame.f_code.co_filename).startswith(package + os.sep)):
-        inner = inner.tb_next
+    ``python script.py`` prints it: without the frames above the script's own (gradverify's
+    launcher, its ``python -c`` boot code and runpy). Python then exits as it would (by SIGINT
+    for Ctrl-C)."""
+    launcher = (frames.Owner.GRADVERIFY, frames.Owner.PYTHON, frames.Owner.NO_FILE)
+    inner = frames.without_outer(tb, launcher)
     shown = inner if inner is not None else tb  # a failure of the launcher itself: all of it
     sys.__excepthook__(kind, value.with_traceback(shown), shown)
 

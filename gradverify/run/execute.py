@@ -7,10 +7,9 @@ import time
 import traceback
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gradverify import torchstate
+from gradverify import frames, torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext, backward_location
 from gradverify.errors import InputError
@@ -25,8 +24,6 @@ from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.spec.model import Case, Spec
 from gradverify.targets import Capability, Target
 from gradverify.targets import op_calls as opcalls
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the gradverify package
 
 
 def execute(task: Task, options: RunOptions, cache: dict[int, Any],
@@ -302,9 +299,7 @@ def _classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, st
             hint="use smaller shapes: gradient bugs show on a few elements per dim")],
             summary="out of memory"), None
 
-    frames = traceback.extract_tb(exc.__traceback__)
-    innermost = frames[-1].filename if frames else ""
-    if not str(Path(innermost).resolve()).startswith(_PACKAGE_DIR):
+    if not frames.raised_in_gradverify(exc, info.source_file):
         finding = Finding("GV008", Severity.ERROR,
                           f"the Function raised {calls.describe_exception(exc)} during {check}",
                           location=calls.user_location(exc, info) or backward_location(info),

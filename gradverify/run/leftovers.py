@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gradverify import frames
+
 
 @dataclass(frozen=True)
 class Running:
@@ -80,7 +82,7 @@ def _torch_thread(thread: threading.Thread, torch_dir: str | None) -> bool:
         return False
     target: Any = getattr(thread, "_target", None) or type(thread).run
     code = getattr(getattr(target, "__func__", target), "__code__", None)
-    return bool(code and os.path.realpath(code.co_filename).startswith(torch_dir))
+    return code is not None and frames.owner(code) is frames.Owner.TORCH
 
 
 def _torch_processes(pids: set[int], torch_dir: str | None) -> set[int]:

@@ -6,11 +6,11 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gradverify import frames
 from gradverify.errors import TargetError, did_you_mean, shown_path
 from gradverify.syspath import add_user_path, ensure_cwd_on_path
 
@@ -86,15 +86,13 @@ def _import_module(name: str) -> ModuleType:
 
 def _import_failed(name: str, exc: BaseException) -> str:
     """The paragraph for a failed import, pointing at the user's file and line: a syntax
-    error's own location, else the innermost frame that is neither importlib's nor ours."""
+    error's own location, else the innermost of the user's frames (``frames``: an installed
+    package counts, the module being imported may be one)."""
     if isinstance(exc, SyntaxError) and exc.filename:
         return (f"importing {name!r} raised {type(exc).__name__}: {exc.msg} at "
                 f"{shown_path(exc.filename)}:{exc.lineno}")
-    ours = os.path.dirname(os.path.abspath(__file__))
-    frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if "importlib" not in f.filename
-            and not os.path.abspath(f.filename).startswith(ours + os.sep)]
-    where = f" at {shown_path(user[-1].filename)}:{user[-1].lineno}" if user else ""
+    found = frames.innermost_user_frame(exc, installed=True)
+    where = f" at {found}" if found else ""
     if isinstance(exc, SystemExit):
         status = exc.code if isinstance(exc.code, int) or exc.code is None else repr(exc.code)
         return (f"importing {name!r} exited (sys.exit({'' if status is None else status})){where}"
