@@ -57,45 +57,24 @@ class CheckContext:
         module, which has none, the backward of the custom Function it calls (if one), else
         its forward."""
         if self.info.backward_location is not None or self.info.has(Capability.OWN_AUTOGRAD):
-            return backward_location(self.info)
+            return self.info.backward_location
         return self._inner
 
     @functools.cached_property
     def _inner(self) -> Location | None:
         """For a function or module: where the backward of the one custom Function its graph
         holds is (else forward's ``def``), found once."""
-        return _inner_backward(self) or forward_location(self.info)
+        return _inner_backward(self) or self.info.forward_location
 
     @property
     def forward_location(self) -> Location | None:
         """Forward's ``def`` (an op's implementation): where a finding about outputs points."""
-        return forward_location(self.info)
+        return self.info.forward_location
 
     @property
     def backward_location(self) -> Location | None:
         """Backward's ``def`` (None for a target without one of its own)."""
-        return backward_location(self.info)
-
-
-def forward_location(info: Target) -> Location | None:
-    """``info.forward_location`` as a ``Location``."""
-    return _located(info.forward_location)
-
-
-def backward_location(info: Target) -> Location | None:
-    """``info.backward_location`` as a ``Location``."""
-    return _located(info.backward_location)
-
-
-def def_location(fn: Any) -> Location | None:
-    """The ``def`` line of a function (not of the decorators above it)."""
-    return _located(location_of(fn))
-
-
-def _located(text: str | None) -> Location | None:
-    # The one place where a place handed over as "file:line" text becomes a Location: target
-    # introspection (``Target.forward_location``, ``location_of``) still gives text.
-    return Location.parse(text) if text else None
+        return self.info.backward_location
 
 
 def _inner_backward(ctx: CheckContext) -> Location | None:
@@ -123,4 +102,4 @@ def _inner_backward(ctx: CheckContext) -> Location | None:
                 and not torchcompat.torch_internal(forward_cls):  # checkpoint's, cond's
             found.add(forward_cls)
         pending += [next_node for next_node, _ in node.next_functions]
-    return def_location(next(iter(found)).backward) if len(found) == 1 else None
+    return location_of(next(iter(found)).backward) if len(found) == 1 else None

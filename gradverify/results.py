@@ -76,8 +76,8 @@ class Location:
 
     @classmethod
     def parse(cls, text: str) -> Location:
-        """``file:line`` (or a bare ``file``) as a Location: for places still handed over as
-        text (a target's ``forward_location``), read in one place (``context``)."""
+        """``file:line`` (or a bare ``file``) as a Location: for a place torch hands over as
+        text (a fake kernel's recorded source, ``op_fake``)."""
         file, colon, line = text.rpartition(":")
         if colon and file and line.isdigit():
             return cls(file, int(line))

@@ -128,13 +128,13 @@ def _fake_location(ctx: CheckContext) -> Location | None:
     """The op's fake implementation: a ``CustomOpDef``'s own function, else the kernel torch's
     registry recorded (read without adding an entry for the name)."""
 
-    from gradverify.context import def_location
     from gradverify.errors import shown_path
+    from gradverify.targets import location_of
 
     opdef = torchcompat.custom_op_def(ctx.info.op._name)
     fake = getattr(opdef, "_abstract_fn", None)
     if fake is not None:
-        return def_location(fake)
+        return location_of(fake)
     source = torchcompat.fake_kernel_source(ctx.info.op._name)
     if not source:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradverify import torchstate
-from gradverify.context import CheckContext, forward_location
+from gradverify.context import CheckContext
 from gradverify.results import CheckResult, Finding, Location, Severity, Status
 from gradverify.run import leftovers
 from gradverify.spec.binding import case_tensors
@@ -124,7 +124,7 @@ def state_changes(info: Target, changes: list[str], *, before: bool) -> list[Fin
         findings.append(Finding(
             "GV012", Severity.WARNING,
             f"global state changed {when}: {'; '.join(changes)}; gradverify restored it",
-            location=forward_location(info),
+            location=info.forward_location,
             hint="use context managers (with torch.no_grad(): ...) instead of global setters "
                  "inside forward/backward, so the caller's settings survive the call"))
     return findings

@@ -11,7 +11,7 @@ from typing import Any
 
 from gradverify import frames, torchstate
 from gradverify.checks.base import Check, Outcome
-from gradverify.context import CheckContext, backward_location
+from gradverify.context import CheckContext
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
@@ -302,7 +302,7 @@ def _classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, st
     if not frames.raised_in_gradverify(exc, info.source_file):
         finding = Finding("GV008", Severity.ERROR,
                           f"the Function raised {calls.describe_exception(exc)} during {check}",
-                          location=calls.user_location(exc, info) or backward_location(info),
+                          location=calls.user_location(exc, info) or info.backward_location,
                           hint="this check calls the Function with other inputs or gradients; "
                                "see the location")
         return Outcome(findings=[finding], summary="the Function raised"), None

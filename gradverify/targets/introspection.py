@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gradverify.errors import shown_path
+from gradverify.results import Location
 from gradverify.targets.model import Param
 
 
@@ -40,8 +41,8 @@ def params_of(fn: Callable[..., Any], skip: int) -> tuple[Param, ...]:
     return tuple(Param(p.name, p.default, p.annotation, kinds[p.kind]) for p in params)
 
 
-def location_of(fn: Any) -> str | None:
-    """``file:line`` of a function's ``def`` line (not of the decorators above it)."""
+def location_of(fn: Any) -> Location | None:
+    """The ``def`` line of a function (not of the decorators above it)."""
     fn = unwrap(fn)
     try:
         file = inspect.getsourcefile(fn)
@@ -54,7 +55,7 @@ def location_of(fn: Any) -> str | None:
         if text.lstrip().startswith(("def ", "async def ")):
             line += offset
             break
-    return f"{shown_path(file)}:{line}"
+    return Location(shown_path(file), line)
 
 
 def line_of(cls: type) -> int | None:

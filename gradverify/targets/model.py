@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gradverify.results import Location
+
 MISSING = inspect.Parameter.empty
 
 
@@ -66,8 +68,10 @@ class Target:
     has_jvp: bool
     vmap: str | None
     """``generate_vmap_rule``, ``staticmethod``, ``register_vmap`` or None."""
-    forward_location: str | None
-    backward_location: str | None
+    forward_location: Location | None
+    """Forward's ``def`` (an op's implementation): where a finding about outputs points."""
+    backward_location: Location | None
+    """Backward's ``def`` (None for a target without one of its own)."""
     backward_arity: int | None
     """Number of gradient parameters backward takes; None when it takes ``*grads``."""
     uses_mark_dirty: bool
