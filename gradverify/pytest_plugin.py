@@ -181,7 +181,7 @@ class TargetNode(pytest.Collector):
 
     def collect(self) -> Any:
         from gradverify.results import ErrorEntry
-        from gradverify.run.execute import selected_checks
+        from gradverify.run.select import select
         from gradverify.run.tasks import Unsupported
 
         options = _options(self.config)
@@ -195,7 +195,7 @@ class TargetNode(pytest.Collector):
             yield UnsupportedTarget.from_parent(self, name="torch", reason=prepared.reason)
             return
         for index, case in enumerate(prepared.spec.cases):
-            checks = [c.name for c in selected_checks(prepared.spec, case, options,
+            checks = [c.name for c in select(prepared.spec, case, options,
                                                       prepared.info.capabilities)
                       if index == 0 or not c.static]
             yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks)

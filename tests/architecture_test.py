@@ -32,7 +32,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                   "gradverify.spec.yamlio", "gradverify.config", "gradverify.options",
                   "gradverify.choices")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
-    ("a case", ("gradverify.context", "gradverify.targets",
+    ("a case", ("gradverify.context", "gradverify.targets", "gradverify.spec.infer",
                 "gradverify.spec.inputs", "gradverify.spec.convert", "gradverify.spec.binding",
                 "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",

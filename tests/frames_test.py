@@ -386,13 +386,13 @@ def test_a_checks_location_and_inits_line(places):
 @pytest.mark.parametrize(("where", "code"), [("user", "GV008"), ("ours", "GV011"),
                                              ("example", "GV008")])
 def test_the_error_classifier(places, where, code):
-    from gradverify.run.execute import _classify
+    from gradverify.run.classify import classify
 
     path = getattr(places, where)
     exc = raised(define(path, "def f():\n    raise ValueError('x')\n")["f"])
     target = places.user if where == "ours" else path
     info = types.SimpleNamespace(source_file=str(target), backward_location=None)
-    outcome, _ = _classify(exc, "gradcheck", info)  # type: ignore[arg-type]
+    outcome, _ = classify(exc, "gradcheck", info)  # type: ignore[arg-type]
     assert [f.code for f in outcome.findings] == [code]
     if code == "GV008":
         assert outcome.findings[0].location == SourceLine(str(path), 2).location()

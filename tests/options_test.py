@@ -2,13 +2,18 @@
 for the gradcheck mode of each check, as a table. Pure: no torch run, no subprocess."""
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gradverify.config import Config
 from gradverify.options import RunOptions
+from gradverify.run.select import select
 from gradverify.spec.model import Case, CheckSetting, Spec
+from gradverify.targets import Capability
 
 
 def _checks(level: dict[str, str]) -> dict[str, CheckSetting]:
@@ -40,3 +45,43 @@ def test_mode_precedence(flag, pyproject, pyproject_checks, spec, case, expected
     the_case = Case("c", checks=_checks(case))
     the_spec = Spec("m:F", (the_case,), checks=_checks(spec))
     assert {name: options.mode_for(name, the_spec, the_case) for name in expected} == expected
+
+
+FUNCTION_CLASS = frozenset({Capability.OWN_AUTOGRAD, Capability.OWN_BACKWARD,
+                            Capability.CLASS_SOURCE, Capability.OWN_CTX, Capability.FORWARD_AD})
+OP = frozenset({Capability.OWN_AUTOGRAD, Capability.SCHEMA})
+
+
+@pytest.mark.parametrize(("target", "flags", "spec_keys", "present", "absent"), [
+    # the default checks, no op checks, no reference or accelerator check
+    (FUNCTION_CLASS, {}, {}, {"gradcheck", "lint", "contract"},
+     {"op_fake", "reference", "device", "compile"}),
+    # an op gets the op checks; a row for a check it lacks a capability of (skipped, saying why)
+    (OP, {}, {}, {"op_fake", "op_schema", "gradcheck", "contract"}, {"reference"}),
+    # --only names an op check: it has a row (that says why it does not apply)
+    (FUNCTION_CLASS, {"only": ["op_fake", "gradcheck"]}, {}, {"op_fake", "gradcheck"},
+     {"lint"}),
+    # a reference in the spec brings the reference check; --skip drops one
+    (FUNCTION_CLASS, {"skip": ["lint"]}, {"reference": "m:ref"}, {"reference"}, {"lint"}),
+    # an opt-in check switched on in the spec
+    (FUNCTION_CLASS, {}, {"checks": {"compile": CheckSetting(True, {})}}, {"compile"}, set()),
+    # the accelerator check with --device cuda
+    (FUNCTION_CLASS, {"device": "cuda"}, {}, {"device"}, set()),
+])
+def test_check_selection(target, flags, spec_keys, present, absent):
+    device = flags.pop("device", "cpu")  # no CUDA here: set past from_config's test for one
+    options = dataclasses.replace(RunOptions.from_config(Config(root=Path(".")), **flags),
+                                  device=device)
+    case = Case("c")
+    names = {c.name for c in select(Spec("m:F", (case,), **spec_keys), case, options, target)}
+    assert present <= names and not absent & names
+
+
+def test_selection_imports_no_torch():
+    code = ("import sys; from gradverify.run.select import select; "
+            "from gradverify.options import RunOptions; from gradverify.config import Config; "
+            "from gradverify.spec.model import Case, Spec; from pathlib import Path; "
+            "case = Case('c'); select(Spec('m:F', (case,)), case, "
+            "RunOptions.from_config(Config(root=Path('.'))), frozenset()); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -3,26 +3,27 @@ classification of errors (its job made ready by ``run.prepare``). Runs in a work
 in-process without isolation."""
 from __future__ import annotations
 
+import dataclasses
 import time
-import traceback
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradverify import frames, torchstate
+from gradverify import torchstate
 from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status, worst
-from gradverify.run import casenotes, leftovers
+from gradverify.run import casenotes, classify, leftovers
 from gradverify.run.prepare import prepare
+from gradverify.run.select import select
 from gradverify.run.tasks import Task, Unsupported
 from gradverify.spec.binding import Bound
 from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.spec.model import Case, Spec
-from gradverify.targets import Capability, Target
+from gradverify.targets import Target
 from gradverify.targets import op_calls as opcalls
 
 
@@ -46,28 +47,6 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     return result, [error] if error else []
 
 
-def selected_checks(spec: Spec, case: Case, options: RunOptions,
-                    capabilities: Collection[Capability]) -> list[Check]:
-    """The checks that run on ``case``: switched on at some level (``RunOptions``), made for a
-    target with the ``capabilities`` (op checks for ops), with a reference to compare against
-    where they need one, and on an accelerator where they need one (unless named by
-    ``--only``)."""
-    chosen = []
-    for name, check in REGISTRY.items():
-        if not options.check_enabled(name, check.default, spec, case):
-            continue
-        if check.made_for and check.made_for not in capabilities \
-                and (options.only is None or name not in options.only):
-            continue  # no row: an op check says nothing about a Function class
-        if check.needs_reference and not spec.reference:
-            continue  # nothing to compare against
-        if check.needs_accelerator and options.device == "cpu" \
-                and (options.only is None or name not in options.only):
-            continue  # runs with --device cuda
-        chosen.append(check)
-    return chosen
-
-
 def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOptions,
              first: bool = True, smallest: bool = False,
              on_check: Callable[[str], None] | None = None, reference: Any = None
@@ -82,7 +61,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
                        smallest=smallest, reference=reference)
-    checks = [c for c in selected_checks(spec, case, options, info.capabilities)
+    checks = [c for c in select(spec, case, options, info.capabilities)
               if first or not c.static]
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
@@ -92,7 +71,8 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
             on_check("inputs")
         inputs = ctx.args("working").info()
         ctx.args("double")  # both roles made up front: running out of memory is said once
-        ctx.info = opcalls.for_case(info, ctx.maker.groups)  # an op's tensor lists spread
+        # an op's tensor lists spread into inputs of their own, known once the inputs are made
+        ctx = dataclasses.replace(ctx, info=opcalls.for_case(info, ctx.maker.groups))
         _run_checks(ctx, checks, options, on_check, rows)
         rows.checks += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
     except InputError as exc:
@@ -146,7 +126,7 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
     (torch's defaults), whatever the previous one's calls of the Function did."""
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
-    forward_error = _probe_forward(ctx)
+    forward_error = classify.forward_error(ctx)
     carrier: str | None = None
     """The check whose row carries forward's error: the root cause is said once, and every
     other check that needs forward is skipped, pointing at it."""
@@ -189,7 +169,7 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
-            outcome, error = _classify(exc, check.name, ctx.info)
+            outcome, error = classify.classify(exc, check.name, ctx.info)
     status = outcome.status if error is None else Status.ERROR
     if error is None and any(f.code == "GV016" for f in outcome.findings):
         status = Status.ERROR  # out of memory: the check could not run
@@ -240,75 +220,3 @@ def _failure_summary(status: Status, outcome: Outcome) -> str | None:
     return _first_clause(found[0].message) + more
 
 
-def _probe_forward(ctx: CheckContext) -> Finding | None:
-    """Call forward once on the float64 inputs; a raise makes every check of the case an error."""
-    from gradverify.checks import _calls as calls
-
-    try:
-        calls.apply(ctx.info, ctx.args("double"))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
-        shapes = ", ".join(f"{i.name}: {list(i.shape or ())} {i.dtype}" if i.kind == "tensor"
-                           else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
-        if ctx.spec.inferred:
-            hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "
-                    f"write a spec: gradverify init {ctx.info.target} -o specs/"
-                    + (" --import MODULE (the module that registers the op)"
-                       if "::" in ctx.info.target else ""))
-        elif _runs_in_working_dtype(ctx):
-            hint = ("forward runs on the working-dtype inputs but not on their float64 copies: "
-                    "a kernel without float64 support; gradient checks need float64, so verify "
-                    "it through a plain-PyTorch `reference: mod:fn` in the spec, which compares "
-                    "in the working dtype")
-        else:
-            hint = "check the spec's shapes, dtypes and argument order against forward"
-        return Finding("GV008", Severity.ERROR,
-                       f"forward raised {calls.describe_exception(exc)} on the inputs of case "
-                       f"{ctx.case.name!r} ({shapes})",
-                       location=calls.user_location(exc, ctx.info) or ctx.forward_location,
-                       hint=hint)
-    return None
-
-
-def _runs_in_working_dtype(ctx: CheckContext) -> bool:
-    from gradverify.checks import _calls as calls
-
-    working = ctx.args("working")
-    if [i.dtype for i in working.info()] == [i.dtype for i in ctx.args("double").info()]:
-        return False
-    try:
-        calls.apply(ctx.info, working)
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # noqa: BLE001 -- user code, sys.exit() included
-        return False
-    return True
-
-
-def _classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, str | None]:
-    """An exception that escaped a check: out of memory (GV016), the Function's (status
-    error, exit 1) when it was raised outside gradverify's own code, else a gradverify bug
-    (exit 4)."""
-    from gradverify.checks import _calls as calls
-
-    if casenotes.out_of_memory(exc):
-        return Outcome(findings=[Finding(
-            "GV016", Severity.ERROR, f"out of memory during {check}: "
-            f"{calls.describe_exception(exc)}",
-            hint="use smaller shapes: gradient bugs show on a few elements per dim")],
-            summary="out of memory"), None
-
-    if not frames.raised_in_gradverify(exc, info.source_file):
-        finding = Finding("GV008", Severity.ERROR,
-                          f"the Function raised {calls.describe_exception(exc)} during {check}",
-                          location=calls.user_location(exc, info) or info.backward_location,
-                          hint="this check calls the Function with other inputs or gradients; "
-                               "see the location")
-        return Outcome(findings=[finding], summary="the Function raised"), None
-    text = "".join(traceback.format_exception(exc))
-    finding = Finding("GV011", Severity.ERROR,
-                      f"internal error in check {check}: {calls.describe_exception(exc)}",
-                      hint="this is a bug in gradverify; please report it with the traceback",
-                      data={"traceback": text})
-    return Outcome(findings=[finding], summary="internal error"), text

@@ -12,7 +12,8 @@ from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.run.tasks import Unsupported
 from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
-from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
+from gradverify.spec.infer import infer_spec
+from gradverify.spec.model import Spec
 from gradverify.targets import Target
 
 
@@ -83,29 +84,3 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
         return ErrorEntry(info.target, spec_path, exc.code, str(exc) + "".join(
             f"; and {e}" for e in more), location=exc.location)
     return Prepared(info, spec, bound, reference)
-
-
-def _inferred_arg(param: Any) -> Arg:
-    """A float tensor of shape [3, 4]; for an op, what its schema's type asks for."""
-    kind = str(param.annotation)
-    if kind in ("float", "SymFloat"):
-        return ValueArg(value=0.5)
-    if kind in ("int", "SymInt"):
-        return ValueArg(value=2)
-    if kind == "bool":
-        return ValueArg(value=True)
-    if kind in ("List[Tensor]", "Tensor[]"):
-        return SeqArg("list", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))
-    return TensorArg(shape=(3, 4))
-
-
-def infer_spec(info: Target) -> Spec:
-    """Every forward parameter without a default becomes a float tensor of shape [3, 4]; a
-    ``*xs`` parameter, two of them (``xs[0]``, ``xs[1]``)."""
-    args: tuple[tuple[str | None, Arg], ...] = tuple(
-        (p.name, _inferred_arg(p)) for p in info.positional if p.required)
-    star = next((p.name for p in info.params if p.kind == "var_positional"), None)
-    if star:
-        args += ((star, SeqArg("star", (TensorArg(shape=(3, 4)), TensorArg(shape=(3, 4))))),)
-    return Spec(target=info.target, cases=(Case(name="inferred", args=args, by_name=True),),
-                inferred=True)
