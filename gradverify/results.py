@@ -174,7 +174,10 @@ def failing(status: Status, strict: bool) -> bool:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ReportSettings:
+    """What a report says its run used (``RunOptions`` are what the run was told: flags over
+    ``Config``, the ``[tool.gradverify]`` table, over the defaults)."""
+
     device: str = "cpu"
     seed: int = 0
     mode: str = "auto"
@@ -185,7 +188,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Report:
-    settings: Settings
+    settings: ReportSettings
     results: tuple[CaseResult, ...] = ()
     errors: tuple[ErrorEntry, ...] = ()
     duration_s: float = 0.0

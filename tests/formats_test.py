@@ -14,7 +14,7 @@ from gradverify.results import (
     Finding,
     Location,
     Report,
-    Settings,
+    ReportSettings,
     Severity,
     Status,
 )
@@ -34,7 +34,7 @@ def _report() -> Report:
     case = CaseResult("pkg.ops:F", "specs/f.yaml", "basic[N=1]", Status.FAIL, 0.4, checks=checks)
     error = ErrorEntry(None, "specs/bad.yaml", "GV002", "specs/bad.yaml:3: cases[0]: bad",
                        location=Location("specs/bad.yaml", 3))
-    return Report(Settings(), (case,), (error,), duration_s=1.0)
+    return Report(ReportSettings(), (case,), (error,), duration_s=1.0)
 
 
 def test_junit_is_valid_and_counts():
@@ -114,7 +114,7 @@ def test_plain_report_has_a_fixed_width(broken):
 
 def test_markdown_status_has_one_word():
     check = CheckResult("gradcheck", Status.XFAIL, 0.0, "surrogate", expect="by design")
-    report = Report(Settings(), (CaseResult("m:F", None, "c", Status.XFAIL, 0.0,
+    report = Report(ReportSettings(), (CaseResult("m:F", None, "c", Status.XFAIL, 0.0,
                                             checks=(check,)),))
     row = next(line for line in RENDERERS["markdown"].render(report).splitlines()
                if "`m:F`" in line)
@@ -124,7 +124,7 @@ def test_markdown_status_has_one_word():
 def test_json_dumps_every_field_of_the_data_model():
     """The JSON report is the data model: a field added to a result class and forgotten by
     ``jsonfmt`` fails here (``CheckResult.data``, ``ErrorEntry.internal`` and
-    ``Settings.strict`` once were)."""
+    ``ReportSettings.strict`` once were)."""
     import dataclasses
 
     from gradverify.report.jsonfmt import to_dict
@@ -140,18 +140,18 @@ def test_json_dumps_every_field_of_the_data_model():
                       (check,), inferred=True)
     error = ErrorEntry("m:G", "s.yaml", "GV011", "bug", internal=True,
                        location=Location("s.yaml", 4))
-    report = Report(Settings(strict=True, empty_ok=True), (case,), (error,), 0.3,
+    report = Report(ReportSettings(strict=True, empty_ok=True), (case,), (error,), 0.3,
                     {"gradverify": "0", "torch": "t", "python": "p"}, ("note",))
     dumped = to_dict(report)
     fields = {cls: {f.name for f in dataclasses.fields(cls)} for cls in (
-        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, Settings)}
+        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, ReportSettings)}
     result = dumped["results"][0]
     assert fields[CaseResult] <= set(result)
     assert fields[InputInfo] <= set(result["inputs"][0])
     assert fields[CheckResult] <= set(result["checks"][0])
     assert fields[Finding] <= set(result["checks"][0]["findings"][0])
     assert fields[ErrorEntry] <= set(dumped["errors"][0])
-    assert fields[Settings] <= set(dumped["settings"])
+    assert fields[ReportSettings] <= set(dumped["settings"])
     # the report's own fields: settings, results, errors and notes as such; its duration in the
     # summary, its versions at the top
     assert {f.name for f in dataclasses.fields(Report)} == {
@@ -189,7 +189,7 @@ def test_github_takes_file_and_line_from_locations_never_from_messages():
         CheckResult("gradcheck", Status.FAIL, 0.0, "s", (misleading, placed, only_file)),))
     errors = (ErrorEntry(None, "s.yaml", "GV002", "x.py:3: looks like a place"),
               ErrorEntry(None, "s.yaml", "GV002", "bad value", location=Location("s.yaml", 5)))
-    lines = RENDERERS["github"].render(Report(Settings(), (case,), errors)).splitlines()
+    lines = RENDERERS["github"].render(Report(ReportSettings(), (case,), errors)).splitlines()
     assert lines[0].startswith("::error title=GV121 gradcheck::m:F [c] gradcheck: x.py:3: ")
     assert lines[1].startswith("::error file=ops.py,line=12,title=GV121 gradcheck::")
     assert lines[2].startswith("::error title=GV121 gradcheck::")  # no line to place it on

@@ -18,7 +18,7 @@ from gradverify.results import (
     ErrorEntry,
     ExitCode,
     Report,
-    Settings,
+    ReportSettings,
     Status,
 )
 
@@ -28,7 +28,7 @@ GOLDEN = Path(__file__).parent / "golden"
 def _report(*statuses: Status, errors=(), strict=False) -> Report:
     checks = tuple(CheckResult(f"c{i}", s, 0.0, "") for i, s in enumerate(statuses))
     results = (CaseResult("m:F", None, "case", Status.PASS, 0.0, checks=checks),) if checks else ()
-    return Report(Settings(strict=strict), results, tuple(errors), duration_s=1.5)
+    return Report(ReportSettings(strict=strict), results, tuple(errors), duration_s=1.5)
 
 
 @pytest.mark.parametrize(("statuses", "errors", "strict", "code"), [
@@ -109,7 +109,7 @@ def _case(target: str, case: str, status: Status, summary: str = "ok") -> CaseRe
 
 
 def test_concise_by_default_details_for_what_did_not_pass():
-    report = Report(Settings(), (_case("m:Good", "a", Status.PASS),
+    report = Report(ReportSettings(), (_case("m:Good", "a", Status.PASS),
                                  _case("m:Good", "b", Status.PASS),
                                  _case("m:Bad", "a", Status.FAIL, "gradient for 'x' is wrong")))
     text = render_plain(report)
@@ -127,7 +127,7 @@ def test_concise_by_default_details_for_what_did_not_pass():
 
 def test_lines_wrap_at_word_boundaries_to_the_width():
     long = "the gradient " * 30 + "ends here"
-    report = Report(Settings(), (_case("m:Bad", "a", Status.FAIL, long),))
+    report = Report(ReportSettings(), (_case("m:Bad", "a", Status.FAIL, long),))
     for width in (80, 120):
         text = render_plain(report, width=width)
         assert all(len(line) <= width for line in text.splitlines() if not line.startswith("    |"))

@@ -17,7 +17,7 @@ from gradverify._version import __version__
 from gradverify.discover import Job, Plan, resolve_deferred
 from gradverify.errors import RunInterrupted, interrupt_signal
 from gradverify.options import RunOptions
-from gradverify.results import CaseResult, ErrorEntry, Report, Settings
+from gradverify.results import CaseResult, ErrorEntry, Report, ReportSettings
 from gradverify.run.execute import execute
 from gradverify.run.tasks import (
     UNSUPPORTED_ROW,
@@ -104,7 +104,7 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
     if torch_version:
         version_info["torch"] = torch_version
     return Report(
-        settings=Settings(device=options.device, seed=options.seed, mode=options.mode,
+        settings=ReportSettings(device=options.device, seed=options.seed, mode=options.mode,
                           strict=options.strict, empty_ok=options.changed),
         # one error once: a worker that could not start is said by discovery and by its cases
         results=tuple(results), errors=tuple(dict.fromkeys([*plan.errors, *errors])),
