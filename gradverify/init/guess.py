@@ -11,8 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.init.source import Hints, read_source
-from gradverify.targets import MISSING as _MISSING
-from gradverify.targets import Param, Target
+from gradverify.targets import MISSING, Param, Target
 
 SIZES = {"B": 2, "C": 3, "D": 4, "N": 5, "H": 6, "W": 7, "L": 8, "K": 9, "S": 3, "E": 6}
 """The sizes of named dims: small, and distinct where they meet in one tensor."""
@@ -76,7 +75,7 @@ class Guess:
 
 
 def _annotation(param: Param) -> str:
-    if param.annotation is _MISSING:
+    if param.annotation is MISSING:
         return ""
     if isinstance(param.annotation, str):
         return param.annotation
@@ -105,7 +104,7 @@ def _guess(param: Param, hint: Hints) -> Guess:
     name, annotation = param.name, _annotation(param)
     default = param.default
     tensor_annotation = "Tensor" in annotation
-    if default is not _MISSING and not tensor_annotation and default is not None \
+    if default is not MISSING and not tensor_annotation and default is not None \
             and isinstance(default, (bool, int, float, str)):
         return Guess(name, "default", value=default, why="forward's default", loop=hint.loop)
     if hint.loop and annotation in ("int", ""):

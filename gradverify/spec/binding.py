@@ -10,8 +10,7 @@ from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
 from gradverify.spec.model import COMPLEX, Case, SeqArg, Spec, TensorArg, ValueArg
-from gradverify.targets import MISSING as _MISSING
-from gradverify.targets import Capability, Param, Target
+from gradverify.targets import MISSING, Capability, Param, Target
 
 MAX_CASE_BYTES = 2 * 1024**3
 """A case's tensors may take at most this much memory in float64 (refused before allocating)."""
@@ -73,14 +72,14 @@ def _bind(case: Case, info: Target, spec: Spec) -> Bound:
             if name not in names:
                 _unknown(name, info, names, keyword, varargs, fail, signature)
         if info.has(Capability.KEYWORDS) and not varargs and (
-                any(p.name in given or p.default is _MISSING for p in keyword)):
+                any(p.name in given or p.default is MISSING for p in keyword)):
             return _with_keywords(info, given, keyword, fail, signature)
         last = max((names.index(n) for n in given), default=-1)
         args = _given_or_default(positional[: last + 1], given, fail, signature)
         if spread is not None:
             last = len(positional) - 1
             for p in positional[len(args):]:
-                if p.default is _MISSING:
+                if p.default is MISSING:
                     raise fail(f"missing argument {p.name!r} for {signature}")
                 args.append(Default(p.default))
         missing = [p.name for p in positional[last + 1:] if p.required]
@@ -123,7 +122,7 @@ def _with_keywords(info: Target, given: dict[str, Any], keyword: list[Param],
     last set or required (the adapter passes what follows the positional ones by name)."""
     args = _given_or_default([*info.positional, *keyword], given, fail, signature)
     needed = [i for i, p in enumerate([*info.positional, *keyword])
-              if p.name in given or p.default is _MISSING]
+              if p.name in given or p.default is MISSING]
     args = args[: max(needed) + 1]
     names = [p.name for p in [*info.positional, *keyword]][: len(args)]
     return Bound(tuple(names), tuple(args))
@@ -137,7 +136,7 @@ def _given_or_default(params: list[Param], given: dict[str, Any],
     for p in params:
         if p.name in given:
             args.append(given[p.name])
-        elif p.default is not _MISSING:
+        elif p.default is not MISSING:
             args.append(Default(p.default))
         else:
             raise fail(f"missing argument {p.name!r} for {signature}")
@@ -156,7 +155,7 @@ def _signature(info: Target) -> str:
 
 def _show_param(p: Param) -> str:
     prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
-    return f"{prefix}{p.name}" + ("" if p.default is _MISSING else f"={p.default!r}")
+    return f"{prefix}{p.name}" + ("" if p.default is MISSING else f"={p.default!r}")
 
 
 _NUMBERS = {"float": "a float", "SymFloat": "a float", "int": "an integer",

@@ -20,8 +20,7 @@ from gradverify.results import InputInfo
 from gradverify.spec import convert
 from gradverify.spec.binding import Bound, Default, names_for, resolve_shape
 from gradverify.spec.model import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
-from gradverify.targets import MISSING as _MISSING
-from gradverify.targets import Target
+from gradverify.targets import MISSING, Target
 
 if TYPE_CHECKING:
     import torch
@@ -278,7 +277,7 @@ class InputMaker:
             for p in self.info.positional[: last + 1]:
                 if p.name in result:
                     values.append(result[p.name])
-                elif p.default is not _MISSING:
+                elif p.default is not MISSING:
                     values.append(p.default)
                 else:
                     raise InputError(f"factory {factory} did not return {p.name!r}",
