@@ -234,7 +234,7 @@ class CheckItem(pytest.Item):
         if result is None:
             raise CheckFailed(error.message if error else "the case could not run")
         if self.name == CASE_ITEM:
-            _report(_case_row(result.checks, case.checks), _options(self.config).strict)
+            _report(_case_row(result, case.checks), _options(self.config).strict)
             return
         check = next((c for c in result.checks if c.name == self.name), None)
         if check is None:
@@ -253,11 +253,12 @@ class CheckItem(pytest.Item):
         return self.path, line, f"{case.parent.name} {case.name} {self.name}"
 
 
-def _case_row(rows: Any, checks: list[str]) -> CheckResult:
-    """The rows of a case that no check item reports, as one row."""
+def _case_row(result: Any, checks: list[str]) -> CheckResult:
+    """What a case found about itself as a whole (``CaseResult.about_case``), and any row no
+    check item reports (a worker lost before its first check), as one row."""
     from gradverify.results import worst
 
-    own = [row for row in rows if row.name not in checks]
+    own = [row for row in result.checks if row.name not in checks] + list(result.about_case)
     if not own:
         return CheckResult(CASE_ITEM, Status.PASS, 0.0, "nothing found about the case as a whole")
     return CheckResult(CASE_ITEM, worst([r.status for r in own], Status.PASS),

@@ -146,8 +146,19 @@ class CaseResult:
     duration_s: float
     inputs: tuple[InputInfo, ...] = ()
     checks: tuple[CheckResult, ...] = ()
+    """One row per check selected for the case, in run order."""
     inferred: bool = False
     """True when no spec was found and the inputs were inferred from forward's signature."""
+    about_case: tuple[CheckResult, ...] = ()
+    """What is found about the case as a whole, not by one check (``run.casenotes``): its
+    inputs could not be made, it verified nothing, its spec is unfinished, it changed torch's
+    global state, it left processes running, its spec needs a newer torch. Each is a row
+    named for what it is about; reports show them after the checks (``rows``)."""
+
+    @property
+    def rows(self) -> tuple[CheckResult, ...]:
+        """Every row a report shows for the case: the checks', then those about the case."""
+        return self.checks + self.about_case
 
 
 @dataclass(frozen=True)
@@ -200,7 +211,7 @@ class Report:
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status}
         for case in self.results:
-            for check in case.checks:
+            for check in case.rows:
                 counts[check.status.value] += 1
         return counts
 
@@ -213,7 +224,7 @@ class Report:
             return ExitCode.INPUT
         if not self.results:
             return ExitCode.OK if self.settings.empty_ok else ExitCode.NOTHING_SELECTED
-        if any(self.failed(c) for case in self.results for c in case.checks):
+        if any(self.failed(c) for case in self.results for c in case.rows):
             return ExitCode.FAILED
         return ExitCode.OK
 
@@ -248,6 +259,6 @@ def _render(report: Report) -> str:
     if _RENDERER:
         return _RENDERER[0](report)
     return "\n".join(f"{case.target} :: {case.case}: {check.name} {check.status.value}"
-                     for case in report.results for check in case.checks
+                     for case in report.results for check in case.rows
                      if check.status in (Status.FAIL, Status.ERROR)) + \
         "".join(f"\n{error.code}: {error.message}" for error in report.errors)

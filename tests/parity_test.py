@@ -15,6 +15,7 @@ import torch
 import functions
 import gradverify
 from conftest import ROOT
+from gradverify.registry import REGISTRY
 from gradverify.spec.file import load_file
 
 SPECS = ("specs/broken/broken.yaml", "specs/linear.yaml", "specs/estimators.yaml",
@@ -28,14 +29,13 @@ OUTCOME = {"pass": "passed", "warn": "passed", "xpass": "passed", "skip": "skipp
 
 
 def _statuses(report: dict) -> dict[tuple[str, str, str], str]:
-    """(target, case, check) -> status; rows no check owns as the case's own row."""
-    from gradverify.registry import REGISTRY
-
+    """(target, case, check) -> status; the rows about the case as a whole as its own row."""
     found: dict[tuple[str, str, str], str] = {}
     for result in report["results"]:
-        own = [c["status"] for c in result["checks"] if c["name"] not in REGISTRY]
+        about = set(result["about_case"])
+        own = [c["status"] for c in result["checks"] if c["name"] in about]
         for check in result["checks"]:
-            if check["name"] in REGISTRY:
+            if check["name"] not in about:
                 found[(result["target"], result["case"], check["name"])] = check["status"]
         found[(result["target"], result["case"], "case")] = _worst(own)
     return found
@@ -69,6 +69,11 @@ def test_the_command_line_verify_and_the_plugin_agree(pytester, tmp_path):
         for spec_path in SPECS:
             for spec in load_file(project / spec_path):
                 report = gradverify.verify(spec.target, spec)
+                if spec.target == "leaky:Leaky":  # what is about the case is no check's row
+                    (leaky,) = report.results
+                    assert [c.name for c in leaky.about_case] == ["global_state",
+                                                                  "left_running"]
+                    assert {c.name for c in leaky.checks} <= set(REGISTRY)
                 path = tmp_path / "api.json"
                 from gradverify.report import RENDERERS
 

@@ -149,7 +149,7 @@ class _Writer:
             if shapes:
                 for line in self.wrap(f"inputs: {shapes}", "    ", "  "):
                     yield _p(line, "dim")
-            rows = [c for c in case.checks
+            rows = [c for c in case.rows
                     if self.verbosity == Verbosity.VERBOSE or _row_needed(c)]
             if self.verbosity != Verbosity.VERBOSE:
                 rows = _grouped_skips(rows)
@@ -157,7 +157,7 @@ class _Writer:
             for check in rows:
                 yield from self.check_row(check, name_width)
             shown = {n for c in rows for n in c.name.split(", ")}
-            rest = [c for c in case.checks if c.name not in shown]
+            rest = [c for c in case.rows if c.name not in shown]
             if rest:
                 passed = sum(1 for c in rest if c.status == Status.PASS)
                 skipped = len(rest) - passed
@@ -165,7 +165,7 @@ class _Writer:
                     f"{passed} other check{'s' * (passed != 1)} passed" if passed else "",
                     f"{skipped} skipped" if skipped else "") if part) + "; -v shows them)",
                     "dim")
-        for check in case.checks:
+        for check in case.rows:
             for finding in check.findings:
                 if finding.severity == Severity.INFO:
                     said = (case.target, finding.code, finding.location, finding.message)

@@ -44,7 +44,7 @@ class Github:
 def _render(report: Report) -> str:
     lines = []
     for case in report.results:
-        for check in case.checks:
+        for check in case.rows:
             if check.status in (Status.PASS, Status.SKIP, Status.XFAIL):
                 continue
             for f in check.findings:

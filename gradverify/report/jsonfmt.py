@@ -49,7 +49,9 @@ def _case(r: CaseResult) -> dict[str, Any]:
             "inputs": [{"name": i.name, "kind": i.kind,
                         "shape": list(i.shape) if i.shape is not None else None,
                         "dtype": i.dtype, "requires_grad": i.requires_grad} for i in r.inputs],
-            "checks": [_check(c) for c in r.checks]}
+            # every row a report shows, as before; the names of those about the case as a whole
+            "checks": [_check(c) for c in r.rows],
+            "about_case": [c.name for c in r.about_case]}
 
 
 def to_dict(report: Report) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def _render(report: Report) -> str:
     for target, cases in targets.items():
         suite = ET.SubElement(root, "testsuite", name=escaped(target))
         for case in cases:
-            for check in case.checks:
+            for check in case.rows:
                 _testcase(suite, escaped(target), case.case, check, report.settings.strict)
         _count(suite, totals, sum(c.duration_s for c in cases))
     if report.errors:

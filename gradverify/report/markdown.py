@@ -34,12 +34,12 @@ def _render(report: Report) -> str:
     if report.results:
         lines += ["| target | case | status | checks |", "|---|---|---|---|"]
         for case in report.results:
-            bad = [f"{c.name}: {c.status.value}" for c in case.checks
+            bad = [f"{c.name}: {c.status.value}" for c in case.rows
                    if c.status not in (Status.PASS, Status.SKIP)]
             lines.append(f"| `{_cell(case.target)}` | {_cell(case.case)} | "
                          f"{_ICON[case.status]} {case.status.value} | "
-                         f"{_cell(', '.join(bad)) or f'{len(case.checks)} ok'} |")
-    details = [(case, check, f) for case in report.results for check in case.checks
+                         f"{_cell(', '.join(bad)) or f'{len(case.rows)} ok'} |")
+    details = [(case, check, f) for case in report.results for check in case.rows
                if check.status in (Status.FAIL, Status.ERROR, Status.WARN, Status.XPASS)
                for f in check.findings if f.severity != Severity.INFO]
     if details:

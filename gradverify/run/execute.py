@@ -74,21 +74,24 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
         # an op's tensor lists spread into inputs of their own, known once the inputs are made
         ctx = dataclasses.replace(ctx, info=opcalls.for_case(info, ctx.maker.groups))
         _run_checks(ctx, checks, options, on_check, rows)
-        rows.checks += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
+        rows.about += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc),
                                 location=exc.location)
     except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
         rows.setup_failed(casenotes.inputs_failed(exc, ctx), ctx)
     rows.restore()
-    rows.checks = casenotes.guesses_marked(casenotes.consequences_marked(rows.checks), spec)
-    rows.checks += casenotes.unfinished_row(spec)
-    rows.checks += casenotes.global_state_row(info, rows.state, rows.changed)
-    rows.checks += casenotes.left_running_row(ctx, running)
+    marked = casenotes.guesses_marked(casenotes.consequences_marked(
+        [*rows.checks, *rows.about]), spec)
+    checked, about = marked[:len(rows.checks)], marked[len(rows.checks):]
+    about += casenotes.unfinished_row(spec)
+    about += casenotes.global_state_row(info, rows.state, rows.changed)
+    about += casenotes.left_running_row(ctx, running)
     return CaseResult(target=info.target, spec=spec.path, case=case.name,
-                      status=worst([c.status for c in rows.checks], Status.SKIP),
+                      status=worst([c.status for c in [*checked, *about]], Status.SKIP),
                       duration_s=time.perf_counter() - started, inputs=inputs,
-                      checks=tuple(rows.checks), inferred=spec.inferred), rows.internal
+                      checks=tuple(checked), inferred=spec.inferred,
+                      about_case=tuple(about)), rows.internal
 
 
 @dataclass
@@ -98,6 +101,8 @@ class _Rows:
     state: list[Finding]
     """Global state changed before the case (by an import): GV012."""
     checks: list[CheckResult] = field(default_factory=list)
+    about: list[CheckResult] = field(default_factory=list)
+    """Rows about the case as a whole (``CaseResult.about_case``)."""
     internal: ErrorEntry | None = None
     """The first bug of gradverify's met (exit 4)."""
     changed: list[str] = field(default_factory=list)
@@ -115,9 +120,13 @@ class _Rows:
         self.checks.append(result)
 
     def setup_failed(self, row: CheckResult, ctx: CheckContext) -> None:
+        """The case's inputs could not be made: a row about the case, no check ran."""
         traceback_text = row.findings[0].data.get("traceback") \
             if row.findings[0].code == "GV011" else None
-        self.add(ctx, row, str(traceback_text) if traceback_text is not None else None)
+        if traceback_text is not None and self.internal is None:
+            self.internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011",
+                                       str(traceback_text), internal=True)
+        self.about.append(row)
 
 
 def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,

@@ -117,10 +117,10 @@ def _unsupported(results: list[CaseResult]) -> list[str]:
     """One note per target skipped for needing a newer torch (``requires_torch``)."""
     notes: dict[tuple[str | None, str], str] = {}
     for result in results:
-        if [c.name for c in result.checks] == [UNSUPPORTED_ROW]:
+        if [c.name for c in result.about_case] == [UNSUPPORTED_ROW]:
             where = f" ({result.spec})" if result.spec else ""
             notes.setdefault((result.spec, result.target),
-                             f"{result.target}{where} {result.checks[0].summary}")
+                             f"{result.target}{where} {result.about_case[0].summary}")
     return list(notes.values())
 
 

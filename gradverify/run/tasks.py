@@ -27,14 +27,17 @@ class Task:
 
 
 def failed_case(task: Task, check: str | None, code: str, message: str, hint: str) -> CaseResult:
-    """A case that could not finish: one error result carrying the finding."""
+    """A case that could not finish: one error row carrying the finding, the row of the check
+    that was running, or one about the case (its import, inputs or forward, or before)."""
+    from gradverify.registry import REGISTRY
+
     finding = Finding(code, Severity.ERROR, message, hint=hint)
     spec = task.job.spec
+    row = (CheckResult(check or "run", Status.ERROR, 0.0, message[:80], (finding,)),)
+    ran = check in REGISTRY
     return CaseResult(target=task.job.target, spec=spec.path if spec else None, case=task.case,
-                      status=Status.ERROR, duration_s=0.0,
-                      checks=(CheckResult(check or "run", Status.ERROR, 0.0, message[:80],
-                                          (finding,)),),
-                      inferred=spec is None)
+                      status=Status.ERROR, duration_s=0.0, checks=row if ran else (),
+                      about_case=() if ran else row, inferred=spec is None)
 
 
 TaskOutcome = tuple[CaseResult | None, list[ErrorEntry]]
@@ -92,7 +95,7 @@ class Unsupported:
         row = CheckResult(UNSUPPORTED_ROW, Status.SKIP, 0.0,
                           f"skipped: the target needs {self.reason}")
         return CaseResult(target=self.target, spec=self.spec.path, case=case,
-                          status=Status.SKIP, duration_s=0.0, checks=(row,))
+                          status=Status.SKIP, duration_s=0.0, about_case=(row,))
 
 
 
