@@ -105,12 +105,15 @@ def test_recorded_specs_keep_values_meaning_catch_every_planted_bug_and_are_appe
 
     assert caught(project, "recorded") == [PLANTED]
 
-    # recording again, with other sizes: new cases appended, the header recounted
+    # recording again, with other sizes: new cases appended, the header recounted (of one
+    # Function: each recorded Function costs a probe process)
     script = (project / "train.py").read_text().replace("B, H, L, D, E, V = 4, 4, 24, 8, 8, 40",
                                                         "B, H, L, D, E, V = 2, 4, 24, 8, 8, 40")
     (project / "train.py").write_text(script)
-    again = gv(project, "record", "-o", "recorded", "--", "python", "train.py")
+    again = gv(project, "record", "-o", "recorded", "--include", "*:FusedLayerNorm", "--",
+               "python", "train.py")
     assert again.returncode == 0, again.stderr
+    assert "gradverify record: 1 Function(s) recorded" in again.stderr
     spec = (out / "FusedLayerNorm.yaml").read_text()
     assert "(2 distinct call signatures)." in spec and "(1 distinct" not in spec
     assert spec.count("# signature ") == 2
