@@ -51,6 +51,7 @@ def training(project: Project) -> Path:
     return project.root
 
 
+@pytest.mark.slow
 def test_record_writes_specs_that_run_and_catch_a_planted_bug_in_each(training):
     done = _cli("record", "-o", "specs/rec", "--", "python", "train.py", "1", cwd=training)
     assert done.returncode == 0, done.stderr

@@ -357,6 +357,7 @@ class F(Function):
     assert "\\x1b[31mred\\x00" in ET.tostring(root, encoding="unicode")
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_its_own_finding(project):
     (project / "specs" / "huge.yaml").write_text(
         "target: good:Good\ncases:\n  - name: huge\n    args: {x: {shape: [12000, 12000]}}\n")

@@ -115,6 +115,7 @@ def _specs(*dbs: str) -> list[str]:
 
 
 # one process for the two small databases (most of a run is importing them), one for hop_db
+@pytest.mark.slow
 @pytest.mark.parametrize("dbs", [("autograd_function_db", "custom_op_db"), ("hop_db",)],
                          ids="+".join)
 def test_torchs_test_databases_get_the_verdicts_bare_torch_proves(dbs):
