@@ -4,8 +4,10 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from click.testing import CliRunner
@@ -81,6 +83,20 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
 def in_repo(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(ROOT)
     return ROOT
+
+
+T = TypeVar("T")
+
+
+def slow_first(items: Sequence[T], slow: Callable[[T], bool]) -> list[T]:
+    """The slow items, then the others, each in the order given. pytest-xdist hands tests out in
+    collection order: a long end-to-end run started first overlaps the many short tests, where
+    started last it keeps one worker busy after the others have run out of tests."""
+    return [item for item in items if slow(item)] + [item for item in items if not slow(item)]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = slow_first(items, lambda item: item.get_closest_marker("slow") is not None)
 
 
 os.environ.setdefault("NO_COLOR", "1")

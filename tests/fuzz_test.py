@@ -1,6 +1,7 @@
 """The spec loader never fails with anything but a SpecError (exit 3), whatever the YAML."""
 from __future__ import annotations
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,6 +36,7 @@ def test_arbitrary_documents(document):
     _load(yaml.safe_dump(document))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.dictionaries(st.sampled_from(SPEC_KEYS), VALUES, min_size=1),
        st.lists(st.dictionaries(st.sampled_from(CASE_KEYS), VALUES), min_size=1, max_size=3))

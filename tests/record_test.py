@@ -2,6 +2,7 @@
 a planted bug in each recorded Function; the run itself unchanged."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 import gradverify
+from conftest import Project, run_cli
 from gradverify.recording.capture import describe
 from gradverify.recording.draft import case_dict, draft
 from gradverify.recording.spool import Observation
@@ -40,12 +42,16 @@ def _forget_recording_ops():
 
 
 @pytest.fixture
-def training(tmp_path: Path) -> Path:
+def training(project: Project) -> Path:
+    """A copy of tests/recording: the current directory, whose modules a check in this process
+    imports (and the ``project`` fixture forgets again)."""
     for name in ("ops.py", "train.py"):
-        shutil.copy(HERE / name, tmp_path / name)
-    return tmp_path
+        shutil.copy(HERE / name, project.root / name)
+    sys.modules.pop("ops", None)  # never another test's
+    return project.root
 
 
+@pytest.mark.slow
 def test_record_writes_specs_that_run_and_catch_a_planted_bug_in_each(training):
     done = _cli("record", "-o", "specs/rec", "--", "python", "train.py", "1", cwd=training)
     assert done.returncode == 0, done.stderr
@@ -65,18 +71,18 @@ def test_record_writes_specs_that_run_and_catch_a_planted_bug_in_each(training):
     assert "C: 8      # recorded 32" in unfold  # backed off from 2: a multiple of 8
     assert "backed off to C=8" in done.stderr
 
-    correct = _cli("check", "specs/rec", "--format", "json", cwd=training)
-    assert correct.returncode == 0, correct.stdout[-3000:] + correct.stderr
+    # the checks run in this process (the recording above is the command's, end to end)
+    correct = run_cli("check", "specs/rec", "--format", "json")
+    assert correct.code == 0, correct.stdout[-3000:] + correct.stderr
 
     source = (training / "ops.py").read_text()
     for name, (good, bad) in BUGS.items():
         assert source.count(good) == 1, name
         source = source.replace(good, bad)
     (training / "ops.py").write_text(source)
-    broken = _cli("check", "specs/rec", "--format", "json", cwd=training)
-    assert broken.returncode == 1
-    import json
-
+    del sys.modules["ops"]  # the bugged ops.py, imported afresh
+    broken = run_cli("check", "specs/rec", "--format", "json")
+    assert broken.code == 1
     report = json.loads(broken.stdout)
     failed = {r["target"].split(":")[1] for r in report["results"] if r["status"] == "fail"}
     assert failed == set(FUNCTIONS)
@@ -94,19 +100,22 @@ def test_record_check_runs_the_check_and_exit_codes_pass_through(training):
 
 
 def test_existing_specs_are_never_overwritten(training):
+    """Without shrinking (no probe process per run): which cases are new is decided on the
+    recorded calls; newcomer_test.py appends with shrinking."""
     (training / "a.py").write_text("import torch\nfrom ops import SortPair\n"
                                    "SortPair.apply(torch.randn(6, 4))\n")
     (training / "b.py").write_text("import torch\nfrom ops import SortPair\n"
                                    "SortPair.apply(torch.randn(6, 7, 5))\n")
-    assert _cli("record", "--", "python", "a.py", cwd=training).returncode == 0
+    assert _cli("record", "--no-shrink", "--", "python", "a.py", cwd=training).returncode == 0
     spec = training / "specs/recorded/SortPair.yaml"
     spec.write_text(spec.read_text() + "# my note\n")
-    again = _cli("record", "--", "python", "a.py", cwd=training)
+    again = _cli("record", "--no-shrink", "--", "python", "a.py", cwd=training)
     assert "nothing new" in again.stderr and "# my note" in spec.read_text()
-    assert _cli("record", "--", "python", "b.py", cwd=training).returncode == 0
+    assert _cli("record", "--no-shrink", "--", "python", "b.py", cwd=training).returncode == 0
     (first, second) = [c.name for c in load_file(spec)[0].cases]
     assert (first, second) == ("recorded", "recorded-2") and "# my note" in spec.read_text()
-    assert _cli("record", "--force", "--", "python", "b.py", cwd=training).returncode == 0
+    assert _cli("record", "--no-shrink", "--force", "--", "python", "b.py",
+                cwd=training).returncode == 0
     assert [c.name for c in load_file(spec)[0].cases] == ["recorded"]
     assert "# my note" not in spec.read_text()
 
@@ -130,10 +139,10 @@ Apply.apply(torch.randn(5, requires_grad=True), lambda t: t * 1)
     assert _cli("record", "--", "python", "cb.py", cwd=training).returncode == 0
     text = (training / "specs/recorded/Apply.yaml").read_text()
     assert 'factory: "TODO: fn is a callable"' in text
-    done = _cli("check", "specs/recorded/Apply.yaml", cwd=training)
-    assert done.returncode == 3
+    done = run_cli("check", "specs/recorded/Apply.yaml")  # in this process: cb.py runs at import
+    assert done.code == 3
     assert "needs a factory that gradverify could not write (TODO: fn is a callable)" in \
-        " ".join((done.stderr + done.stdout).split())
+        " ".join(done.output.split())
 
 
 @pytest.mark.parametrize("command", [["torchrun", "train.py"], ["python"], ["python", "nope.py"]])
@@ -310,9 +319,10 @@ ChunkedScale.apply(x, torch.randn(3, requires_grad=True)).sum().backward()
 '''
 
 
-def test_recorded_values_keep_their_relations(tmp_path):
+def test_recorded_values_keep_their_relations(project):
     """An index with one entry per row of a square tensor, whose values a count bounds that
     equals the tensor's sizes; a loop whose step is forward's default (never passed)."""
+    tmp_path = project.root
     (tmp_path / "kern.py").write_text(KERNELS)
     (tmp_path / "train.py").write_text(TRAIN)
     done = _cli("record", "-o", "rec", "--", "python", "train.py", cwd=tmp_path)
@@ -323,4 +333,4 @@ def test_recorded_values_keep_their_relations(tmp_path):
     assert "values index num_classes = 4" in scatter and "num_classes: 4" in scatter
     chunked = (tmp_path / "rec" / "ChunkedScale.yaml").read_text()
     assert re.search(r"N: 4 +# recorded 8", chunked), chunked  # longer than the default step 3
-    assert _cli("check", "rec", cwd=tmp_path).returncode == 0
+    assert run_cli("check", "rec").code == 0  # in this process

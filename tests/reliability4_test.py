@@ -112,6 +112,7 @@ def test_control_characters_in_names_never_start_a_log_line(project):
 # ----------------------------------------------------------------------------- the directory
 
 
+@pytest.mark.slow
 def test_the_working_directory_is_for_the_users_imports_only(project):
     for name in ("json", "hashlib"):
         (project / f"{name}.py").write_text(f"raise SystemExit('the user\\'s {name}.py')\n")
@@ -139,6 +140,7 @@ if "gradverify.run.worker" in sys.argv:
 """
 
 
+@pytest.mark.slow
 def test_a_slow_or_failed_worker_start_is_not_a_cases_fault(project, tmp_path_factory):
     slow = tmp_path_factory.mktemp("slow")
     (slow / "sitecustomize.py").write_text(WORKER_START.format(action="time.sleep(6)"))

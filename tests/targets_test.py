@@ -4,6 +4,7 @@ it would flag; the checks that do not apply to a kind skip, saying why."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import torchversions
+from conftest import Result, run_cli
 from gradverify import verify
 from gradverify.results import Status
 
@@ -40,9 +42,10 @@ BUGS = {  # spec -> (the check that owns the bug, its code, the argument or para
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    run = subprocess.run([sys.executable, "-m", "gradverify", "check", str(SPECS), "--format",
-                          "json"], cwd=HERE, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 1, run.stderr
+    with pytest.MonkeyPatch.context() as patch:  # locations read as from tests/
+        patch.chdir(HERE)
+        run = run_cli("check", str(SPECS), "--format", "json")  # opzoo: imported here already
+    assert run.code == 1, run.stderr
     return json.loads(run.stdout)
 
 
@@ -158,58 +161,65 @@ def _cli(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+# In this process (opzoo is imported already): these are about names, specs and messages, not
+# about processes; the isolated default is pool_test.py's, the installed command cli_test.py's.
 def test_unknown_op_name_and_bad_init_args_are_clear_errors(tmp_path):
     (tmp_path / "a.yaml").write_text("target: nosuch::op\ncases:\n  - args: {x: {shape: [2]}}\n")
-    run = _cli("check", str(tmp_path / "a.yaml"))
-    assert run.returncode == 3 and "no operator nosuch::op" in run.stdout + run.stderr
-    assert "imports:" in run.stdout + run.stderr and "Traceback" not in run.stderr
+    run = run_cli("check", str(tmp_path / "a.yaml"))
+    assert run.code == 3 and "no operator nosuch::op" in run.output
+    assert "imports:" in run.output and "Traceback" not in run.stderr
     (tmp_path / "b.yaml").write_text("target: opzoo:Affine\ninit_args: {in_features: {a: 1}}\n"
                                      "cases:\n  - args: {x: {shape: [2]}}\n")
-    run = _cli("check", str(tmp_path / "b.yaml"))
-    assert run.returncode == 3 and "init_args.in_features" in run.stdout + run.stderr
+    run = run_cli("check", str(tmp_path / "b.yaml"))
+    assert run.code == 3 and "init_args.in_features" in run.output
     (tmp_path / "c.yaml").write_text("target: opzoo:Affine\ncases:\n  - args: {x: {shape: [2]}}\n")
-    run = _cli("check", str(tmp_path / "c.yaml"))
-    out = " ".join((run.stdout + run.stderr).split())
-    assert run.returncode == 3 and "c.yaml:1: init_args:" in out, out
+    run = run_cli("check", str(tmp_path / "c.yaml"))
+    out = " ".join(run.output.split())
+    assert run.code == 3 and "c.yaml:1: init_args:" in out, out
     assert "missing a required argument: 'in_features'" in out
     assert "Traceback" not in run.stderr
     (tmp_path / "d.yaml").write_text("target: opzoo:Affine\n"
                                      "init_args: {in_feature: 4, out_features: 2}\n"
                                      "cases:\n  - args: {x: {shape: [2, 4]}}\n")
-    run = _cli("check", str(tmp_path / "d.yaml"))
-    out = " ".join((run.stdout + run.stderr).split())
-    assert run.returncode == 3 and "(did you mean 'in_features'?)" in out, out
+    run = run_cli("check", str(tmp_path / "d.yaml"))
+    out = " ".join(run.output.split())
+    assert run.code == 3 and "(did you mean 'in_features'?)" in out, out
 
 
-def test_init_and_list_on_ops_functions_and_modules(tmp_path):
-    run = _cli("list", "opzoo")
-    assert run.returncode == 0, run.stderr
+def test_init_and_list_on_ops_functions_and_modules(tmp_path, monkeypatch):
+    monkeypatch.chdir(HERE)
+    run = run_cli("list", "opzoo")
+    assert run.code == 0, run.stderr
     assert "opzoo:sin  (custom op, register_autograd)" in run.stdout
     assert "opzoo:Affine  (nn.Module)" in run.stdout
     for target in ("opzoo:sin", "opzoo:Affine", "opzoo:two_functions"):
         out = tmp_path / (target.split(":")[1] + ".yaml")
-        run = _cli("init", target, "-o", str(out))
-        assert run.returncode == 0, run.stderr
+        run = run_cli("init", target, "-o", str(out))
+        assert run.code == 0, run.stderr
         text = out.read_text()
         assert f"target: {target}" in text and "ran forward and backward" in text
         assert "weight" not in text  # a module's parameters are found, not written
-        run = _cli("check", str(out))
-        assert run.returncode == 0, run.stdout + run.stderr
+        run = run_cli("check", str(out))
+        assert run.code == 0, run.output
     assert "init_args: {in_features: 4, out_features: 4}" in (tmp_path / "Affine.yaml").read_text()
 
 
-def test_pytest_plugin_takes_ops_functions_and_modules():
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                          "-v", "--gradverify", "specs_ops/sin.yaml", "specs_ops/affine.yaml",
-                          "specs_ops/sin_wrong_sign.yaml"], cwd=HERE, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 1, run.stdout[-2000:]
-    assert "1 failed" in run.stdout and "GV121" in run.stdout
-    assert "specs_ops/sin.yaml::opzoo:sin::small::op_schema PASSED" in run.stdout
-    assert "::opzoo:Affine::" in run.stdout and "::gradcheck PASSED" in run.stdout
+def test_pytest_plugin_takes_ops_functions_and_modules(pytester):
+    (pytester.path / "specs_ops").mkdir()
+    for name in ("sin", "affine", "sin_wrong_sign"):
+        shutil.copy(SPECS / f"{name}.yaml", pytester.path / "specs_ops")
+    run = pytester.runpytest("-p", "no:cacheprovider", "-v", "--gradverify",
+                             "specs_ops/sin.yaml", "specs_ops/affine.yaml",
+                             "specs_ops/sin_wrong_sign.yaml")
+    out = run.stdout.str()
+    assert run.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
+    assert "1 failed" in out and "GV121" in out
+    assert "specs_ops/sin.yaml::opzoo:sin::small::op_schema PASSED" in out
+    assert "::opzoo:Affine::" in out and "::gradcheck PASSED" in out
 
 
-def test_record_sees_custom_op_calls(tmp_path):
+def test_record_sees_custom_op_calls(project):
+    tmp_path = project.root
     (tmp_path / "layer.py").write_text(
         "import torch\n"
         "@torch.library.custom_op('gvrec::tanh2', mutates_args=())\n"
@@ -228,17 +238,15 @@ def test_record_sees_custom_op_calls(tmp_path):
     text = (tmp_path / "rec" / "tanh2.yaml").read_text()
     assert "target: layer:tanh2" in text and "alpha: 0.5" in text
     assert "x: {shape: [N, C]}   # recorded [32, 8] float32" in text
-    run = _cli("check", "rec", cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = run_cli("check", "rec")  # in this process: the project's layer.py, its own op
+    assert run.code == 0, run.output
 
 
-def test_an_op_name_on_the_command_line_uses_its_folder_spec(tmp_path):
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "sin.yaml").write_text(
-        "target: gvtest::sin\nimports: [opzoo]\ncases:\n  - args: {x: {shape: [3]}}\n")
-    (tmp_path / "opzoo.py").write_text((HERE / "opzoo.py").read_text())
-    run = _cli("check", "gvtest::sin", cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
+def test_an_op_name_on_the_command_line_uses_its_folder_spec(project):
+    project.write("specs/sin.yaml",
+                  "target: gvtest::sin\nimports: [opzoo]\ncases:\n  - args: {x: {shape: [3]}}\n")
+    run = run_cli("check", "gvtest::sin")  # in this process, where opzoo is imported
+    assert run.code == 0, run.output
     assert "gvtest::sin" in run.stdout
 
 
@@ -309,7 +317,9 @@ def test_an_op_without_an_autograd_kernel_or_floating_output():
     assert report.ok and rows["op_autograd_registration"].status == Status.SKIP
 
 
-def test_command_line_finds_ops_by_module_name_spelling_and_changed_file(tmp_path):
+def test_command_line_finds_ops_by_module_name_spelling_and_changed_file(project):
+    """In this process: the project's modules register ops of their own namespace (gvcli)."""
+    tmp_path = project.root
     (tmp_path / "lib.py").write_text(
         "import torch\n"
         "L = torch.library.Library('gvcli', 'DEF')\n"
@@ -330,22 +340,20 @@ def test_command_line_finds_ops_by_module_name_spelling_and_changed_file(tmp_pat
     (tmp_path / "specs" / "twice.yaml").write_text(
         "target: gvcli::twice\nimports: [lib]\ncases:\n  - args: {x: {shape: [3]}}\n")
 
-    def check(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "gradverify", "check", *args, "--format",
-                               "json"], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=300)
+    def check(*args: str) -> Result:
+        return run_cli("check", *args, "--format", "json")
 
     for args in (["ops"], ["torch.ops.gvcli:sq"], ["gvcli::sq.default"],
                  ["gvcli::sq", "--spec", "specs/sq.yaml"]):
         run = check(*args)
-        assert run.returncode == 0, (args, run.stdout[-1500:], run.stderr[-1500:])
+        assert run.code == 0, (args, run.stdout[-1500:], run.stderr[-1500:])
         assert {r["target"] for r in json.loads(run.stdout)["results"]} <= {
             "gvcli::sq", "torch.ops.gvcli:sq", "gvcli::sq.default"}, args
     run = check("lib")  # a module that registers its op by name only
-    assert run.returncode == 0, run.stdout[-1500:]
+    assert run.code == 0, run.stdout[-1500:]
     assert [r["target"] for r in json.loads(run.stdout)["results"]] == ["gvcli::twice"]
     run = check("--changed", "lib.py")  # a spec that imports the changed file runs
-    assert run.returncode == 0, run.stderr
+    assert run.code == 0, run.stderr
     assert [r["target"] for r in json.loads(run.stdout)["results"]] == ["gvcli::twice"]
 
 

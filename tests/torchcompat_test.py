@@ -52,28 +52,24 @@ def test_requires_torch_refuses_numbers_and_words(value, message):
     assert "s.yaml:2" in str(info.value)
 
 
-def test_a_spec_for_a_newer_torch_is_skipped_with_the_reason_everywhere(project):
-    """CLI (workers and in-process) and pytest plugin: skipped, exit 0, the module never
-    imported (it may use what this torch lacks)."""
-    project.write("future.py", "raise ImportError('needs a future torch')\n")
-    project.write("specs/future.yaml", """
-        target: future:Op
-        requires_torch: "99.0"
-        cases:
-          - name: a
-            args: [{shape: [3]}]
-          - name: b
-            args: [{shape: [4]}]
-        """)
+def test_a_spec_for_a_newer_torch_is_skipped_with_the_reason_everywhere(pytester):
+    """CLI (workers and in-process) and pytest plugin (pytest run by pytester, in this
+    process): skipped, exit 0, the module never imported (it may use what this torch lacks)."""
+    pytester.syspathinsert()
+    pytester.makepyfile(future="raise ImportError('needs a future torch')\n")
+    pytester.mkdir("specs")
+    (pytester.path / "specs" / "future.yaml").write_text(
+        'target: future:Op\nrequires_torch: "99.0"\ncases:\n'
+        "  - name: a\n    args: [{shape: [3]}]\n  - name: b\n    args: [{shape: [4]}]\n")
     for isolate in (True, False):
         result = run_cli("check", "specs/future.yaml", isolate=isolate)
         assert result.code == 0, result.output
         assert "2 skipped" in result.stdout and "torch >= 99.0" in result.stdout, result.stdout
-    plugin = subprocess.run([sys.executable, "-m", "pytest", "--gradverify", "-rs",
-                             "-p", "no:cacheprovider", "specs/future.yaml"],
-                            capture_output=True, text=True, cwd=project.root)
-    assert plugin.returncode == 0, plugin.stdout
-    assert "1 skipped" in plugin.stdout and "needs torch >= 99.0" in plugin.stdout
+    plugin = pytester.runpytest("--gradverify", "-rs", "-p", "no:cacheprovider",
+                                "specs/future.yaml")
+    out = plugin.stdout.str()
+    assert plugin.ret == pytest.ExitCode.OK, out
+    assert "1 skipped" in out and "needs torch >= 99.0" in out
 
 
 def test_an_op_target_on_a_torch_without_custom_ops_is_gv017(project, monkeypatch):
@@ -166,7 +162,10 @@ def test_a_compiled_case_leaves_nothing_of_its_own_running(project):
     assert result.code == 0 or (result.code == 1 and "[GV35" in result.output), result.output
 
 
-def test_the_baseline_binds_the_hook_watch_before_user_code():
+def test_the_baseline_binds_the_hook_watch_before_user_code(monkeypatch):
+    # a worker's baseline, forgotten afterwards: in this process restore() would otherwise put
+    # later tests back into this one's working directory
+    monkeypatch.setattr(torchstate, "_BASELINE", None)
     torchstate.baseline()
     autograd = torch._C._autograd
     assert hasattr(autograd, "_top_saved_tensors_default_hooks") or \

@@ -5,9 +5,8 @@ lambda and the samples that need structure). Each target's expected verdict is w
 beside what bare torch says on the same sample (float64, default flags): every target bare torch
 calls correct passes, every real defect is caught by its check, and nothing is refused.
 
-The four slowest specs (torch's map and flex-attention ops cost minutes on a CPU: map's own
-double backward takes 25-65 s) run with GRADVERIFY_SLOW=1; their verdicts were proven once and
-are kept here. CUDA-only entries cannot run on a CPU at all, in bare torch or here.
+The slowest specs run with GRADVERIFY_SLOW=1 (``SLOW``); their verdicts were proven once and are
+kept here. CUDA-only entries cannot run on a CPU at all, in bare torch or here.
 """
 from __future__ import annotations
 
@@ -22,9 +21,17 @@ import pytest
 import torchversions
 
 DB = Path(__file__).resolve().parent / "torchdb"
-SLOW = {"hop_db/map_nested.yaml", "hop_db/map_triple_nested.yaml",
-        "hop_db/flex_attention_backward.yaml",
-        "hop_db/flex_attention_backward_explicit_buffers.yaml"}
+SLOW = {
+    # torch's nested maps and flex-attention backward cost minutes on a CPU (map's own double
+    # backward takes 25-65 s)
+    "hop_db/map_nested.yaml", "hop_db/map_triple_nested.yaml",
+    "hop_db/flex_attention_backward.yaml", "hop_db/flex_attention_backward_explicit_buffers.yaml",
+    # 8-12 s each, and nothing the default run does not check: scan's verdict is while_loop's
+    # (a control-flow op with no double backward that raises on strided inputs: gradgradcheck
+    # and layout fail), and simple_map_flat is simple_map spread by hand (a list argument and a
+    # list output spread into inputs and outputs: simple_map itself runs)
+    "hop_db/scan.yaml", "hop_db/map_simple_flat.yaml",
+}
 AF = "torch.testing._internal.autograd_function_db:"
 CO = "torch.testing._internal.custom_op_db:"
 HOP = "torch.testing._internal.hop_db:"
@@ -101,16 +108,19 @@ CPU_IMPOSSIBLE = {"torch.nn.attention.flex_attention:flex_attention", HOP + "sim
 """CUDA-only OpInfos: forward raises on a CPU, in bare torch and here (an error, GV008)."""
 
 
-def _specs(db: str) -> list[str]:
+def _specs(*dbs: str) -> list[str]:
     slow = os.environ.get("GRADVERIFY_SLOW")
-    return sorted(str(p.relative_to(DB)) for p in (DB / db).glob("*.yaml")
+    return sorted(str(p.relative_to(DB)) for db in dbs for p in (DB / db).glob("*.yaml")
                   if slow or str(p.relative_to(DB)) not in SLOW)
 
 
-@pytest.mark.parametrize("db", ["autograd_function_db", "custom_op_db", "hop_db"])
-def test_torchs_test_databases_get_the_verdicts_bare_torch_proves(db):
+# one process for the two small databases (most of a run is importing them), one for hop_db
+@pytest.mark.slow
+@pytest.mark.parametrize("dbs", [("autograd_function_db", "custom_op_db"), ("hop_db",)],
+                         ids="+".join)
+def test_torchs_test_databases_get_the_verdicts_bare_torch_proves(dbs):
     torchversions.require_test_ops()  # the databases' own ops, written for current torch
-    run = subprocess.run([sys.executable, "-m", "gradverify", "check", *_specs(db), "--format",
+    run = subprocess.run([sys.executable, "-m", "gradverify", "check", *_specs(*dbs), "--format",
                           "json", "--no-isolate"], cwd=DB, capture_output=True, text=True,
                          timeout=900)
     report = json.loads(run.stdout)
