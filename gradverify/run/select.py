@@ -12,7 +12,7 @@ from gradverify.targets.model import Capability
 
 
 def select(spec: Spec, case: Case, options: RunOptions,
-                    capabilities: Collection[Capability]) -> list[Check]:
+           capabilities: Collection[Capability]) -> list[Check]:
     """The checks that run on ``case``: switched on at some level (``RunOptions``), made for a
     target with the ``capabilities`` (op checks for ops), with a reference to compare against
     where they need one, and on an accelerator where they need one (unless named by
