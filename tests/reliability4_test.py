@@ -406,11 +406,19 @@ train()
 """
 
 
-def test_an_interrupted_record_shows_the_scripts_own_frames(project):
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a shell starts
+
+
+@pytest.mark.parametrize("started", ["foreground", "ignoring SIGINT"])
+def test_an_interrupted_record_shows_the_scripts_own_frames(project, started):
+    """A SIGINT sent to ``record`` stops the script, even when ``record`` was started ignoring
+    SIGINT (the script once inherited that, and ran on to its end)."""
     (project / "longrun.py").write_text(LONGRUN)
     process = subprocess.Popen([GRADVERIFY, "record", "-o", "rec", "--", "python", "longrun.py"],
                                cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_ignoring_sigint if started != "foreground" else None)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (project / "recorded").exists():
         time.sleep(0.1)

@@ -60,10 +60,17 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
-        child = subprocess.Popen(own_module_command("gradverify.recording.launch", str(config),
-                                                    *target))
         received: list[int] = []
-        with _passing_signals(child, received):
+        children: list[subprocess.Popen[bytes]] = []
+        # handlers first: the script starts with each signal's default disposition, even where
+        # this process was started ignoring it (a background job of a shell ignores SIGINT)
+        with _passing_signals(children, received):
+            child = subprocess.Popen(own_module_command("gradverify.recording.launch",
+                                                        str(config), *target))
+            children.append(child)
+            if received:  # a signal that came while it started
+                with contextlib.suppress(OSError):
+                    child.send_signal(received[0])
             code = child.wait()
         written = write_specs(read_spool(Path(spool)), out, limit=limit, force=force,
                               shrink=shrink, origin=f"`{' '.join(command)}`",
@@ -74,7 +81,8 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
 
 
 @contextlib.contextmanager
-def _passing_signals(child: subprocess.Popen[bytes], received: list[int]) -> Iterator[None]:
+def _passing_signals(children: list[subprocess.Popen[bytes]],
+                     received: list[int]) -> Iterator[None]:
     """While the script runs: Ctrl-C, SIGTERM and SIGHUP stop it as they would without
     gradverify, and this process then writes what was recorded (the spool is removed on the
     way out). A Ctrl-C typed in the terminal reaches the script directly (one process group):
@@ -86,13 +94,14 @@ def _passing_signals(child: subprocess.Popen[bytes], received: list[int]) -> Ite
             received.append(signum)
         if signum == signal.SIGINT and _terminal_reached_child():
             return
-        with contextlib.suppress(OSError):
-            child.send_signal(signum)
+        for child in children:  # none yet: passed on once it starts
+            with contextlib.suppress(OSError):
+                child.send_signal(signum)
 
     wanted = [signal.SIGINT, signal.SIGTERM] + \
         ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    # A Python handler (not SIG_IGN) in this process: the script, once started, gets each
-    # signal's default disposition back, so Ctrl-C stops it.
+    # A Python handler (not SIG_IGN) in this process when the script starts: the script gets
+    # each signal's default disposition (exec resets handled ones), so Ctrl-C stops it.
     previous = {signum: signal.signal(signum, forward) for signum in wanted}
     try:
         yield
