@@ -410,6 +410,33 @@ def _ignoring_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job of a shell starts
 
 
+def _ignoring_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts
+
+
+def _ignored(pid: int) -> int:
+    """The mask of signals process ``pid`` ignores (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^SigIgn:\s*([0-9a-f]+)", status, re.M).group(1), 16)  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_under_nohup_the_recorded_script_stays_immune_to_a_hang_up(project):
+    (project / "longrun.py").write_text(LONGRUN)
+    process = subprocess.Popen([GRADVERIFY, "record", "-o", "rec", "--", "python", "longrun.py"],
+                               cwd=project, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring_sighup)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (project / "recorded").exists():
+        time.sleep(0.1)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    ignored = [_ignored(int(pid)) for pid in children]
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    hup, interrupt = 1 << (signal.SIGHUP - 1), 1 << (signal.SIGINT - 1)
+    assert ignored and all(mask & hup and not mask & interrupt for mask in ignored), ignored
+
+
 @pytest.mark.parametrize("started", ["foreground", "ignoring SIGINT"])
 def test_an_interrupted_record_shows_the_scripts_own_frames(project, started):
     """A SIGINT sent to ``record`` stops the script, even when ``record`` was started ignoring

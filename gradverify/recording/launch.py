@@ -98,8 +98,9 @@ def _passing_signals(children: list[subprocess.Popen[bytes]],
             with contextlib.suppress(OSError):
                 child.send_signal(signum)
 
-    wanted = [signal.SIGINT, signal.SIGTERM] + \
-        ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    wanted = [signal.SIGINT, signal.SIGTERM]
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        wanted.append(signal.SIGHUP)  # under nohup, the script stays immune to a hang-up
     # A Python handler (not SIG_IGN) in this process when the script starts: the script gets
     # each signal's default disposition (exec resets handled ones), so Ctrl-C stops it.
     previous = {signum: signal.signal(signum, forward) for signum in wanted}
