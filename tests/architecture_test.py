@@ -11,7 +11,9 @@ its modules is imported: its imports are left out.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -309,12 +311,16 @@ def _private_torch(tree: ast.AST) -> list[str]:
     return found
 
 
+def _found_outside(find: Callable[[ast.Module], Any], allowed: Callable[[str], bool]
+                   ) -> dict[str, Any]:
+    """What ``find`` finds in each module of the package that ``allowed`` does not allow."""
+    return {name: found for name, path in _modules(PACKAGE).items()
+            if not allowed(name) and (found := find(ast.parse(path.read_text())))}
+
+
 def test_only_torchcompat_touches_private_torch():
     """Private torch APIs change between releases: each is feature-tested in one module."""
-    users = {name: found for name, path in _modules(PACKAGE).items()
-             if name != "gradverify.torchcompat"
-             and (found := _private_torch(ast.parse(path.read_text())))}
-    assert users == {}
+    assert _found_outside(_private_torch, lambda name: name == "gradverify.torchcompat") == {}
     assert _private_torch(ast.parse((PACKAGE / "torchcompat.py").read_text()))
 
 
@@ -355,10 +361,8 @@ def test_only_targets_knows_a_kind_of_target():
     from gradverify.targets import KINDS
 
     names = {kind.name for kind in KINDS}
-    offenders = [f"{name}: {where}" for name, path in _modules(PACKAGE).items()
-                 if not name.startswith("gradverify.targets")
-                 for where in _kind_knowledge(ast.parse(path.read_text()), names)]
-    assert offenders == []
+    assert _found_outside(lambda tree: _kind_knowledge(tree, names),
+                          lambda name: name.startswith("gradverify.targets")) == {}
 
 
 def test_the_kind_finder_sees_comparisons_and_imports():
@@ -399,9 +403,7 @@ def _frame_reads(tree: ast.AST) -> list[str]:
 def test_only_frames_decides_whose_a_frame_is():
     """"Is this frame the user's?" has one answer, ``gradverify/frames.py``'s: no other module
     reads a code object's file or walks a traceback or the stack."""
-    users = {name: found for name, path in _modules(PACKAGE).items()
-             if name not in _FRAME_EXEMPT and (found := _frame_reads(ast.parse(path.read_text())))}
-    assert users == {}
+    assert _found_outside(_frame_reads, lambda name: name in _FRAME_EXEMPT) == {}
     assert _frame_reads(ast.parse((PACKAGE / "frames.py").read_text()))
 
 
