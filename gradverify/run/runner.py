@@ -17,7 +17,17 @@ from gradverify._version import __version__
 from gradverify.discover import Job, Plan, resolve_deferred
 from gradverify.errors import RunInterrupted, interrupt_signal
 from gradverify.options import RunOptions
-from gradverify.results import CaseResult, ErrorEntry, Report, ReportSettings
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    ErrorEntry,
+    Finding,
+    Report,
+    ReportSettings,
+    Severity,
+    Status,
+    worst,
+)
 from gradverify.run.execute import execute
 from gradverify.run.tasks import (
     UNSUPPORTED_ROW,
@@ -204,8 +214,21 @@ def _across_cases(results: list[CaseResult]) -> list[CaseResult]:
         if not found:
             continue
         first = next(i for i, r in enumerate(results) if any(c.name == name for c in r.checks))
-        checks = tuple(replace(c, findings=c.findings + found) if c.name == name else c
+        checks = tuple(_with_findings(c, found) if c.name == name else c
                        for c in results[first].checks)
-        results = [*results[:first], replace(results[first], checks=checks),
+        case = results[first]
+        status = worst([c.status for c in (*checks, *case.about_case)], Status.SKIP)
+        results = [*results[:first], replace(case, checks=checks, status=status),
                    *results[first + 1:]]
     return results
+
+
+def _with_findings(row: CheckResult, found: tuple[Finding, ...]) -> CheckResult:
+    """``row`` with findings about every case added: a warning among them makes a passing row
+    warn (its summary says so), as a check's own warning would."""
+    warning = next((f for f in found if f.severity == Severity.WARNING), None)
+    if warning is None or row.status != Status.PASS:
+        return replace(row, findings=row.findings + found)
+    clause = warning.message.split("; ")[0]
+    summary = clause if len(clause) <= 120 else clause[:117].rsplit(" ", 1)[0] + "..."
+    return replace(row, findings=row.findings + found, status=Status.WARN, summary=summary)

@@ -46,7 +46,7 @@ TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "d
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
-             "tolerance", "checks", "expect", "cases")
+             "tolerance", "checks", "expect", "zero_grad", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 SPEC_SUFFIXES = (".yaml", ".yml")
 """What a spec file's name ends with."""
@@ -199,6 +199,9 @@ class Spec:
     """Modules whose import registers the op an op-name target (``ns::op``) names."""
     init_args: Mapping[str, Any] = field(default_factory=dict)
     """Constructor arguments of an ``nn.Module`` target."""
+    zero_grad: tuple[str, ...] = ()
+    """Inputs whose gradient is zero by design (``zero_grad: [mask_logits]``): a gradient that
+    is zero on every case is no warning for them (GV129)."""
     inferred: bool = False
     """Built from forward's signature because no spec file names the target."""
     requires_torch: tuple[int, ...] = ()
