@@ -292,3 +292,57 @@ def test_forward_not_finite_where_finite_differences_look_is_the_inputs_fault():
 def test_a_case_inside_the_domain_is_verified_as_before():
     report = verify(Normalize, spec={"cases": [{"name": "c", "args": {"x": {"shape": [2, 3]}}}]})
     assert report.results[0].status == Status.PASS and not report.results[0].about_case
+
+
+# -- hints that quote the in-place write, and never blame saving an output -------------------
+
+
+class SoftmaxInPlaceWrongSign(Function):
+    """Saves its output, then normalises it in place (fine: backward reads what forward
+    returns); backward has a sign bug."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        y /= y.sum(-1, keepdim=True)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return -y * (g - (g * y).sum(-1, keepdim=True))
+
+
+class HalvedAfterSaving(Function):
+    """Saves t = 2x, then halves it in place; backward was written for the saved 2x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        t = 2 * x
+        ctx.save_for_backward(t)
+        t /= 2
+        return t.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (t,) = ctx.saved_tensors
+        return g * (t / 2).cos()
+
+
+def test_a_hint_never_blames_saving_an_output():
+    report = verify(SoftmaxInPlaceWrongSign, spec={"cases": [{"name": "c", "args": {
+        "x": {"shape": [2, 3]}}}]})
+    (finding,) = [f for case in report.results for r in case.checks for f in r.findings
+                  if f.code == "GV121"]
+    assert "save" not in (finding.hint or "") and "sign" in finding.hint
+    assert "GV224" not in _codes(report)
+
+
+def test_the_hint_for_a_saved_tensor_changed_in_place_quotes_the_write():
+    report = verify(HalvedAfterSaving, spec={"cases": [{"name": "c", "args": {
+        "x": {"shape": [4]}}}]})
+    (finding,) = [f for case in report.results for r in case.checks for f in r.findings
+                  if f.code == "GV224"]
+    assert "`t /= 2` writes in place: write `t = t / 2`" in finding.hint
+    assert finding.location is not None and finding.location.line is not None

@@ -195,6 +195,20 @@ class SavedThenChanged:
         return (f"forward changes {self.label}{saved} in place{changed}, after passing it to "
                 "save_for_backward: backward reads the changed value, not the one saved")
 
+    def hint(self) -> str:
+        """How to fix it, quoting the write as written (``y /= s``). Saving an output is
+        fine (backward may read what forward returns): only the order is at fault then."""
+        from gradverify.checks import _rewrite
+
+        write = _rewrite.at(self.changed_at)
+        if self.label.startswith("output"):
+            return ("saving an output is fine: call save_for_backward after its last in-place "
+                    "change" + (f" (after `{write.written}`)" if write else "")
+                    + ", so that backward reads the value forward returns")
+        return (f"{write.advice()}, or save it after the last in-place change"
+                if write else "save it after the last in-place change, save a clone, or change "
+                "a copy (t = t * a) instead of the saved tensor")
+
 
 @dataclass
 class _Saved:

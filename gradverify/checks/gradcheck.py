@@ -351,10 +351,11 @@ def _saved_then_changed_hint(ctx: CheckContext) -> str | None:
         found = probes.saved_then_changed(ctx.info, ctx.args("double"))
     except Exception:  # noqa: BLE001 -- a hint only
         return None
+    # an output saved and then changed is read back as forward returned it: no suspect
+    found = [f for f in found if not f.label.startswith("output")]
     if not found:
         return None
-    return (f"{found[0].describe()}; save it after the change, or save a clone "
-            "(see mutation, GV224)")
+    return f"{found[0].describe()}; {found[0].hint()} (see mutation, GV224)"
 
 
 def _failed_inputs(outcome: Outcome) -> str:
