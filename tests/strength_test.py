@@ -7,6 +7,8 @@ old behaviour: a PASS with a bug in place, or a FAIL blaming backward) and what 
 Correct Functions whose Jacobian is zero in some rows only (a gather, a ReLU) get nothing new."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch.autograd import Function
@@ -346,3 +348,22 @@ def test_the_hint_for_a_saved_tensor_changed_in_place_quotes_the_write():
                   if f.code == "GV224"]
     assert "`t /= 2` writes in place: write `t = t / 2`" in finding.hint
     assert finding.location is not None and finding.location.line is not None
+
+
+def test_the_console_says_a_strength_note_for_a_passing_case_too():
+    from conftest import run_cli
+
+    result = run_cli("check", "strength_test:WeightForgotten", "--spec",
+                     str(Path(__file__).parent / "specs_strength" / "weight_of_ones.yaml"),
+                     "--format", "plain")
+    assert result.code == 0, result.output
+    assert "every entry of 'w' is 1 in every case" in result.output
+    assert "[GV130 gradcheck]" in result.output
+
+
+def test_a_modules_parameters_get_no_constant_note():
+    from gradverify.examples.ops import Affine
+
+    report = verify(Affine, spec={"init_args": {"in_features": 4, "out_features": 3},
+                                  "cases": [{"name": "c", "args": {"x": {"shape": [2, 4]}}}]})
+    assert report.ok and "GV130" not in _codes(report)  # its bias of zeros is its constructor's

@@ -70,16 +70,18 @@ def zero_gradients(outputs: Sequence[torch.Tensor], leaves: Sequence[torch.Tenso
     return zero
 
 
-def constant_inputs(args: Args) -> dict[str, float]:
+def constant_inputs(args: Args, exclude: Sequence[str] = ()) -> dict[str, float]:
     """Floating tensor inputs whose entries all hold one value, a value a forgotten factor
-    hides behind: several entries alike, or a single 0, 1 or -1."""
+    hides behind: several entries alike, or a single 0, 1 or -1. ``exclude``: inputs the spec
+    does not set (a module's parameters come from its constructor)."""
     import torch
 
     from gradverify.checks._tensors import is_strided
 
     found: dict[str, float] = {}
     for name, value in zip(args.names, args.values):
-        if not isinstance(value, torch.Tensor) or not value.is_floating_point() \
+        if name in exclude or not isinstance(value, torch.Tensor) \
+                or not value.is_floating_point() \
                 or not is_strided(value) or not value.numel():
             continue
         flat = value.detach().reshape(-1)
@@ -132,7 +134,7 @@ def _never_exercised(name: str, cases: int, location: Location | None) -> Findin
 def _held_constant(name: str, value: float) -> Finding:
     what = (f"every entry of {name!r} is {value:g} in every case: "
             + ("a backward that forgets to multiply by it cannot be seen" if value == 1.0 else
-               "whatever it multiplies vanishes, so a wrong factor cannot be seen"
+               "a wrong factor or term involving it cannot be seen"
                if value == 0.0 else
                "a backward that mixes up its entries or drops it cannot be told apart"))
     return Finding("GV130", Severity.INFO, what, input=name,

@@ -141,7 +141,8 @@ class GradcheckCheck(Check):
         self._notes(ctx, entries, outcome)
         # a mismatch exercised the gradient: what was zero counts only on a passing case
         outcome.data.update(strength.row_data(
-            zero if failure is None else [], strength.constant_inputs(ctx.args("working")),
+            zero if failure is None else [],
+            strength.constant_inputs(ctx.args("working"), exclude=ctx.info.parameters),
             ctx.location))
         if failure is None:
             for item in nonlinear:
