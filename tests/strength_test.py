@@ -367,3 +367,58 @@ def test_a_modules_parameters_get_no_constant_note():
     report = verify(Affine, spec={"init_args": {"in_features": 4, "out_features": 3},
                                   "cases": [{"name": "c", "args": {"x": {"shape": [2, 4]}}}]})
     assert report.ok and "GV130" not in _codes(report)  # its bias of zeros is its constructor's
+
+
+class EdgeDirections(Function):
+    """Unit vectors along a graph's edges; a self-loop is 0/0. Correct."""
+
+    @staticmethod
+    def forward(ctx, pos, edges):
+        d = pos[edges[1]] - pos[edges[0]]
+        ctx.save_for_backward(pos, edges)
+        return d / d.norm(dim=-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        pos, edges = ctx.saved_tensors
+        d = pos[edges[1]] - pos[edges[0]]
+        n = d.norm(dim=-1, keepdim=True)
+        u = d / n
+        gd = (g - u * (g * u).sum(-1, keepdim=True)) / n
+        out = torch.zeros_like(pos)
+        return out.index_add(0, edges[1], gd).index_add(0, edges[0], -gd), None
+
+
+class Integrate(Function):
+    """Explicit Euler for n_steps; the gradient for the force forgets dt (a bug)."""
+
+    @staticmethod
+    def forward(ctx, x, force, n_steps: int):
+        ctx.n_steps = n_steps
+        return x + n_steps * 0.1 * force
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g * ctx.n_steps, None  # bug: forgets dt = 0.1
+
+
+def test_a_self_loop_edge_makes_forward_nan_and_is_the_inputs_fault():
+    args = {"pos": {"shape": [4, 3]}, "edges": {"values": [[0, 1, 2], [1, 1, 3]],
+                                                 "dtype": "int64"}}
+    report = verify(EdgeDirections, spec={"cases": [{"name": "loop", "args": args}]})
+    (case,) = report.results
+    assert [f.code for r in case.about_case for f in r.findings] == ["GV023"]
+    assert "output 0[1, 0]" in case.about_case[0].findings[0].message and report.ok
+
+    chain = {**args, "edges": {"values": [[0, 1, 2], [1, 2, 3]], "dtype": "int64"}}
+    report = verify(EdgeDirections, spec={"cases": [{"name": "chain", "args": chain}]})
+    assert report.results[0].status == Status.PASS
+
+
+def test_zero_steps_leave_the_force_unexercised():
+    zero = {"x": {"shape": [3]}, "force": {"shape": [3]}, "n_steps": 0}
+    report = verify(Integrate, spec={"cases": [{"name": "zero", "args": zero}]})
+    assert [f.input for c in report.results for r in c.checks for f in r.findings
+            if f.code == "GV129"] == ["force"]
+    report = verify(Integrate, spec={"cases": [{"name": "two", "args": {**zero, "n_steps": 2}}]})
+    assert "GV121" in _codes(report)
