@@ -1,14 +1,11 @@
 """An in-place write as the user wrote it, and its out-of-place form: the hint for a saved tensor
 changed in place quotes the line (``y /= y.sum()``) and says what to write instead
 (``y = y / y.sum()``), whichever spelling the line uses (``/=``, ``+=``, ``y.div_(s)``,
-``y[mask] = 0``). Reads source lines only; no torch."""
+``y[mask] = 0``). Works on the text of a line; no torch."""
 from __future__ import annotations
 
 import ast
-import linecache
 from dataclasses import dataclass
-
-from gradverify.results import Location
 
 _OPERATORS: dict[type[ast.operator], str] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -31,13 +28,6 @@ class InPlace:
             return (f"`{self.written}` writes in place: write `{self.instead}` before it, so "
                     "that it writes into a new tensor")
         return f"`{self.written}` writes in place: write `{self.instead}` (a new tensor)"
-
-
-def at(location: Location | None) -> InPlace | None:
-    """The in-place write on the line at ``location``, when the line is one."""
-    if location is None or location.line is None:
-        return None
-    return parse(linecache.getline(location.file, location.line))
 
 
 def parse(line: str) -> InPlace | None:
