@@ -120,6 +120,8 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
         results=tuple(results), errors=tuple(dict.fromkeys([*plan.errors, *errors])),
         duration_s=time.perf_counter() - started, versions=version_info,
         notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options))
+        + (("--only (or `only =` in pyproject.toml) names no check: nothing was selected",)
+           if options.only == () else ())
         + tuple(_unsupported(results)))
 
 
@@ -135,8 +137,11 @@ def _unsupported(results: list[CaseResult]) -> list[str]:
 
 
 def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
-    """Cases to run, after --case and --shard, knowing only the specs (no import)."""
+    """Cases to run, after --case and --shard, knowing only the specs (no import). An empty
+    ``--only`` (an unset variable, ``only = []``) selects nothing: exit 5, as pytest does."""
     tasks: list[Task] = []
+    if options.only is not None and not options.only:
+        return tasks
     for job_index, job in enumerate(jobs):
         cases = job.spec.cases if job.spec else ()
         names = [c.name for c in cases] if job.spec else ["inferred"]
