@@ -126,7 +126,7 @@ class Pool:
                 own_module_command("gradverify.run.worker", str(theirs.fileno()), str(log),
                                    str(threads)),
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, preexec_fn=worker_process.die_with_parent(),
+                stderr=subprocess.STDOUT, preexec_fn=worker_process.child_setup(),
                 start_new_session=True)
         theirs.close()
         worker = _Worker(process, Connection(mine.detach()), log, time.monotonic())
