@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -48,13 +49,18 @@ def load_file(path: str | Path) -> list[Spec]:
     path = Path(path)
     shown = shown_path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise SpecError(f"not a spec: {size / 1024**2:.1f} MiB is far larger than a spec "
-                            f"(at most {MAX_SPEC_BYTES // 1024**2} MiB); move the file out of the "
-                            "spec folder or add it to `exclude` in [tool.gradverify]",
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise SpecError("not a spec: not a regular file (a device, a FIFO or a socket, which "
+                            "could be read forever); name a YAML file", file=shown, line=None,
+                            code="GV001")
+        with path.open("rb") as handle:  # bounded: the file may grow while it is read
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+        if len(raw) > MAX_SPEC_BYTES:
+            raise SpecError(f"not a spec: it is far larger than a spec (at most "
+                            f"{MAX_SPEC_BYTES // 1024**2} MiB); move the file out of the spec "
+                            "folder or add it to `exclude` in [tool.gradverify]",
                             file=shown, line=None, code="GV001")
-        raw = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read spec file: {exc.strerror or exc}", file=shown, line=None,
                         code="GV001") from None
