@@ -355,6 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code. A console that
     could not be written is one line on stderr; the exit code stays the command's."""
     terminal.standard_streams()
+    try:
+        os.getcwd()
+    except OSError:  # a directory deleted under the shell (FileNotFoundError), or unreadable
+        terminal.err("error: the current directory no longer exists (or cannot be read): "
+                     "gradverify finds specs, pyproject.toml and your modules from it; cd into "
+                     "your project and run again")
+        return int(ExitCode.USAGE)
     code = _main(argv)
     lost = terminal.lost_console()
     if lost:

@@ -189,7 +189,8 @@ def _size(case: Case) -> float:
 
 def _in_shard(job: Job, case: str, shard: tuple[int, int]) -> bool:
     k, n = shard
-    key = f"{job.target}\0{job.spec.path if job.spec else ''}\0{case}".encode()
+    key = f"{job.target}\0{job.spec.path if job.spec else ''}\0{case}".encode(
+        "utf-8", "surrogateescape")  # the same bytes in every locale (see case_seed)
     return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") % n == k - 1
 
 
