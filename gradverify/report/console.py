@@ -43,6 +43,20 @@ class _Line:
 
     def __init__(self, *segments: tuple[str, str]) -> None:
         self.segments = [(escaped(text), style) for text, style in segments if text]
+        self._never_a_command()
+
+    def _never_a_command(self) -> None:
+        """A line whose text starts with ``::`` once leading spaces are stripped is a workflow
+        command to a CI runner (``::set-env``, ``::error file=...``): user text wrapped onto
+        the start of a line gets a backslash there, ``\\::``, and stays one line of text."""
+        for index, (text, style) in enumerate(self.segments):
+            stripped = text.lstrip()
+            if not stripped:
+                continue
+            if stripped.startswith("::"):
+                at = len(text) - len(stripped)
+                self.segments[index] = (f"{text[:at]}\\{stripped}", style)
+            return
 
     def plain(self) -> str:
         return "".join(text for text, _ in self.segments).rstrip()
