@@ -88,6 +88,12 @@ class Pool:
         self.start_error: ErrorEntry | None = None
         """Why a worker did not start (GV018); the cases no started worker can run get it."""
         self._before = leftovers.descendants(os.getpid())
+        self._jobs = 0
+
+    def new_job_index(self) -> int:
+        """A job index no task run in this pool had (the pytest plugin runs one job a call)."""
+        self._jobs += 1
+        return self._jobs
 
     def fit(self, cases: int) -> str | None:
         """Run ``cases`` cases with no more workers than they need; the note that says so when
