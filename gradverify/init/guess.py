@@ -69,6 +69,8 @@ class Guess:
     """(dim, value): the dim must be longer than this int's value (a loop's step, so that the
     loop runs more than once)."""
     elementwise: bool = False
+    fixed: Any = None
+    """The spec value strengthening chose (``init.strengthen``), written as it is."""
 
     def tensor(self) -> bool:
         return self.kind in ("tensor", "star", "tensors")
