@@ -169,3 +169,38 @@ def test_a_recorded_constant_is_replaced_by_values_that_catch_the_bug(name, arg,
     assert done.before.constants == (arg,) and done.strength.constants == ()
     assert not passes(bug, {"cases": [dict(done.case)]})
     assert passes(good, {"cases": [dict(done.case)]})
+
+
+# ----------------------------------------------------------------------------- record's side
+
+
+def test_recording_notes_whether_an_edge_list_has_self_loops():
+    import torch
+
+    from gradverify.recording.capture import describe
+
+    chain = describe(torch.stack([torch.arange(4), torch.arange(1, 5)]))
+    looped = describe(torch.tensor([[0, 1, 2], [0, 2, 1]]))
+    assert chain["self_loops"] is False and looped["self_loops"] is True
+    assert "self_loops" not in describe(torch.arange(6).reshape(3, 2))  # three rows: no edges
+
+
+def test_the_probes_edits_are_made_on_the_draft_and_written_with_why():
+    from gradverify.recording.draft import Dim, Draft
+    from gradverify.recording.strong import strong_draft
+    from gradverify.recording.write import _case_text
+
+    d = Draft({"N": 16, "E": 15}, {"N": 5, "E": 4},
+              (("edges", {"shape": [2, Dim("E")], "dtype": "int64", "init": "randint",
+                          "high": Dim("N"), "sorted": True}, "recorded [2, 15] int64"),
+               ("n_steps", 1, "")), None, (), (), "abc", (), {})
+    answer = {"strength": "strength: every input's gradient nonzero in every draw (1/1)",
+              "edits": [{"arg": "edges", "value": {"values": [[0, 1], [1, 2]]},
+                         "why": "no self-loops", "dim": None},
+                        {"arg": "n_steps", "value": 3, "why": "1 run", "dim": None},
+                        {"arg": None, "value": 7, "why": "more", "dim": "N"}]}
+    text = _case_text(strong_draft(d, answer), "recorded")
+    assert "    # strength: every input's gradient nonzero in every draw (1/1)\n" in text
+    assert "edges: {dtype: int64, values: [[0, 1], [1, 2]]}   # recorded [2, 15] int64; no " \
+           "self-loops" in text
+    assert "n_steps: 3   # 1 run" in text and "N: 7 " in text
