@@ -155,6 +155,16 @@ def test_a_forward_that_is_never_finite_is_a_todo_not_inputs_run():
     assert "Written by `gradverify init`" not in written.text
 
 
+def test_a_loop_count_left_at_zero_is_a_todo_not_inputs_run():
+    """``n_steps: 0`` (forward's default, and forward raises at any other count): forward and
+    backward run, yet the loop has nothing to verify."""
+    written = spec_for(introspect(strongzoo.NoSteps))
+    assert not written.ran
+    assert written.error == "n_steps left at 0: forward's loop runs no step, at every value tried"
+    integrate = spec_for(introspect(strongzoo.IntegrateBug))
+    assert integrate.ran and "n_steps: 3" in integrate.text  # its default 0: strengthened
+
+
 @pytest.mark.parametrize(("name", "arg", "weak"), [
     ("MaskedMean", "keep", {"dtype": "bool", "init": "bernoulli", "p": 0.0}),  # selects none
     ("Scale", "weight", {"init": "ones"}),  # a weight of ones

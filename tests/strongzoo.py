@@ -190,3 +190,18 @@ class Ratio(Function):
     @staticmethod
     def backward(ctx: Any, grad: Any) -> Any:
         return grad * 0
+
+
+class NoSteps(Function):
+    """A loop that this build cannot run: its count must stay 0, and nothing is left to verify
+    of it."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, n_steps: int = 0) -> Any:
+        if n_steps:
+            raise NotImplementedError("stepping needs the CUDA build")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad * 2, None

@@ -33,9 +33,12 @@ def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) ->
     if worst.error is not None or not worst.finite:
         return worst
     exercised = tuple(n for n in worst.inputs if all(n in s.exercised for s in found))
-    return Strength(True, exercised, worst.inputs, _constants(case), _loops(case, loops),
-                    sum(s.nonzero for s in found) / len(found),
-                    hits=sum(len(s.exercised) for s in found))
+    counts = _loop_counts(case, loops)
+    return Strength(True, exercised, worst.inputs, _constants(case),
+                    tuple(n for n, v in counts.items() if v >= 2),
+                    nonzero=sum(s.nonzero for s in found) / len(found),
+                    hits=sum(len(s.exercised) for s in found),
+                    empty=tuple(n for n, v in counts.items() if v <= 0))
 
 
 def _constants(case: Case) -> tuple[str, ...]:
@@ -50,15 +53,16 @@ def _constant(value: Any) -> bool:
                                            or value.get("p") in (0, 1))
 
 
-def _loops(case: Case, loops: frozenset[str]) -> tuple[str, ...]:
-    return tuple(n for n, v in case.get("args", {}).items()
-                 if (n in loops or LOOP_NAMES.match(n)) and _int(v, case) >= 2)
-
-
-def _int(value: Any, case: Case) -> int:
-    if isinstance(value, str):
-        value = case.get("dims", {}).get(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _loop_counts(case: Case, loops: frozenset[str]) -> dict[str, int]:
+    """The int arguments that count (or step) a loop, by name: their values."""
+    found = {}
+    for name, value in case.get("args", {}).items():
+        if isinstance(value, str):
+            value = case.get("dims", {}).get(value)
+        if (name in loops or LOOP_NAMES.match(name)) and isinstance(value, int) \
+                and not isinstance(value, bool):
+            found[name] = value
+    return found
 
 
 def _measure_once(info: Target, case: Case, seed: int) -> Strength:

@@ -59,6 +59,8 @@ class Strength:
     """Arguments whose values are one constant (a unit scalar, ones, a mask of one value)."""
     loops: tuple[str, ...] = ()
     """Loop counts of at least 2."""
+    empty: tuple[str, ...] = ()
+    """Loop counts of 0 or less: the loop has nothing to verify."""
     nonzero: float = 0.0
     """The fraction of gradient entries that are not zero."""
     hits: int = 0
@@ -73,8 +75,9 @@ class Strength:
     def key(self) -> tuple[Any, ...]:
         """Larger is stronger: finite first, then mutants killed, inputs exercised, loops,
         fewer constants, more nonzero gradient entries (in tenths: noise is no gain)."""
-        return (self.error is None, self.finite, self.killed or 0, len(self.exercised),
-                self.hits, len(self.loops), -len(self.constants), math.floor(self.nonzero * 10))
+        return (self.error is None, self.finite, self.killed or 0, -len(self.empty),
+                len(self.exercised), self.hits, len(self.loops), -len(self.constants),
+                math.floor(self.nonzero * 10))
 
     @property
     def vacuous(self) -> bool:
@@ -168,7 +171,7 @@ def strengthen(case: Case, score: Scorer, *, loops: frozenset[str] = frozenset()
                 strength = score(_applied(case, group))
                 tried += 1
                 # a larger dim costs every check time: only for more inputs or draws exercised
-                cut = 5 if name is not None and name.startswith(DIM) else None
+                cut = 6 if name is not None and name.startswith(DIM) else None
                 if strength.key()[:cut] > best_strength.key()[:cut]:
                     best_strength, best = strength, group
             if best:

@@ -54,6 +54,9 @@ def weakness(strength: Strength | None) -> str | None:
         return "forward returns NaN or inf on them, at every value tried"
     if strength.vacuous:
         return "every gradient is zero on them, at every value tried"
+    if strength.empty:
+        return (", ".join(strength.empty) + " left at 0: forward's loop runs no step, at every "
+                "value tried")
     return None
 
 
