@@ -68,7 +68,10 @@ def test_an_edit_replaces_a_tensors_init_and_keeps_its_shape_and_dtype():
     case = {"dims": {"N": 4}, "args": {"w": {"shape": ["N"], "init": "ones", "sorted": True,
                                              "requires_grad": False}}}
     w = apply_edit(case, Edit("w", {"init": "normal", "std": 0.25}, "why"))["args"]["w"]
-    assert w == {"shape": ["N"], "requires_grad": False, "init": "normal", "std": 0.25}
+    assert w == {"shape": ["N"], "sorted": True, "requires_grad": False, "init": "normal",
+                 "std": 0.25}  # a recorded order is kept
+    literal = apply_edit(case, Edit("w", {"values": [1.0, 2.0]}, "why"))["args"]["w"]
+    assert literal == {"requires_grad": False, "values": [1.0, 2.0]}
     grown = apply_edit(case, Edit(None, 9, "why", dim="N"))
     assert grown["dims"] == {"N": 9} and case["dims"] == {"N": 4}
 

@@ -11,9 +11,9 @@ from typing import Any
 from gradverify.init.strengthen import CONSTANT_FLOATS, LOOP_NAMES, Case, Scorer, Strength
 from gradverify.targets import Target
 
-SEEDS = (0, 1, 2)
-"""Inputs are drawn with each seed, as check draws them: a strength that holds only for one
-draw (one ray in a hundred hits) is no strength."""
+OTHER_SEEDS = (1, 2)
+"""Inputs are drawn with the seed check draws this case with by default, and with each of
+these: a strength that holds only for one draw (one ray in a hundred hits) is no strength."""
 
 
 def scorer_for(info: Target, *, loops: frozenset[str] = frozenset()) -> Scorer:
@@ -28,7 +28,7 @@ def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) ->
     """The weakest of the case's strengths over ``SEEDS`` (the one that exercises fewest)."""
     with warnings.catch_warnings():  # forward on trial values: its warnings are noise here
         warnings.simplefilter("ignore")
-        found = [_measure_once(info, case, seed) for seed in SEEDS]
+        found = [_measure_once(info, case, seed) for seed in seeds(info, case)]
     worst = min(found, key=lambda s: s.key())
     if worst.error is not None or not worst.finite:
         return worst
@@ -39,6 +39,15 @@ def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) ->
                     nonzero=sum(s.nonzero for s in found) / len(found),
                     hits=sum(len(s.exercised) for s in found),
                     empty=tuple(n for n, v in counts.items() if v <= 0))
+
+
+def seeds(info: Target, case: Case) -> tuple[int, ...]:
+    """The seed ``check`` draws the case with (its default seed, the target, the case's name),
+    then ``OTHER_SEEDS``."""
+    from gradverify.choices import DEFAULT_SEED
+    from gradverify.spec.inputs import case_seed
+
+    return (case_seed(DEFAULT_SEED, info.target, str(case.get("name", ""))), *OTHER_SEEDS)
 
 
 def _constants(case: Case) -> tuple[str, ...]:

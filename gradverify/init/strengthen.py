@@ -132,7 +132,9 @@ class Strengthened:
     notes: tuple[str, ...] = field(default=())
 
 
-INIT_KEYS = ("init", "low", "high", "mean", "std", "p", "values", "shape", "sorted")
+INIT_KEYS = ("init", "low", "high", "mean", "std", "p", "values")
+"""The keys of a tensor an edit replaces; literal values replace its shape and order too."""
+SHAPE_KEYS = ("shape", "sorted")
 
 
 def apply_edit(case: Case, edit: Edit) -> dict[str, Any]:
@@ -144,8 +146,8 @@ def apply_edit(case: Case, edit: Edit) -> dict[str, Any]:
     assert edit.arg is not None
     old = out["args"][edit.arg]
     if isinstance(old, dict) and isinstance(edit.value, dict):
-        kept = {k: v for k, v in old.items() if k not in INIT_KEYS or
-                (k == "shape" and "values" not in edit.value)}
+        dropped = INIT_KEYS + (SHAPE_KEYS if "values" in edit.value else ())
+        kept = {k: v for k, v in old.items() if k not in dropped}
         out["args"][edit.arg] = {**kept, **edit.value}
     else:
         out["args"][edit.arg] = edit.value

@@ -45,11 +45,10 @@ def _scalar(value: object) -> bool:
 
 
 def weakness(strength: Strength | None) -> str | None:
-    """Why a case proves nothing (forward not finite, every gradient zero), or None."""
-    if strength is None:
-        return None
-    if strength.error is not None:
-        return f"forward raised on them ({strength.error})"
+    """Why a case proves nothing (forward not finite, every gradient zero, a loop left empty),
+    or None."""
+    if strength is None or strength.error is not None:
+        return None  # not measured (the header says why): the probe's verdict stands
     if not strength.finite:
         return "forward returns NaN or inf on them, at every value tried"
     if strength.vacuous:

@@ -20,7 +20,7 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     from gradverify.init.strong import weakness
 
     d = draft(call, joined)
-    case = case_dict(d.args, d.dtype, sizes, "probe")
+    case = case_dict(d.args, d.dtype, sizes, "recorded")  # a spec's first case's name
     kept = [e for e in (_kept_structure(case, raw) for raw in call.args) if e is not None]
     for edit in kept:
         case = apply_edit(case, edit)
