@@ -15,7 +15,7 @@ import strongzoo
 from gradverify.api import verify
 from gradverify.init import spec_for
 from gradverify.init.guess import Guess, first_guesses
-from gradverify.init.measure import scorer_for
+from gradverify.init.measure import scorer_for, with_mutants
 from gradverify.init.probe import alternatives, search, spec_dict
 from gradverify.init.strengthen import Edit, Strength, apply_edit, chain_edit, strengthen
 from gradverify.targets import introspect
@@ -62,6 +62,22 @@ def test_a_mutation_score_ranks_first_and_is_the_header():
     assert probe.header().startswith("strength: every input's gradient nonzero in every draw")
     assert Strength(False).key() < Strength(True, (), ("x",)).key()  # finite first
     assert Strength(False).header() == "strength: forward returns NaN or inf on these inputs"
+
+
+def test_a_mutation_scorer_plugs_in_and_its_kills_choose_the_sizes():
+    """Sizes the probe cannot tell apart (every gradient exercised either way) are chosen by
+    the mutants they kill: a size of 8 hides a partial last block of 8, 9 does not."""
+    def probe(case: Any) -> Strength:
+        return Strength(True, ("x",), ("x",), hits=3)
+
+    def block_mutants(case: Any) -> tuple[int, int]:
+        return (2 if case["dims"]["L"] % 8 else 1), 2
+
+    case = {"dims": {"L": 8}, "args": {"x": {"shape": ["L"]}}}
+    assert strengthen(case, probe).case["dims"] == {"L": 8}  # no gain without mutants
+    done = strengthen(case, with_mutants(probe, block_mutants))
+    assert done.case["dims"] == {"L": 9} and done.strength.header() == "mutation score: 2/2"
+    assert done.before.header() == "mutation score: 1/2"
 
 
 def test_an_edit_replaces_a_tensors_init_and_keeps_its_shape_and_dtype():

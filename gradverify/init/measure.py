@@ -5,7 +5,8 @@ all zero counted, with the constants and the loops the case has."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from gradverify.init.strengthen import CONSTANT_FLOATS, LOOP_NAMES, Case, Scorer, Strength
@@ -17,10 +18,23 @@ these: a strength that holds only for one draw (one ray in a hundred hits) is no
 
 
 def scorer_for(info: Target, *, loops: frozenset[str] = frozenset()) -> Scorer:
-    """The scorer ``init`` and ``record`` strengthen their cases with. A mutation scorer (the
-    mutants a case kills) replaces or augments this one here."""
+    """The scorer ``init`` and ``record`` strengthen their cases with. A mutation engine plugs
+    in here, in one line: ``return with_mutants(score, lambda case: <killed, total>)``."""
     def score(case: Case) -> Strength:
         return measure(info, case, loops=loops)
+    return score
+
+
+def with_mutants(probe: Scorer, mutants: Callable[[Case], tuple[int, int]]) -> Scorer:
+    """``probe``'s strength with the mutants the case kills, ``mutants(case)`` = (killed,
+    total), added where forward is finite: the kills then rank first and the header is the
+    mutation score."""
+    def score(case: Case) -> Strength:
+        strength = probe(case)
+        if strength.error is not None or not strength.finite:
+            return strength
+        killed, total = mutants(case)
+        return replace(strength, killed=killed, total=total)
     return score
 
 

@@ -205,6 +205,9 @@ def _groups(case: Case, name: str | None, loops: frozenset[str]
             # more entries: fewer draws where every one misses; odd, so no block divides it
             yield (Edit(None, 2 * size + 1, "more entries, so that fewer draws exercise none",
                         dim=dim),)
+        if isinstance(size, int) and size >= 4 and size & (size - 1) == 0:
+            yield (Edit(None, size + 1, f"{size} is a multiple of every block up to it: a "
+                        "partial last block goes unchecked", dim=dim),)
     else:
         yield from ((e,) for e in candidates(case, name, loops))
 
