@@ -10,12 +10,13 @@ selects some, a loop that runs more than once, edges without self-loops. Each is
 ``Scorer``; ``strengthen`` keeps, argument by argument, the candidate that scores highest, and
 only a strictly stronger one.
 
-The scorer here (``measure``) needs no mutants: it runs forward (which must be finite) and one
-backward with a random signed output gradient in float64, and counts the inputs whose gradient
-is not all zero, the constants left, the loops that run more than once. A mutation scorer (the
-mutants that survive the case, killed over total) fills ``Strength.killed``/``total``, which
-rank first, and its header says ``mutation score: K/N``: plugging one in is one line in
-``scorer_for``.
+The default scorer (``init.measure``) needs no mutants: it runs forward (which must be finite)
+and one backward with a random signed output gradient in float64, and counts the inputs whose
+gradient is not all zero, the constants left, the loops that run more than once. A mutation
+scorer (the mutants the case kills, of how many) fills ``Strength.killed``/``total``, which rank
+first, and the header then says ``mutation score: K/N``: plugging one in is one line in
+``measure.scorer_for`` (``measure.with_mutants``). This module runs nothing itself: it is
+tested with scorers of numbers.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 LOOP_NAMES = re.compile(r"^(n_\w+|num_\w+|\w*steps?|\w*iters?|\w*iterations?|rounds?|"
@@ -72,12 +73,15 @@ class Strength:
     error: str | None = None
     """Why it could not be measured (forward raised), else None."""
 
-    def key(self) -> tuple[Any, ...]:
-        """Larger is stronger: finite first, then mutants killed, inputs exercised, loops,
-        fewer constants, more nonzero gradient entries (in tenths: noise is no gain)."""
-        return (self.error is None, self.finite, self.killed or 0, -len(self.empty),
-                len(self.exercised), self.hits, len(self.loops), -len(self.constants),
-                math.floor(self.nonzero * 10))
+    def key(self, *, sizes: bool = False) -> tuple[Any, ...]:
+        """Larger is stronger: finite first, then mutants killed, no empty loop, inputs
+        exercised, draws that exercise any, loops, fewer constants, more nonzero gradient
+        entries (in tenths: noise is no gain). ``sizes``: only what pays for a larger case (up
+        to the draws exercised)."""
+        key = (self.error is None, self.finite, self.killed or 0, -len(self.empty),
+               len(self.exercised), self.hits, len(self.loops), -len(self.constants),
+               math.floor(self.nonzero * 10))
+        return key[:6] if sizes else key
 
     @property
     def vacuous(self) -> bool:
@@ -129,7 +133,7 @@ class Strengthened:
     strength: Strength
     before: Strength
     tried: int = 0
-    notes: tuple[str, ...] = field(default=())
+    """Cases scored."""
 
 
 INIT_KEYS = ("init", "low", "high", "mean", "std", "p", "values")
@@ -172,9 +176,9 @@ def strengthen(case: Case, score: Scorer, *, loops: frozenset[str] = frozenset()
                     break
                 strength = score(_applied(case, group))
                 tried += 1
-                # a larger dim costs every check time: only for more inputs or draws exercised
-                cut = 6 if name is not None and name.startswith(DIM) else None
-                if strength.key()[:cut] > best_strength.key()[:cut]:
+                # a larger dim costs every check time: only for more killed or exercised
+                dim = name is not None and name.startswith(DIM)
+                if strength.key(sizes=dim) > best_strength.key(sizes=dim):
                     best_strength, best = strength, group
             if best:
                 case, improved = _applied(case, best), True
