@@ -92,6 +92,8 @@ class _Writer:
         for case in shown:
             yield _p("")
             yield from self.case(case)
+        if self.verbosity != Verbosity.VERBOSE:
+            yield from self.strength_notes([c for c in report.results if c not in shown])
         if report.errors:
             yield _p("")
             yield _p("errors", "bold underline")
@@ -115,6 +117,19 @@ class _Writer:
                 yield _p(rest)
         yield _p("")
         yield summary_line(report)
+
+    def strength_notes(self, cases: list[CaseResult]) -> Iterator[_Line]:
+        """Notes about what a spec cannot show (``STRENGTH_NOTES``), said for cases that pass
+        too: a PASS with a weight of ones proves less than it seems."""
+        for case in cases:
+            for check in case.rows:
+                for finding in check.findings:
+                    if finding.code not in STRENGTH_NOTES:
+                        continue
+                    yield _p("")
+                    where = f"  ({case.spec})" if case.spec else ""
+                    yield _Line((case.target, "bold"), (where, "dim"))
+                    yield from self.finding(check, finding)
 
     def overview(self, report: Report) -> Iterator[_Line]:
         """One line per spec file and target, a status character per case; the characters
@@ -261,6 +276,10 @@ def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
         else:
             grouped.append(row)
     return grouped
+
+
+STRENGTH_NOTES = ("GV130",)
+"""Notes shown even for a passing case: what its spec's inputs cannot show."""
 
 
 def _row_needed(check: CheckResult) -> bool:
