@@ -27,8 +27,8 @@ def by_radius(case: Any) -> Strength:
     """A scorer of numbers: rays hit once the radius passes 1; a gain of 1 is a constant."""
     args = case["args"]
     hit = args["radius"] > 1
-    return Strength(True, ("rays",) * hit, ("rays",), ("gain",) * (args["gain"] == 1.0),
-                    hits=int(hit))
+    return Strength(True, exercised=("rays",) * hit, inputs=("rays",),
+                    constants=("gain",) * (args["gain"] == 1.0), hits=int(hit))
 
 
 def test_the_loop_keeps_only_what_scores_strictly_higher_and_says_why():
@@ -55,12 +55,14 @@ def test_the_loop_stops_at_its_budget():
 
 
 def test_a_mutation_score_ranks_first_and_is_the_header():
-    probe = Strength(True, ("x",), ("x",), hits=3)
-    mutants = Strength(True, (), ("x",), killed=4, total=5)
+    probe = Strength(True, exercised=("x",), inputs=("x",), hits=3)
+    mutants = Strength(True, inputs=("x",), killed=4, total=5)
     assert mutants.key() > probe.key()
     assert mutants.header() == "mutation score: 4/5"
     assert probe.header().startswith("strength: every input's gradient nonzero in every draw")
-    assert Strength(False).key() < Strength(True, (), ("x",)).key()  # finite first
+    assert Strength(False).key() < Strength(True, inputs=("x",)).key()  # finite first
+    assert Strength(True, backward_finite=False, exercised=("x",)).key() < \
+        Strength(True).key()  # then backward finite
     assert Strength(False).header() == "strength: forward returns NaN or inf on these inputs"
 
 
@@ -68,7 +70,7 @@ def test_a_mutation_scorer_plugs_in_and_its_kills_choose_the_sizes():
     """Sizes the probe cannot tell apart (every gradient exercised either way) are chosen by
     the mutants they kill: a size of 8 hides a partial last block of 8, 9 does not."""
     def probe(case: Any) -> Strength:
-        return Strength(True, ("x",), ("x",), hits=3)
+        return Strength(True, exercised=("x",), inputs=("x",), hits=3)
 
     def block_mutants(case: Any) -> tuple[int, int]:
         return (2 if case["dims"]["L"] % 8 else 1), 2
@@ -172,6 +174,17 @@ def test_a_forward_that_is_never_finite_is_a_todo_not_inputs_run():
     assert "# TODO: these inputs ran forward and backward, but forward returns NaN" in \
         written.text
     assert "Written by `gradverify init`" not in written.text
+
+
+def test_edges_read_a_row_at_a_time_are_an_edge_list_without_self_loops():
+    """``pos[edges[1]] - pos[edges[0]]``: an index of two rows, not a float tensor; at random it
+    would hold a self-loop (a length of 0, whose gradient is 0/0)."""
+    info = introspect(strongzoo.Springs)
+    edges = {g.name: g for g in first_guesses(info)}["edges"]
+    assert (edges.dtype, edges.shape) == ("int64", (2, "E"))
+    written = spec_for(info)
+    args = yaml.safe_load(written.text)["cases"][0]["args"]
+    assert written.ran and all(a != b for a, b in zip(*args["edges"]["values"]))
 
 
 def test_a_loop_count_left_at_zero_is_a_todo_not_inputs_run():

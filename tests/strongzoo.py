@@ -205,3 +205,23 @@ class NoSteps(Function):
     @staticmethod
     def backward(ctx: Any, grad: Any) -> Any:
         return grad * 2, None
+
+
+class Springs(Function):
+    """Spring lengths along a graph's edges, named ``edges`` and read a row at a time."""
+
+    @staticmethod
+    def forward(ctx: Any, pos: Any, edges: Any) -> Any:
+        d = pos[edges[1]] - pos[edges[0]]
+        ctx.save_for_backward(d, edges)
+        ctx.n = pos.shape[0]
+        return d.norm(dim=-1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        d, edges = ctx.saved_tensors
+        g = grad[:, None] * d / d.norm(dim=-1, keepdim=True)
+        out = g.new_zeros(ctx.n, d.shape[-1])
+        out.index_add_(0, edges[1], g)
+        out.index_add_(0, edges[0], -g)
+        return out, None

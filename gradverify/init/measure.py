@@ -39,7 +39,8 @@ def with_mutants(probe: Scorer, mutants: Callable[[Case], tuple[int, int]]) -> S
 
 
 def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) -> Strength:
-    """The weakest of the case's strengths over ``SEEDS`` (the one that exercises fewest)."""
+    """The case's strength over the draws of ``seeds``: what holds in every draw (an input
+    exercised, backward finite), and the draws that exercise any input."""
     with warnings.catch_warnings():  # forward on trial values: its warnings are noise here
         warnings.simplefilter("ignore")
         found = [_measure_once(info, case, seed) for seed in seeds(info, case)]
@@ -48,8 +49,10 @@ def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) ->
         return worst
     exercised = tuple(n for n in worst.inputs if all(n in s.exercised for s in found))
     counts = _loop_counts(case, loops)
-    return Strength(True, exercised, worst.inputs, _constants(case),
-                    tuple(n for n, v in counts.items() if v >= 2),
+    return Strength(True, exercised=exercised, inputs=worst.inputs,
+                    constants=_constants(case),
+                    backward_finite=all(s.backward_finite for s in found),
+                    loops=tuple(n for n, v in counts.items() if v >= 2),
                     nonzero=sum(s.nonzero for s in found) / len(found),
                     hits=sum(len(s.exercised) for s in found),
                     empty=tuple(n for n, v in counts.items() if v <= 0))
@@ -115,7 +118,7 @@ def _measure_once(info: Target, case: Case, seed: int) -> Strength:
     outputs = [applied.outputs[j] for j in applied.differentiable]
     leaves = [args.values[i] for i in args.diff_positions]
     if not outputs or not leaves:
-        return Strength(True, (), names)
+        return Strength(True, inputs=names)
     generator = torch.Generator().manual_seed(seed)
     cotangents = [torch.randn(o.shape, generator=generator, dtype=o.dtype) for o in outputs]
     try:
@@ -125,8 +128,10 @@ def _measure_once(info: Target, case: Case, seed: int) -> Strength:
     except BaseException as exc:  # noqa: BLE001 -- the user's backward
         return Strength(False, error=calls.describe_exception(exc)[:200])
     present = [g for g in grads if isinstance(g, torch.Tensor)]
+    finite = all(bool(torch.isfinite(g).all()) for g in present)
     exercised = tuple(n for n, g in zip(names, grads)
                       if isinstance(g, torch.Tensor) and bool(g.ne(0).any()))
     entries = sum(g.numel() for g in present)
     nonzero = sum(int(g.ne(0).sum()) for g in present) / entries if entries else 0.0
-    return Strength(True, exercised, names, nonzero=nonzero)
+    return Strength(True, exercised=exercised, inputs=names, nonzero=nonzero,
+                    backward_finite=finite)

@@ -24,7 +24,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 LOOP_NAMES = re.compile(r"^(n_\w+|num_\w+|\w*steps?|\w*iters?|\w*iterations?|rounds?|"
@@ -52,6 +52,11 @@ class Strength:
 
     finite: bool
     """forward's outputs are finite (NaN or inf from forward would be blamed on backward)."""
+    _: KW_ONLY
+    backward_finite: bool = True
+    """backward's gradients are finite: NaN there where forward is finite is an input at a
+    point forward is not differentiable at (a self-loop's length of 0), or a bug that no
+    input avoids."""
     exercised: tuple[str, ...] = ()
     """The differentiable inputs whose gradient is not all zero."""
     inputs: tuple[str, ...] = ()
@@ -74,14 +79,14 @@ class Strength:
     """Why it could not be measured (forward raised), else None."""
 
     def key(self, *, sizes: bool = False) -> tuple[Any, ...]:
-        """Larger is stronger: finite first, then mutants killed, no empty loop, inputs
-        exercised, draws that exercise any, loops, fewer constants, more nonzero gradient
-        entries (in tenths: noise is no gain). ``sizes``: only what pays for a larger case (up
-        to the draws exercised)."""
-        key = (self.error is None, self.finite, self.killed or 0, -len(self.empty),
-               len(self.exercised), self.hits, len(self.loops), -len(self.constants),
-               math.floor(self.nonzero * 10))
-        return key[:6] if sizes else key
+        """Larger is stronger: forward finite first, then backward finite, mutants killed, no
+        empty loop, inputs exercised, draws that exercise any, loops, fewer constants, more
+        nonzero gradient entries (in tenths: noise is no gain). ``sizes``: only what pays for
+        a larger case (up to the draws exercised)."""
+        key = (self.error is None, self.finite, self.backward_finite, self.killed or 0,
+               -len(self.empty), len(self.exercised), self.hits, len(self.loops),
+               -len(self.constants), math.floor(self.nonzero * 10))
+        return key[:7] if sizes else key
 
     @property
     def vacuous(self) -> bool:
@@ -102,6 +107,8 @@ class Strength:
                 "the gradients of " + (", ".join(self.exercised) or "no input")
             parts.append(f"{which} nonzero in every draw ({len(self.exercised)}/"
                          f"{len(self.inputs)}; {round(self.nonzero * 100)}% of entries)")
+        if not self.backward_finite:
+            parts.append("backward returns NaN or inf on some draw")
         parts.append("constant: " + ", ".join(self.constants) if self.constants
                      else "no constant inputs")
         if self.loops:
