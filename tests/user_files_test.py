@@ -127,3 +127,21 @@ def test_what_a_function_prints_is_bounded_and_its_last_words_kept(project, tmp_
     assert result.returncode == 1, result.stdout
     assert "SIGABRT" in result.stdout and "the last words before the crash" in result.stdout
     assert peak[0] < 4 * 1024**2  # not 48 MiB of log
+
+
+@pytest.mark.parametrize("name", ["good.py", "pyproject.toml", "mine.yaml"])
+def test_init_force_never_replaces_a_file_gradverify_did_not_write(project, name):
+    (project / "mine.yaml").write_text("# my own spec\ntarget: good:Good\ncases: []\n")
+    before = digest(project)
+    result = gv(project, "init", "good:Good", "-o", name, "--force")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is not a spec gradverify wrote" in " ".join(result.stderr.split())
+    assert digest(project) == before
+
+
+def test_init_force_replaces_a_spec_init_wrote(project):
+    first = gv(project, "init", "good:Good", "-o", "g.yaml")
+    assert first.returncode == 0, first.stderr
+    (project / "g.yaml").write_text((project / "g.yaml").read_text() + "# edited\n")
+    again = gv(project, "init", "good:Good", "-o", "g.yaml", "--force")
+    assert again.returncode == 0 and "# edited" not in (project / "g.yaml").read_text()

@@ -132,7 +132,7 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
     from pathlib import Path
 
     from gradverify.errors import UsageError
-    from gradverify.files import write_text
+    from gradverify.files import write_text, written_by_gradverify
 
     found, skipped = find(target, imports)
     folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
@@ -146,10 +146,15 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
                                                     "it)") for f, p in kept]
         pairs = [(f, p) for f, p in zip(found, paths) if (f, p) not in kept]
         found, paths = [f for f, _ in pairs], [p for _, p in pairs]
-    if not force:
-        for path in paths:
-            if path is not None and os.path.exists(path):
+    for path in paths:
+        if path is not None and os.path.exists(path):
+            if not force:
                 raise UsageError(f"{path} exists; pass --force to overwrite it")
+            if not written_by_gradverify(path):
+                raise UsageError(
+                    f"{path} exists and is not a spec gradverify wrote (a module, a config, a "
+                    "spec of your own): --force only replaces specs that `gradverify init` or "
+                    "`record` wrote; choose another output, such as a spec file or folder")
     written = [(path, spec_for(f.info, spec_path=path, imports=f.imports))
                for f, path in zip(found, paths)]
     if output is None:
