@@ -62,6 +62,10 @@ class RunOptions:
     """(K, N): run the K-th of N stable slices of the cases (1-based)."""
     changed: bool = False
     """TARGETs are changed files (pre-commit); nothing to check is success."""
+    user_paths: tuple[str, ...] = ()
+    """Folders the caller imports from besides the current directory (the pytest plugin's
+    ``sys.path``: its rootdir, ``pythonpath``): worker processes add them after the standard
+    library before they import a target."""
     mode_flag: bool = False
     """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
     check's own ``mode`` option, in specs too."""

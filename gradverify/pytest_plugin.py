@@ -10,7 +10,9 @@ plugin collects nothing, so it never touches other YAML files.
 """
 from __future__ import annotations
 
+import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:  # once per session: a bad setting stops it before anything is collected
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
-        config.stash[_OPTIONS] = RunOptions.from_config(
-            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"))
+        config.stash[_OPTIONS] = replace(RunOptions.from_config(
+            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate")),
+            user_paths=_user_paths())
     except (InputError, UsageError) as exc:
         code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""
         raise pytest.UsageError(f"gradverify: {exc}{code}") from None
@@ -76,6 +79,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if not explicit:
         folders = [str(d) for d in _config(config).spec_dirs() if d.is_dir()]
         config.args[:] = folders or config.args
+
+
+def _user_paths() -> tuple[str, ...]:
+    """The folders on this session's sys.path that are neither Python's nor installed packages
+    (pytest's rootdir and ``pythonpath``, a conftest's own): the workers import from them too,
+    as the tests in this process do."""
+    import os
+    import sysconfig
+
+    python = {os.path.realpath(sysconfig.get_path(k)) for k in ("stdlib", "platstdlib")}
+    return tuple(p for p in sys.path if p and os.path.isdir(p) and "-packages" not in p
+                 and os.path.realpath(p) not in python
+                 and os.path.dirname(os.path.realpath(p)) not in python)
 
 
 _POOL = pytest.StashKey[Any]()

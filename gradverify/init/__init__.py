@@ -13,12 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gradverify.init.bounded import drafted
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
 from gradverify.init.strengthen import Strength
 from gradverify.init.strong import strengthened, weakness
-from gradverify.init.targets import Skipped, find, guess_init_args
+from gradverify.init.targets import Found, Skipped, find, guess_init_args
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.targets import Target
 
@@ -48,6 +49,16 @@ def spec_for(info: Target, *, spec_path: str | None = None, probe: bool = True,
     error = attempt.error if attempt and not attempt.ok else weakness(strength)
     text = render(info, guesses, attempt, spec_path, imports, strength, sizes)
     return Written(info.target, text, attempt is not None and error is None, error)
+
+
+def _unprobed(found: Found, path: str | None, why: str) -> Written:
+    """The spec of a target whose probe ended the probing process: not probed, with a TODO
+    that says how it ended."""
+    spec = spec_for(found.info, spec_path=path, probe=False, imports=found.imports)
+    todo = (f"# TODO: trying forward on guessed inputs {why}; nothing was run.\n"
+            "# Set the shapes and values forward expects (a guessed shape may crash a kernel).\n")
+    header, _, rest = spec.text.partition("\n")
+    return Written(spec.target, f"{header}\n{todo}{rest}", False, f"the probe {why}")
 
 
 def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
@@ -155,8 +166,9 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
                     f"{path} exists and is not a spec gradverify wrote (a module, a config, a "
                     "spec of your own): --force only replaces specs that `gradverify init` or "
                     "`record` wrote; choose another output, such as a spec file or folder")
-    written = [(path, spec_for(f.info, spec_path=path, imports=f.imports))
-               for f, path in zip(found, paths)]
+    written = list(zip(paths, drafted(
+        found, paths, lambda f, path: spec_for(f.info, spec_path=path, imports=f.imports),
+        _unprobed, lambda fields: Written(**fields))))
     if output is None:
         return written, skipped
     if folder:

@@ -83,7 +83,10 @@ def _discover(conn: Connection, plan: Plan) -> None:
 def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> TaskOutcome:
     """One case's outcome, saying each check as it starts."""
     from gradverify.run.execute import execute
+    from gradverify.syspath import add_user_path
 
+    for folder in message.options.user_paths:
+        add_user_path(folder)
     try:
         return execute(message.task, message.options, cache,
                        on_check=lambda name: conn.send(CheckStarted(name)))

@@ -1,0 +1,75 @@
+"""``init`` probes forward in bounded child processes (``init/bounded.py``): a kernel that
+segfaults on a guessed shape, or deadlocks, costs its own target the probe (a spec with a TODO
+naming how the probe ended), never ``init`` itself or the other targets (issue 35)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from gradverify.init import bounded
+
+CRASHY = """
+import ctypes
+import time
+from torch.autograd import Function
+
+
+class Crashes(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctypes.string_at(0)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Hangs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        time.sleep(600)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Fine(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+"""
+
+
+@pytest.mark.slow
+def test_a_crash_or_a_hang_costs_only_its_own_target(project, monkeypatch):
+    monkeypatch.setattr(bounded, "PROBE_DEADLINE", 8.0)
+    project.write("crashy.py", CRASHY)
+    result = run_cli("init", "crashy", "-o", "specs/")
+    assert result.code == 0, result.output
+    crashes = (project.root / "specs" / "Crashes.yaml").read_text()
+    hangs = (project.root / "specs" / "Hangs.yaml").read_text()
+    fine = (project.root / "specs" / "Fine.yaml").read_text()
+    assert "# TODO: trying forward on guessed inputs killed the process (by SIGSEGV)" in crashes
+    assert "# TODO: trying forward on guessed inputs did not finish within 8 s" in hangs
+    assert "TODO" not in fine and "these inputs ran forward and backward" in fine
+    assert "crashy:Fine (inputs run)" in result.output
+
+
+def test_a_target_the_child_cannot_import_is_drafted_here(project, monkeypatch):
+    import sys
+    import types
+
+    module = types.ModuleType("only_here")
+    exec(compile(CRASHY.split("class Crashes")[0] + "class Fine" + CRASHY.split("class Fine")[1],
+                 "only_here.py", "exec"), module.__dict__)
+    monkeypatch.setitem(sys.modules, "only_here", module)
+    result = run_cli("init", "only_here:Fine")
+    assert result.code == 0, result.output
+    assert "these inputs ran forward and backward" in result.stdout
