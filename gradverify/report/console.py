@@ -235,8 +235,19 @@ class _Writer:
                     for line in self.wrap(row.strip(), "      ",
                                           "    " + " " * (len(row) - len(row.lstrip()))):
                         yield _p(line, "dim")
+        yield from self.smallest(finding)
         if finding.severity != Severity.INFO:
             yield _p(f"  explain: gradverify explain {finding.code}", "dim")
+
+    def smallest(self, finding: Finding) -> Iterator[_Line]:
+        """The smallest failing case, as a spec case; why it has no repro, when asked for."""
+        if finding.smallest is None:
+            return
+        yield _p("  smallest failing case:", "dim")
+        for line in finding.smallest.case.splitlines():
+            yield _p(f"    {line}")
+        if finding.smallest.no_repro:
+            yield _p(f"  {finding.smallest.no_repro}", "dim")
 
 
     def block(self, title: str, rows: list[list[float]]) -> Iterator[_Line]:

@@ -1,0 +1,207 @@
+"""A standalone script that reproduces a failure with bare torch only: the smallest case's
+inputs as literal float64 values, the call of the target, and torch's own comparison
+(``torch.autograd.gradcheck`` for gradcheck, ``gradgradcheck`` for gradgradcheck). The script
+is run here before it is handed out: one that passes under bare torch (the finding comes from
+gradverify's own probes) is not written, and the reason is said instead."""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from gradverify.results import Finding
+from gradverify.spec.inputs import InputMaker, case_seed
+from gradverify.spec.model import Case, ResolvedTolerance, is_op_name
+from gradverify.targets import Capability, Target
+
+if TYPE_CHECKING:
+    from gradverify.spec.binding import Bound
+
+MARKER = "# gradverify repro:"
+"""The first line of every script written: the only files ``--repro`` writes over."""
+COMPARISONS = {
+    "gradcheck": "torch.autograd.gradcheck",
+    "gradgradcheck": "torch.autograd.gradgradcheck",
+}
+"""The checks whose failure a bare torch call shows, and that call."""
+
+
+def file_name(target: str, case: str, check: str) -> str:
+    """``<target>_<case>_<check>.py``, every character outside ``[A-Za-z0-9_-]`` as ``_``."""
+    text = f"{target.rpartition(':')[2] or target}_{case}_{check}"
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in text) + ".py"
+
+
+def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...], case: Case,
+           bound: Bound, seed: int, tolerance: ResolvedTolerance, device: str
+           ) -> tuple[str | None, str | None]:
+    """The script that reproduces ``finding`` of ``check`` on ``case`` under bare torch, or
+    (None, why there is none)."""
+    comparison = COMPARISONS.get(check)
+    if comparison is None:
+        return None, f"no bare-torch repro for {check}"
+    callee = _callee(info, imports)
+    if callee is None:
+        return None, f"no bare-torch repro for a {info.kind} target"
+    maker = InputMaker(case, bound, info, case_seed(seed, info.target, case.name), device)
+    args = maker.args("double")
+    values = [_literal(v, i in args.diff_positions) for i, v in enumerate(args.values)]
+    if any(v is None for v in values) or any(n is not None for n in maker.groups):
+        return None, "no bare-torch repro: an input cannot be written as a literal"
+    text = _text(check, finding, info, case, comparison, callee,
+                 list(zip(args.names, values)), tolerance)
+    failure = _run(text)
+    if failure is None:
+        return None, (f"no bare-torch repro: bare {comparison} passes on the smallest case "
+                      f"({finding.code} comes from gradverify's own comparisons)")
+    return text, None
+
+
+def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
+    """(the import lines, the expression of the callable), or None for a kind no plain call
+    reaches (a module, keyword-only parameters)."""
+    if info.has(Capability.PARAMETERS) or any(p.kind in ("keyword_only", "var_keyword")
+                                              for p in info.params):
+        return None
+    if is_op_name(info.target):
+        namespace, _, op = info.target.partition("::")
+        return (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
+                + "".join(f"import {module}\n" for module in imports)), \
+            f"torch.ops.{namespace}.{op}"
+    module, _, attr = info.target.rpartition(":")
+    if not module or not attr:
+        return None
+    head = attr.split(".")[0]
+    if module.endswith(".py") or "/" in module or os.sep in module:
+        path = os.path.abspath(module)
+        lines = ("import importlib.util\n\n"
+                 f"_spec = importlib.util.spec_from_file_location({_stem(path)!r}, {path!r})\n"
+                 "_module = importlib.util.module_from_spec(_spec)\n"
+                 "_spec.loader.exec_module(_module)\n"
+                 f"{head} = _module.{head}\n")
+    else:
+        lines = (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
+                 f"from {module} import {head}\n")
+    call = f"{attr}.apply" if info.has(Capability.OWN_CTX) else attr
+    return lines, call
+
+
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def _literal(value: Any, requires_grad: bool) -> str | None:
+    """Python source that makes ``value`` (None when there is none with bare torch)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor or value.layout != torch.strided \
+                or value.is_quantized:
+            return None
+        dtype = str(value.dtype)
+        grad = ", requires_grad=True" if requires_grad else ""
+        device = f", device={str(value.device)!r}" if value.device.type != "cpu" else ""
+        return f"torch.tensor({_number(value.detach().cpu().tolist())}, dtype={dtype}" \
+               f"{device}{grad})"
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, (float, complex)):
+        return _number(value)
+    if isinstance(value, (tuple, list)):
+        items = [_literal(v, False) for v in value]
+        if any(i is None for i in items):
+            return None
+        inner = ", ".join(str(i) for i in items)
+        return f"({inner},)" if isinstance(value, tuple) else f"[{inner}]"
+    return None
+
+
+def _number(value: Any) -> str:
+    """Nested lists of numbers as source that reads back the same values (nan, inf too)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, complex):
+        return f"complex({_number(value.real)}, {_number(value.imag)})"
+    return repr(value)
+
+
+def _text(check: str, finding: Finding, info: Target, case: Case, comparison: str,
+          callee: tuple[str, str], inputs: list[tuple[str, str | None]],
+          tolerance: ResolvedTolerance) -> str:
+    imports, call = callee
+    message = _comment(finding.message)
+    seeded = "    torch.manual_seed(0)  # the random incoming gradients it draws\n" \
+        if check == "gradgradcheck" else ""
+    values = "".join(f"        {value},  # {_comment(name)}\n" for name, value in inputs)
+    spec_case = "\n".join(f"#   {line}" for line in _case_lines(case))
+    header = f"{MARKER} {finding.code} ({check}) on {_comment(info.target)}, case " \
+        f"{_comment(case.name)}"
+    return f'''{header}
+# {message}
+# It exits 1, printing torch's own failure, while the bug is there; 0 once it is fixed.
+# Bare torch only: gradverify is not needed to run it. The case, as a spec case:
+{spec_case}
+import sys
+
+import torch
+
+{imports}
+
+def inputs():
+    return (
+{values}    )
+
+
+def main():
+{seeded}    try:
+        {comparison}({call}, inputs(), eps={tolerance.eps!r}, atol={tolerance.atol!r},
+            rtol={tolerance.rtol!r}, nondet_tol={tolerance.nondet_tol!r})
+    except RuntimeError as exc:
+        return "FAILED: {comparison} on " + {info.target!r} + ":\\n" + str(exc)
+    print("ok: {comparison} passes")
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _case_lines(case: Case) -> list[str]:
+    from gradverify.run.shrink import case_yaml
+
+    return [_comment(line) for line in case_yaml(case).splitlines()]
+
+
+def _comment(text: str) -> str:
+    """``text`` safe on one comment line."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _run(text: str) -> str | None:
+    """Run the script's ``main`` here: torch's failure message, or None when it passes."""
+    import torch
+
+    namespace: dict[str, Any] = {"__name__": "gradverify_repro"}
+    with _kept_path(), torch.random.fork_rng(devices=[]), \
+            contextlib.redirect_stdout(sys.stderr):
+        try:
+            exec(compile(text, "<gradverify repro>", "exec"), namespace)
+            result = namespace["main"]()
+        except Exception:  # noqa: BLE001 -- the user's code raised: no script then
+            return None
+    return result if isinstance(result, str) else None
+
+
+@contextlib.contextmanager
+def _kept_path() -> Iterator[None]:
+    saved = list(sys.path)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
