@@ -16,6 +16,7 @@ from gradverify.results import (
     Report,
     ReportSettings,
     Severity,
+    Smallest,
     Status,
 )
 
@@ -132,7 +133,9 @@ def test_json_dumps_every_field_of_the_data_model():
 
     finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
                       location=Location("f.py", 1), data={"k": 1},
-                      consequence_of="GV222 (mutation)")
+                      consequence_of="GV222 (mutation)",
+                      smallest=Smallest("- name: c-smallest", "c-smallest", (("x", (1,)),), 3,
+                                        repro="# script", no_repro=None))
     check = CheckResult("gradcheck", Status.FAIL, 0.1, "s", (finding,), mode="slow",
                         expect="e", data={"d": 2})
     case = CaseResult("m:F", "s.yaml", "c", Status.FAIL, 0.2, (InputInfo("x", "tensor", (3,),
@@ -144,12 +147,15 @@ def test_json_dumps_every_field_of_the_data_model():
                     {"gradverify": "0", "torch": "t", "python": "p"}, ("note",))
     dumped = to_dict(report)
     fields = {cls: {f.name for f in dataclasses.fields(cls)} for cls in (
-        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, ReportSettings)}
+        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, ReportSettings, Smallest)}
     result = dumped["results"][0]
     assert fields[CaseResult] <= set(result)
     assert fields[InputInfo] <= set(result["inputs"][0])
     assert fields[CheckResult] <= set(result["checks"][0])
     assert fields[Finding] <= set(result["checks"][0]["findings"][0])
+    assert fields[Smallest] <= set(result["checks"][0]["findings"][0]["smallest"])
+    assert result["checks"][0]["findings"][0]["smallest"]["shapes"] == [
+        {"name": "x", "shape": [1]}]
     assert fields[ErrorEntry] <= set(dumped["errors"][0])
     assert fields[ReportSettings] <= set(dumped["settings"])
     # the report's own fields: settings, results, errors and notes as such; its duration in the
