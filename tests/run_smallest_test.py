@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import ROOT, Project, run_cli
 
+
 def _fixed() -> str:
     """broken_ops.py with SinWrongSign's one wrong line fixed."""
     source = (ROOT / "specs/broken/broken_ops.py").read_text()
