@@ -234,7 +234,7 @@ def test_an_undiagnosed_failure_still_names_the_input(monkeypatch):
 
 def test_an_input_at_fault_is_found_without_torch_naming_it():
     from gradverify.checks import _calls
-    from gradverify.checks.gradcheck import _failing_input
+    from gradverify.checks._defect import failing_input
     from gradverify.context import CheckContext
     from gradverify.discover import Job
     from gradverify.run.prepare import prepare
@@ -249,7 +249,7 @@ def test_an_input_at_fault_is_found_without_torch_naming_it():
                        maker=InputMaker(case, prepared.bound[case.name], prepared.info, 0, "cpu"),
                        tolerance=DEFAULT_TOLERANCE.resolved())
     view = _calls.differentiable_view(ctx)
-    assert view.names[_failing_input(ctx, view)] == "b"
+    assert view.names[failing_input(ctx, view)] == "b"
 
 
 def test_second_order_hint_names_a_saved_intermediate():

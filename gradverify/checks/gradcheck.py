@@ -112,6 +112,7 @@ class GradcheckCheck(Check):
         import torch
 
         from gradverify.checks import _calls as calls
+        from gradverify.checks import _defect as defect
         from gradverify.checks import _jacobian as jac
         from gradverify.checks import _probes as probes
 
@@ -143,10 +144,11 @@ class GradcheckCheck(Check):
         blocks = jac.diagnose(view.fn, view.inputs, atol=ctx.tolerance.atol,
                               rtol=ctx.tolerance.rtol, eps=ctx.tolerance.eps,
                               generator=ctx.generator("gradcheck-diagnose"))
-        hint = _saved_then_changed_hint(ctx)
+        hint = defect.saved_then_changed_hint(ctx)
         self._blocks(ctx, view, blocks, nonlinear, hint, outcome)
         if not blocks:
             self._undiagnosed(ctx, view, failure, nonlinear, hint, outcome)
+        defect.at_return_lines(ctx, outcome)  # each wrong gradient at the line returning it
         low = [o for o in view.outputs if o.dtype not in (torch.float64, torch.complex128)]
         if low:
             outcome.add(Finding(
@@ -259,12 +261,14 @@ class GradcheckCheck(Check):
         """torch failed but the sampled Jacobian did not show where: name the input from
         torch's message, else by checking each input alone. (Inputs whose gradient is not
         linear in the incoming gradient are reported already: that is the cause.)"""
+        from gradverify.checks import _defect as defect
+
         if nonlinear:
             return
         first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
         # torch names inputs by index among the differentiable ones: give the name.
         where = re.search(r"output (\d+) with respect to input (\d+)", failure)
-        index = int(where.group(2)) if where else _failing_input(ctx, view)
+        index = int(where.group(2)) if where else defect.failing_input(ctx, view)
         name = view.names[index] if index is not None and index < len(view.names) else None
         output = int(where.group(1)) if where else None
         complex_case = any(t.is_complex() for t in [*view.inputs, *view.outputs])
@@ -324,47 +328,6 @@ def _nonlinear_finding(item: Nonlinear, names: list[str], ctx: CheckContext) -> 
         input=name, location=ctx.location,
         hint=jac.pattern_hint("not linear in the incoming gradient", name),
         data={"kind": item.kind, "max_error": item.error, "index": list(item.index)})
-
-
-def _saved_then_changed_hint(ctx: CheckContext) -> str | None:
-    """When forward changes a saved tensor after saving it, that is the likely cause of a
-    mismatch (the formula may well be right): say so in the hint (mutation reports GV224)."""
-    from gradverify.checks import _probes as probes
-
-    try:
-        found = probes.saved_then_changed(ctx.info, ctx.args("double"))
-    except Exception:  # noqa: BLE001 -- a hint only
-        return None
-    if not found:
-        return None
-    return (f"{found[0].describe()}; save it after the change, or save a clone "
-            "(see mutation, GV224)")
-
-
-def _failing_input(ctx: CheckContext, view: DifferentiableView) -> int | None:
-    """The first differentiable input whose own gradcheck (the others held fixed) fails."""
-    import torch
-
-    from gradverify.checks import _calls as calls
-
-    if len(view.inputs) == 1:
-        return 0
-    tol = ctx.tolerance
-    for k in range(len(view.inputs)):
-        def alone(x: Any, k: int = k) -> Any:
-            return view.fn(*[x if n == k else t.detach() for n, t in enumerate(view.inputs)])
-
-        try:
-            ok = torch.autograd.gradcheck(alone, (view.inputs[k],), eps=tol.eps, atol=tol.atol,
-                                          rtol=tol.rtol, nondet_tol=tol.nondet_tol,
-                                          check_undefined_grad=False, raise_exception=False,
-                                          fast_mode=view.inputs[k].numel() > 256)
-        except Exception:  # noqa: BLE001 -- a diagnosis only
-            continue
-        if not ok:
-            return k
-    del calls
-    return None
 
 
 def _failed_inputs(outcome: Outcome) -> str:
