@@ -116,3 +116,36 @@ def test_verify_in_process_shrinks_too() -> None:
     assert finding.smallest is not None
     assert finding.smallest.shapes == (("x", (1, 1)),)
     assert finding.smallest.case.startswith('- name: big-smallest')
+
+
+MUTATING = '''
+import torch
+from torch.autograd import Function
+
+
+class ScalesSaved(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.mul_(2)
+'''
+
+
+def test_a_write_into_a_saved_tensor_gets_a_repro_comparing_values(project: Project) -> None:
+    project.write("ops.py", MUTATING)
+    project.write("s.yaml", "target: ops:ScalesSaved\ncases:\n  - name: v\n"
+                            "    args: {x: {shape: [4, 3]}}\n")
+    result = run_cli("check", "s.yaml", "--only", "mutation", "--repro", "out")
+    assert result.code == 1, result.output
+    script = project.root / "out/ScalesSaved_v_mutation.py"
+    done = _bare(script, project.root)
+    assert done.returncode == 1
+    assert "wrote into the tensors forward saved in place" in done.stderr
+    project.write("ops.py", MUTATING.replace("x.mul_(2)", "x * 2"))
+    done = _bare(script, project.root)
+    assert done.returncode == 0 and "ok: backward leaves" in done.stdout

@@ -27,6 +27,12 @@ COMPARISONS = {
     "gradgradcheck": "torch.autograd.gradgradcheck",
 }
 """The checks whose failure a bare torch call shows, and that call."""
+WRITES = {
+    "GV222": ("the tensors forward saved", "list(outs[0].grad_fn.saved_tensors)"),
+    "GV223": ("its incoming gradients", "grads"),
+}
+"""mutation's codes a script shows by comparing values before and after backward: what
+backward writes into, and the expression of those tensors in the script."""
 
 
 def file_name(target: str, case: str, check: str) -> str:
@@ -40,9 +46,10 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
            ) -> tuple[str | None, str | None]:
     """The script that reproduces ``finding`` of ``check`` on ``case`` under bare torch, or
     (None, why there is none)."""
-    comparison = COMPARISONS.get(check)
-    if comparison is None:
-        return None, f"no bare-torch repro for {check}"
+    body = _body(check, finding.code, info, tolerance)
+    if body is None:
+        return None, f"no bare-torch repro for {check}" + (
+            f" {finding.code}" if check == "mutation" else "")
     callee = _callee(info, imports)
     if callee is None:
         return None, f"no bare-torch repro for a {info.kind} target"
@@ -51,13 +58,50 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
     values = [_literal(v, i in args.diff_positions) for i, v in enumerate(args.values)]
     if any(v is None for v in values) or any(n is not None for n in maker.groups):
         return None, "no bare-torch repro: an input cannot be written as a literal"
-    text = _text(check, finding, info, case, comparison, callee,
-                 list(zip(args.names, values)), tolerance)
+    text = _text(check, finding, info, case, callee, list(zip(args.names, values)), body[0])
     failure = _run(text)
     if failure is None:
-        return None, (f"no bare-torch repro: bare {comparison} passes on the smallest case "
-                      f"({finding.code} comes from gradverify's own comparisons)")
+        return None, (f"no bare-torch repro: {body[1]} passes under bare torch on the smallest "
+                      f"case ({finding.code} comes from gradverify's own comparisons)")
     return text, None
+
+
+def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
+          ) -> tuple[str, str] | None:
+    """The body of the script's ``main()`` (``call`` stands for the callable), and what it
+    compares; None for a finding bare torch cannot show."""
+    target = repr(info.target)
+    if check in COMPARISONS:
+        comparison = COMPARISONS[check]
+        seeded = "    torch.manual_seed(0)  # the random incoming gradients it draws\n" \
+            if check == "gradgradcheck" else ""
+        return f'''{seeded}    try:
+        {comparison}(call, inputs(), eps={tolerance.eps!r}, atol={tolerance.atol!r},
+            rtol={tolerance.rtol!r}, nondet_tol={tolerance.nondet_tol!r})
+    except RuntimeError as exc:
+        return "FAILED: {comparison} on " + {target} + ":\\n" + str(exc)
+    print("ok: {comparison} passes")
+    return None
+''', f"bare {comparison}"
+    if check != "mutation" or code not in WRITES or not info.has(Capability.OWN_CTX):
+        return None
+    what, watched = WRITES[code]
+    return f'''    args = inputs()
+    out = call(*args)
+    outs = [o for o in (out if isinstance(out, tuple) else (out,))
+            if isinstance(o, torch.Tensor) and o.requires_grad]
+    grads = [torch.ones_like(o) for o in outs]
+    watched = {watched}
+    before = [t.detach().clone() for t in watched]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    torch.autograd.grad(outs, leaves, grads, retain_graph=True, allow_unused=True)
+    changed = [k for k, (t, b) in enumerate(zip(watched, before)) if not torch.equal(t, b)]
+    if changed:
+        return ("FAILED: backward of " + {target} + " wrote into {what} in place "
+                "(positions " + str(changed) + "): their values before and after differ")
+    print("ok: backward leaves {what} unchanged")
+    return None
+''', "comparing values before and after backward"
 
 
 def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
@@ -130,20 +174,17 @@ def _number(value: Any) -> str:
     return repr(value)
 
 
-def _text(check: str, finding: Finding, info: Target, case: Case, comparison: str,
-          callee: tuple[str, str], inputs: list[tuple[str, str | None]],
-          tolerance: ResolvedTolerance) -> str:
+def _text(check: str, finding: Finding, info: Target, case: Case, callee: tuple[str, str],
+          inputs: list[tuple[str, str | None]], body: str) -> str:
     imports, call = callee
     message = _comment(finding.message)
-    seeded = "    torch.manual_seed(0)  # the random incoming gradients it draws\n" \
-        if check == "gradgradcheck" else ""
     values = "".join(f"        {value},  # {_comment(name)}\n" for name, value in inputs)
     spec_case = "\n".join(f"#   {line}" for line in _case_lines(case))
     header = f"{MARKER} {finding.code} ({check}) on {_comment(info.target)}, case " \
         f"{_comment(case.name)}"
     return f'''{header}
 # {message}
-# It exits 1, printing torch's own failure, while the bug is there; 0 once it is fixed.
+# It exits 1, printing the failure, while the bug is there; 0 once it is fixed.
 # Bare torch only: gradverify is not needed to run it. The case, as a spec case:
 {spec_case}
 import sys
@@ -157,14 +198,11 @@ def inputs():
 {values}    )
 
 
+call = {call}
+
+
 def main():
-{seeded}    try:
-        {comparison}({call}, inputs(), eps={tolerance.eps!r}, atol={tolerance.atol!r},
-            rtol={tolerance.rtol!r}, nondet_tol={tolerance.nondet_tol!r})
-    except RuntimeError as exc:
-        return "FAILED: {comparison} on " + {info.target!r} + ":\\n" + str(exc)
-    print("ok: {comparison} passes")
-    return None
+{body}
 
 
 if __name__ == "__main__":
