@@ -10,6 +10,9 @@ from pathlib import Path
 
 from conftest import ROOT, Project, run_cli
 
+BROKEN = "specs_broken_broken_ops_"
+"""How a repro's file name starts for specs/broken's targets."""
+
 
 def _fixed() -> str:
     """broken_ops.py with SinWrongSign's one wrong line fixed."""
@@ -37,11 +40,13 @@ def test_repro_fails_under_bare_torch_and_passes_on_the_fix(project: Project) ->
     assert result.code == 1
     assert "smallest failing case:\n    - name: vector-smallest" in result.output
     written = {p.name for p in (project.root / "repro").iterdir()}
-    assert {"CubeDetachedBackward_vector_gradgradcheck.py",
-            "MatmulTransposed_square_gradcheck.py", "SinWrongSign_vector_gradcheck.py",
-            "SquareForgetsGrad_matrix_gradcheck.py"} <= written
-    assert "repro: repro/SinWrongSign_vector_gradcheck.py (GV121 gradcheck" in result.stderr
-    script = project.root / "repro/SinWrongSign_vector_gradcheck.py"
+    assert {f"{BROKEN}CubeDetachedBackward_vector_gradgradcheck.py",
+            f"{BROKEN}MatmulTransposed_square_gradcheck.py",
+            f"{BROKEN}SinWrongSign_vector_gradcheck.py",
+            f"{BROKEN}SquareForgetsGrad_matrix_gradcheck.py"} <= written
+    assert f"repro: repro/{BROKEN}SinWrongSign_vector_gradcheck.py (GV121 gradcheck" \
+        in result.stderr
+    script = project.root / f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py"
     text = script.read_text()
     assert "gradverify" not in text.split("import torch", 1)[1].replace(
         "# where gradverify ran", "")  # bare torch only
@@ -57,7 +62,7 @@ def test_repro_fails_under_bare_torch_and_passes_on_the_fix(project: Project) ->
     done = _bare(fixed, project.root)
     assert done.returncode == 0, done.stderr
     assert "ok: torch.autograd.gradcheck passes" in done.stdout
-    done = _bare(project.root / "repro/CubeDetachedBackward_vector_gradgradcheck.py",
+    done = _bare(project.root / f"repro/{BROKEN}CubeDetachedBackward_vector_gradgradcheck.py",
                  project.root)
     assert done.returncode == 1 and "FAILED: torch.autograd.gradgradcheck" in done.stderr
 
@@ -74,7 +79,7 @@ def test_a_check_bare_torch_cannot_show_gets_no_script_and_says_so(project: Proj
 
 def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:
     _broken(project)
-    mine = project.write("repro/SinWrongSign_vector_gradcheck.py", "print('mine')\n")
+    mine = project.write(f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py", "print('mine')\n")
     result = run_cli("check", "specs/broken/broken.yaml", "--only", "gradcheck",
                      "--case", "vector", "--repro", "repro")
     assert mine.read_text() == "print('mine')\n"
@@ -142,7 +147,7 @@ def test_a_write_into_a_saved_tensor_gets_a_repro_comparing_values(project: Proj
                             "    args: {x: {shape: [4, 3]}}\n")
     result = run_cli("check", "s.yaml", "--only", "mutation", "--repro", "out")
     assert result.code == 1, result.output
-    script = project.root / "out/ScalesSaved_v_mutation.py"
+    script = project.root / "out/ops_ScalesSaved_v_mutation.py"
     done = _bare(script, project.root)
     assert done.returncode == 1
     assert "wrote into the tensors forward saved in place" in done.stderr

@@ -52,7 +52,7 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
                              on_check=on_check, reference=prepared.reference)
     if result is not None and error is None:
         if on_check and any(first_failure(row) for row in result.checks):
-            on_check("shrink")  # a process that dies now dies running a smaller case
+            on_check("shrinking")  # a process that dies now dies running a smaller case
 
         def alone(candidate: Case, bound: Bound, check: str) -> CaseResult | None:
             only = dataclasses.replace(options, only=(check,), skip=())

@@ -1,8 +1,9 @@
 """A standalone script that reproduces a failure with bare torch only: the smallest case's
-inputs as literal float64 values, the call of the target, and torch's own comparison
-(``torch.autograd.gradcheck`` for gradcheck, ``gradgradcheck`` for gradgradcheck). The script
-is run here before it is handed out: one that passes under bare torch (the finding comes from
-gradverify's own probes) is not written, and the reason is said instead."""
+inputs as literal float64 values, the call of the target, and the comparison that shows the
+failure: torch's own (``torch.autograd.gradcheck`` for gradcheck, ``gradgradcheck`` for
+gradgradcheck), or values before and after backward (mutation's writes into what backward must
+not change). The script is run here before it is handed out: one that passes under bare torch
+(the finding comes from gradverify's own probes) is not written, and the reason is said."""
 from __future__ import annotations
 
 import contextlib
@@ -36,8 +37,9 @@ backward writes into, and the expression of those tensors in the script."""
 
 
 def file_name(target: str, case: str, check: str) -> str:
-    """``<target>_<case>_<check>.py``, every character outside ``[A-Za-z0-9_-]`` as ``_``."""
-    text = f"{target.rpartition(':')[2] or target}_{case}_{check}"
+    """``<target>_<case>_<check>.py``, every character outside ``[A-Za-z0-9_-]`` as ``_``
+    (``pkg.ops:Exp`` as ``pkg_ops_Exp``: two targets of one name in two modules differ)."""
+    text = f"{target}_{case}_{check}"
     return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in text) + ".py"
 
 
@@ -53,6 +55,8 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
     callee = _callee(info, imports)
     if callee is None:
         return None, f"no bare-torch repro for a {info.kind} target"
+    if info.writes_inputs:  # bare torch refuses in-place writes into leaves that need grad
+        return None, "no bare-torch repro for a target that writes into its inputs"
     maker = InputMaker(case, bound, info, case_seed(seed, info.target, case.name), device)
     args = maker.args("double")
     values = [_literal(v, i in args.diff_positions) for i, v in enumerate(args.values)]
@@ -222,7 +226,9 @@ def _comment(text: str) -> str:
 
 
 def _run(text: str) -> str | None:
-    """Run the script's ``main`` here: torch's failure message, or None when it passes."""
+    """Run the script here: its failure (the message ``main`` returns, or the exception it
+    raises: the script then ends with that traceback), or None when it passes or cannot even
+    get to ``main`` (the import, the inputs)."""
     import torch
 
     namespace: dict[str, Any] = {"__name__": "gradverify_repro"}
@@ -230,9 +236,12 @@ def _run(text: str) -> str | None:
             contextlib.redirect_stdout(sys.stderr):
         try:
             exec(compile(text, "<gradverify repro>", "exec"), namespace)
-            result = namespace["main"]()
-        except Exception:  # noqa: BLE001 -- the user's code raised: no script then
+        except Exception:  # noqa: BLE001 -- the user's module raised when imported: no script
             return None
+        try:
+            result = namespace["main"]()
+        except Exception as exc:  # noqa: BLE001 -- the user's code raised: what it shows
+            return f"raised {type(exc).__name__}: {exc}"
     return result if isinstance(result, str) else None
 
 
