@@ -23,7 +23,9 @@ from gradverify.results import (
 
 def _report() -> Report:
     bad = Finding("GV121", Severity.ERROR, "gradient for 'x' is wrong: 50%, a, b",
-                  input="x", hint="fix it\nnow", location=Location("pkg/ops.py", 42))
+                  input="x", hint="fix it\nnow", location=Location("pkg/ops.py", 42),
+                  smallest=Smallest("- name: basic-smallest\n  dims: {N: 1}", "basic-smallest",
+                                    (("x", (1,)),), 4, no_repro="no bare-torch repro: why"))
     warn = Finding("GV204", Severity.WARNING, "wasted work", location=Location("pkg/ops.py", 40))
     checks = (CheckResult("contract", Status.PASS, 0.1, "ok"),
               CheckResult("gradcheck", Status.FAIL, 0.2, "mismatch", (bad,)),
@@ -49,6 +51,8 @@ def test_junit_is_valid_and_counts():
                                                         "needs_input_grad", "layout", "lint")}
     failure = cases["basic[N=1]::gradcheck"].find("failure")
     assert failure.get("type") == "GV121" and "pkg/ops.py:42" in failure.text
+    assert "  smallest failing case:\n    - name: basic-smallest\n      dims: {N: 1}\n" \
+        "  no bare-torch repro: why" in failure.text
     assert cases["basic[N=1]::layout"].find("error") is not None
     assert cases["basic[N=1]::lint"].find("skipped").get("message") == "expected failure: known"
     assert "wasted work" in cases["basic[N=1]::needs_input_grad"].find("system-out").text

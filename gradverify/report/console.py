@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import CHAR, LABEL, escaped, finding_line
+from gradverify.report.text import CHAR, LABEL, escaped, finding_line, smallest_lines
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
@@ -241,13 +241,8 @@ class _Writer:
 
     def smallest(self, finding: Finding) -> Iterator[_Line]:
         """The smallest failing case, as a spec case; why it has no repro, when asked for."""
-        if finding.smallest is None:
-            return
-        yield _p("  smallest failing case:", "dim")
-        for line in finding.smallest.case.splitlines():
-            yield _p(f"    {line}")
-        if finding.smallest.no_repro:
-            yield _p(f"  {finding.smallest.no_repro}", "dim")
+        for line in smallest_lines(finding):
+            yield _p(line, "" if line.startswith("    ") else "dim")
 
 
     def block(self, title: str, rows: list[list[float]]) -> Iterator[_Line]:
