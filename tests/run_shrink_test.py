@@ -77,6 +77,14 @@ def test_the_budget_deadline_is_read_from_its_clock() -> None:
     assert budget.spent == 3  # at 0, 1 and 2 seconds; at 3 the deadline has passed
 
 
+def test_a_budget_within_another_takes_from_both() -> None:
+    case = Budget(runs=5)
+    first, second = Budget(runs=4, within=case), Budget(runs=4, within=case)
+    assert [first.take() for _ in range(5)] == [True] * 4 + [False]
+    assert [second.take() for _ in range(3)] == [True, False, False]  # the case's 5 are spent
+    assert (first.spent, second.spent, case.spent) == (4, 1, 5)
+
+
 def test_simplify_keeps_each_choice_that_still_fails() -> None:
     kept = simplify([0, 1, 2], lambda chosen: 1 not in chosen, Budget())
     assert kept == frozenset({0, 2})

@@ -33,6 +33,9 @@ MAX_RUNS = 40
 """Candidate cases tried per failing check, at most."""
 MAX_SECONDS = 5.0
 """Seconds spent shrinking one failing check, at most (it ends with what it has)."""
+CASE_RUNS = 100
+CASE_SECONDS = 10.0
+"""The same, for every failing check of one case together."""
 
 
 @dataclass
@@ -44,14 +47,17 @@ class Budget:
     clock: Callable[[], float] = time.monotonic
     spent: int = 0
     """Candidates run so far."""
+    within: Budget | None = None
+    """A budget this one's runs are also taken from (a case's, over its checks')."""
     _deadline: float | None = field(default=None, repr=False)
 
     def take(self) -> bool:
-        """Whether one more candidate may run (and count it)."""
+        """Whether one more candidate may run (and count it, here and ``within``)."""
         now = self.clock()
         if self._deadline is None:
             self._deadline = now + self.seconds
-        if self.spent >= self.runs or now >= self._deadline:
+        if self.spent >= self.runs or now >= self._deadline or \
+                (self.within is not None and not self.within.take()):
             return False
         self.spent += 1
         return True

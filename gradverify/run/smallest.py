@@ -15,6 +15,8 @@ from gradverify.registry import REGISTRY
 from gradverify.results import CaseResult, CheckResult, Finding, Severity, Smallest, Status
 from gradverify.run import repro as repros
 from gradverify.run.shrink import (
+    CASE_RUNS,
+    CASE_SECONDS,
     Budget,
     case_yaml,
     resized,
@@ -65,6 +67,7 @@ def with_smallest(result: CaseResult, info: Target, spec: Spec, case: Case, run:
     failed check; ``done`` holds the (target, check, code) shrunk before, which are not
     shrunk again."""
     rows = []
+    case_budget = Budget(runs=CASE_RUNS, seconds=CASE_SECONDS)
     for row in result.checks:
         finding = first_failure(row)
         key = (info.target, row.name, finding.code) if finding else None
@@ -73,7 +76,7 @@ def with_smallest(result: CaseResult, info: Target, spec: Spec, case: Case, run:
             continue
         done.add(key)
         failure = Failure(row.name, finding.code, finding.input)
-        found = smallest(failure, info, spec, case, run, options)
+        found = smallest(failure, info, spec, case, run, options, Budget(within=case_budget))
         findings = tuple(replace(f, smallest=found) if f is finding else f
                          for f in row.findings)
         rows.append(replace(row, findings=findings) if found else row)
