@@ -182,6 +182,9 @@ def case_yaml(case: Case) -> str:
     tolerance = {k: v for k, v in zip(TOLERANCE_KEYS, case.tolerance.astuple()) if v is not None}
     if tolerance:
         lines.append(f"  tolerance: {_flow(tolerance)}")
+    if case.checks:  # what a case turns on or sets may be what makes it fail
+        lines.append("  checks: " + _flow({name: dict(c.options) if c.enabled and c.options
+                                           else c.enabled for name, c in case.checks.items()}))
     return "\n".join(lines)
 
 
