@@ -49,6 +49,31 @@ def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+def _not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """An option or argument given as an empty string (an unset variable: ``--json "$OUT"``)
+    is a usage error, never a silent default."""
+    values = value if isinstance(value, tuple) else (value,)
+    if any(v == "" for v in values):
+        what = "a TARGET" if param.param_type_name == "argument" else "a value"
+        raise click.BadParameter(f"{what} is an empty string (an unset variable?)", ctx=ctx,
+                                 param=param)
+    return value
+
+
+class _FiniteRange(click.FloatRange):
+    """A float range that refuses nan and inf: a tolerance of nan or inf would turn every
+    comparison into a pass or a failure."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "-V", "--version", prog_name="gradverify",
                       message="%(prog)s %(version)s")
@@ -65,8 +90,8 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("targets", nargs=-1, metavar="[TARGET]...")
-@click.option("--spec", "spec_file", type=click.Path(dir_okay=False),
+@click.argument("targets", nargs=-1, metavar="[TARGET]...", callback=_not_empty)
+@click.option("--spec", "spec_file", type=click.Path(dir_okay=False), callback=_not_empty,
               help="Spec file for a target named on the command line (mod:Name).")
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="Only cases whose name matches (glob; repeatable).")
@@ -77,16 +102,18 @@ def cli() -> None:
               help="Device to run on (default cpu).")
 @click.option("--fast/--slow", "fast", default=None,
               help="gradcheck fast or slow mode (default: automatic by size).")
-@click.option("--atol", type=click.FloatRange(min=0), default=None)
-@click.option("--rtol", type=click.FloatRange(min=0), default=None)
-@click.option("--eps", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--atol", type=_FiniteRange(min=0), default=None)
+@click.option("--rtol", type=_FiniteRange(min=0), default=None)
+@click.option("--eps", type=_FiniteRange(min=0, min_open=True), default=None)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format (default: rich on a terminal, plain otherwise).")
-@click.option("--output", type=click.Path(dir_okay=False), default=None,
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=_not_empty,
               help="Write the --format report to this file (the console still gets the report).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
+              callback=_not_empty,
               help="Also write a JSON report to this file.")
 @click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
+              callback=_not_empty,
               help="Also write a JUnit XML report to this file.")
 @click.option("--repro", "repro_dir", type=click.Path(), default=None, metavar="DIR",
               help="Write a bare-torch script reproducing each failure (its smallest case) "
@@ -288,6 +315,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code. A console that
     could not be written is one line on stderr; the exit code stays the command's."""
     terminal.standard_streams()
+    try:
+        os.getcwd()
+    except OSError:  # a directory deleted under the shell (FileNotFoundError), or unreadable
+        terminal.err("error: the current directory no longer exists (or cannot be read): "
+                     "gradverify finds specs, pyproject.toml and your modules from it; cd into "
+                     "your project and run again")
+        return int(ExitCode.USAGE)
     code = _main(argv)
     lost = terminal.lost_console()
     if lost:

@@ -79,6 +79,13 @@ class SourceLine:
         """As the report's model holds a place (the file as messages show it)."""
         return Location(shown_path(self.file), self.line)
 
+    def text(self) -> str:
+        """The line's source, read by the path the code object gives (whatever the current
+        directory is now); empty when the file cannot be read."""
+        import linecache
+
+        return linecache.getline(self.file, self.line).strip()
+
 
 def owner(source: str | CodeType) -> Owner:
     """Who wrote a file (or a code object's file): the one rule, in the module docstring."""

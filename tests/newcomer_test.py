@@ -181,18 +181,21 @@ def test_an_unfinished_spec_says_so_and_a_guessed_value_is_named_as_a_possible_c
 @pytest.mark.slow
 def test_the_report_says_each_thing_once_within_100_columns(project):
     """Issue 28's report noise: a -v pointer only where -v is not on; the @once_differentiable
-    note (GV143) once per target, not per case; -v within 100 columns; saved inputs counted as
+    note (GV143) once per target, not per case, and the unneeded-gradient note (GV204) once per
+    spec, shown with -v; -v within 100 columns; saved inputs counted as
     inputs for a Function that writes into its input (whose checks see copies)."""
-    (project / "attention.yaml").write_text(  # three cases, each with a warning (GV204)
+    (project / "attention.yaml").write_text(  # three cases, each computing unneeded grads
         "target: fastops.attention:OnlineSoftmaxAttention\ncases:\n" + "".join(
             f"  - name: c{n}\n    args: {{q: {{shape: [1, 1, {n}, 2]}}, "
             f"k: {{shape: [1, 1, {n}, 2]}}, v: {{shape: [1, 1, {n}, 2]}}, block_size: 2}}\n"
             for n in (3, 4, 5)))
-    for flags in ((), ("-q",)):
+    for flags in ((), ("-q",)):  # a performance note (GV204) on a passing target: not shown
         quiet = gv(project, "check", "attention.yaml", *flags)
         assert quiet.returncode == 0, quiet.stdout
-        assert quiet.stdout.count("[GV204 needs_input_grad]") == 3, quiet.stdout
-        assert quiet.stdout.count("[GV143 gradgradcheck]") == 1, quiet.stdout
+        assert "GV204" not in quiet.stdout and "GV143" not in quiet.stdout, quiet.stdout
+    verbose = gv(project, "check", "attention.yaml", "-v")
+    assert verbose.stdout.count("[GV204 needs_input_grad]") == 1, verbose.stdout  # per spec
+    assert verbose.stdout.count("[GV143 gradgradcheck]") == 1, verbose.stdout  # per target
 
     bugged = gv(project, "check", "specs/norms.yaml", bugs=True)
     assert "(-v shows the analytical and numerical Jacobian blocks)" in bugged.stdout

@@ -1,21 +1,20 @@
-"""Where a gradcheck failure comes from: which input (its own gradcheck, the others held
-fixed), what forward did (a saved tensor changed after saving), and which line of backward
-gives the wrong gradient: the element of its executed ``return`` at the input's position,
-found by running backward once (``frames.returned_at``) and reading that ``return`` with
-``ast``. Imports torch (a helper module: only checks import it, inside ``run``)."""
+"""Where a wrong gradient comes from: the line of backward that gives it (the element of its
+executed ``return`` at the input's position, found by running backward once,
+``frames.returned_at``, and reading that ``return`` with ``ast``), and what forward did to the
+values backward reads (a saved tensor changed after saving). Imports torch inside (a helper
+module: checks import it in ``run``)."""
 from __future__ import annotations
 
 import ast
 from collections.abc import Collection
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gradverify import frames
 from gradverify.results import Location
 from gradverify.targets import Capability
 
 if TYPE_CHECKING:
-    from gradverify.checks._calls import DifferentiableView
     from gradverify.checks.base import Outcome
     from gradverify.context import CheckContext
 
@@ -86,33 +85,8 @@ def saved_then_changed_hint(ctx: CheckContext) -> str | None:
         found = probes.saved_then_changed(ctx.info, ctx.args("double"))
     except Exception:  # noqa: BLE001 -- a hint only
         return None
+    # an output saved and then changed is read back as forward returned it: no suspect
+    found = [f for f in found if not f.label.startswith("output")]
     if not found:
         return None
-    return (f"{found[0].describe()}; save it after the change, or save a clone "
-            "(see mutation, GV224)")
-
-
-def failing_input(ctx: CheckContext, view: DifferentiableView) -> int | None:
-    """The first differentiable input whose own gradcheck (the others held fixed) fails."""
-    import torch
-
-    from gradverify.checks import _calls as calls
-
-    if len(view.inputs) == 1:
-        return 0
-    tol = ctx.tolerance
-    for k in range(len(view.inputs)):
-        def alone(x: Any, k: int = k) -> Any:
-            return view.fn(*[x if n == k else t.detach() for n, t in enumerate(view.inputs)])
-
-        try:
-            ok = torch.autograd.gradcheck(alone, (view.inputs[k],), eps=tol.eps, atol=tol.atol,
-                                          rtol=tol.rtol, nondet_tol=tol.nondet_tol,
-                                          check_undefined_grad=False, raise_exception=False,
-                                          fast_mode=view.inputs[k].numel() > 256)
-        except Exception:  # noqa: BLE001 -- a diagnosis only
-            continue
-        if not ok:
-            return k
-    del calls
-    return None
+    return f"{found[0].describe()}; {found[0].hint()} (see mutation, GV224)"

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks import _strength as strength
 from gradverify.checks._modes import (
     MODES,
     SLOW_MODE_MAX_ENTRIES,
@@ -87,6 +88,7 @@ CODES = (
          "Return grad * (local derivative) and apply nothing to grad itself. Gradient-shaping "
          "tricks (guided backprop, clipping) are not gradients: if one is intended, declare it "
          "under `expect: {gradcheck: \"why\"}`."),
+    *strength.CODES,
 )
 
 
@@ -98,21 +100,21 @@ class GradcheckCheck(Check):
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
-        """GV124 when no case of the spec ran in slow mode."""
+        """GV129/GV130 when the cases leave an input's gradient unexercised or an input
+        constant (``_strength``); GV124 when no case of the spec ran in slow mode."""
+        found = strength.across_cases(results)
         modes = [r.mode for r in results if r.mode]
         if not modes or any("slow" in m for m in modes):
-            return []
-        return [Finding("GV124", Severity.INFO,
+            return found
+        return [*found, Finding("GV124", Severity.INFO,
                         "no case of this spec is small enough for slow-mode gradcheck, so errors "
                         "confined to a few elements can go unseen",
                         hint="add a case with small shapes of distinct sizes (batch 1 and "
                              "batch > 1)")]
 
     def run(self, ctx: CheckContext) -> Outcome:
-        import torch
 
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _defect as defect
         from gradverify.checks import _jacobian as jac
         from gradverify.checks import _probes as probes
 
@@ -126,6 +128,9 @@ class GradcheckCheck(Check):
             return Outcome.skip(view.reason, nothing_verified=view.verifies_nothing)
         entries = jac.jacobian_entries(view.inputs, view.outputs)
         outcome = Outcome(data={"jacobian_entries": entries})
+        zero = [n for n in strength.zero_gradients(view.outputs, view.leaves, view.names,
+                                                   ctx.generator("gradcheck-exercised"))
+                if n not in ctx.spec.zero_grad]
         # On the graph of the view's own call, before gradcheck perturbs anything.
         nonlinear = probes.linearity(view.outputs, view.leaves, ctx.generator("gradcheck-linear"),
                                      nondet_tol=ctx.tolerance.nondet_tol)
@@ -133,6 +138,11 @@ class GradcheckCheck(Check):
         if outcome.findings:
             return outcome  # the Function raised inside gradcheck
         self._notes(ctx, entries, outcome)
+        # a mismatch exercised the gradient: what was zero counts only on a passing case
+        outcome.data.update(strength.row_data(
+            zero if failure is None else [],
+            strength.constant_inputs(ctx.args("working"), exclude=ctx.info.parameters),
+            ctx.location))
         if failure is None:
             for item in nonlinear:
                 outcome.add(_nonlinear_finding(item, view.names, ctx))
@@ -141,13 +151,26 @@ class GradcheckCheck(Check):
                 f"{entries:,} Jacobian entries match (slow mode)" if outcome.mode == "slow" else
                 f"random projections of {entries:,} Jacobian entries match ({outcome.mode} mode)")
             return outcome
+        self._mismatch(ctx, view, failure, nonlinear, outcome)
+        return outcome
+
+    @staticmethod
+    def _mismatch(ctx: CheckContext, view: DifferentiableView, failure: str,
+                  nonlinear: list[Nonlinear], outcome: Outcome) -> None:
+        """torch's gradcheck failed: a finding per wrong gradient, at the line of backward
+        that returns it, and the dtype of the outputs when that is the cause."""
+        import torch
+
+        from gradverify.checks import _defect as defect
+        from gradverify.checks import _jacobian as jac
+
         blocks = jac.diagnose(view.fn, view.inputs, atol=ctx.tolerance.atol,
                               rtol=ctx.tolerance.rtol, eps=ctx.tolerance.eps,
                               generator=ctx.generator("gradcheck-diagnose"))
         hint = defect.saved_then_changed_hint(ctx)
-        self._blocks(ctx, view, blocks, nonlinear, hint, outcome)
+        GradcheckCheck._blocks(ctx, view, blocks, nonlinear, hint, outcome)
         if not blocks:
-            self._undiagnosed(ctx, view, failure, nonlinear, hint, outcome)
+            GradcheckCheck._undiagnosed(ctx, view, failure, nonlinear, hint, outcome)
         defect.at_return_lines(ctx, outcome)  # each wrong gradient at the line returning it
         low = [o for o in view.outputs if o.dtype not in (torch.float64, torch.complex128)]
         if low:
@@ -160,7 +183,6 @@ class GradcheckCheck(Check):
                      "`reference: mod:fn` in the spec"))
         outcome.summary = (f"Jacobian mismatch ({outcome.mode} mode): "
                            f"{_failed_inputs(outcome)}")
-        return outcome
 
     @staticmethod
     def _torch_gradcheck(ctx: CheckContext, view: DifferentiableView, entries: int,
@@ -227,12 +249,14 @@ class GradcheckCheck(Check):
         for block in blocks:
             out = view.applied.differentiable[block.output]  # the output's own index
             name = view.names[block.input]
-            if block.only_kinks:
+            if block.only_kinks or block.undefined_nearby:
+                why = ("forward is not finite within eps of the inputs (its finite differences "
+                       "are NaN or inf)" if block.undefined_nearby else
+                       "left and right differences disagree")
                 outcome.add(Finding(
                     "GV122", Severity.WARNING,
                     jac.mismatch_message(block, f"the inputs sit on a non-differentiable point "
-                                         f"for {name!r} (left and right differences disagree)",
-                                         name, f"output {out}"),
+                                         f"for {name!r} ({why})", name, f"output {out}"),
                     input=name, output=out, location=ctx.location,
                     hint="choose an `init` in the spec that keeps inputs away from kinks and ties "
                          "(e.g. uniform with low: 0.1, or distinct values)",
@@ -261,14 +285,15 @@ class GradcheckCheck(Check):
         """torch failed but the sampled Jacobian did not show where: name the input from
         torch's message, else by checking each input alone. (Inputs whose gradient is not
         linear in the incoming gradient are reported already: that is the cause.)"""
-        from gradverify.checks import _defect as defect
-
         if nonlinear:
             return
+        from gradverify.checks import _jacobian as jac
+
         first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
         # torch names inputs by index among the differentiable ones: give the name.
         where = re.search(r"output (\d+) with respect to input (\d+)", failure)
-        index = int(where.group(2)) if where else defect.failing_input(ctx, view)
+        index = int(where.group(2)) if where else jac.failing_input(view.fn, view.inputs,
+                                                                     ctx.tolerance)
         name = view.names[index] if index is not None and index < len(view.names) else None
         output = int(where.group(1)) if where else None
         complex_case = any(t.is_complex() for t in [*view.inputs, *view.outputs])

@@ -43,6 +43,20 @@ class _Line:
 
     def __init__(self, *segments: tuple[str, str]) -> None:
         self.segments = [(escaped(text), style) for text, style in segments if text]
+        self._never_a_command()
+
+    def _never_a_command(self) -> None:
+        """A line whose text starts with ``::`` once leading spaces are stripped is a workflow
+        command to a CI runner (``::set-env``, ``::error file=...``): user text wrapped onto
+        the start of a line gets a backslash there, ``\\::``, and stays one line of text."""
+        for index, (text, style) in enumerate(self.segments):
+            stripped = text.lstrip()
+            if not stripped:
+                continue
+            if stripped.startswith("::"):
+                at = len(text) - len(stripped)
+                self.segments[index] = (f"{text[:at]}\\{stripped}", style)
+            return
 
     def plain(self) -> str:
         return "".join(text for text, _ in self.segments).rstrip()
@@ -92,6 +106,8 @@ class _Writer:
         for case in shown:
             yield _p("")
             yield from self.case(case)
+        if self.verbosity != Verbosity.VERBOSE:
+            yield from self.strength_notes([c for c in report.results if c not in shown])
         if report.errors:
             yield _p("")
             yield _p("errors", "bold underline")
@@ -115,6 +131,19 @@ class _Writer:
                 yield _p(rest)
         yield _p("")
         yield summary_line(report)
+
+    def strength_notes(self, cases: list[CaseResult]) -> Iterator[_Line]:
+        """Notes about what a spec cannot show (``STRENGTH_NOTES``), said for cases that pass
+        too: a PASS with a weight of ones proves less than it seems."""
+        for case in cases:
+            for check in case.rows:
+                for finding in check.findings:
+                    if finding.code not in STRENGTH_NOTES:
+                        continue
+                    yield _p("")
+                    where = f"  ({case.spec})" if case.spec else ""
+                    yield _Line((case.target, "bold"), (where, "dim"))
+                    yield from self.finding(check, finding)
 
     def overview(self, report: Report) -> Iterator[_Line]:
         """One line per spec file and target, a status character per case; the characters
@@ -267,6 +296,10 @@ def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
         else:
             grouped.append(row)
     return grouped
+
+
+STRENGTH_NOTES = ("GV130",)
+"""Notes shown even for a passing case: what its spec's inputs cannot show."""
 
 
 def _row_needed(check: CheckResult) -> bool:

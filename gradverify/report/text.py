@@ -35,11 +35,11 @@ def finding_line(finding: Finding, check: str | None = None, *, expected: bool =
     label = "expected failure" if expected and finding.severity == Severity.ERROR else \
         LABEL[finding.severity]
     tag = f"{finding.code} {check}" if check else finding.code
-    return f"{where}{label}: {finding.message}  [{tag}]"
+    return escaped(f"{where}{label}: {finding.message}  [{tag}]")
 
 
 def hint_line(finding: Finding) -> str | None:
-    return f"note: {finding.hint}" if finding.hint else None
+    return escaped(f"note: {finding.hint}") if finding.hint else None
 
 
 def finding_text(finding: Finding, check: str | None = None, *, expected: bool = False,

@@ -49,6 +49,10 @@ from gradverify.targets.names import parse_target
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
 START_DEADLINE = 180.0
+IMPORT_DEADLINE = 120.0
+"""Seconds one target's import may take while targets are discovered (or the case timeout,
+when that is longer): a module that hangs on import is told apart from a slow one, and a
+tiny ``--timeout`` bounds cases, not imports (GV009, not GV003)."""
 """Seconds a worker may take to start (a fresh Python importing torch and gradverify, until
 it says ``Ready``), apart from the per-case ``--timeout``: on a loaded CI runner torch's import
 alone can take tens of seconds, and a case's limit starts when the case starts. A worker that
@@ -126,7 +130,7 @@ class Pool:
                 own_module_command("gradverify.run.worker", str(theirs.fileno()), str(log),
                                    str(threads)),
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, preexec_fn=worker_process.die_with_parent(),
+                stderr=subprocess.STDOUT, preexec_fn=worker_process.child_setup(),
                 start_new_session=True)
         theirs.close()
         worker = _Worker(process, Connection(mine.detach()), log, time.monotonic())
@@ -193,7 +197,8 @@ class Pool:
                                                     spec_file=plan.spec_file)))
             current = None
             while True:
-                message = self._receive(worker, self.timeout)
+                # an import is no case: the case timeout bounds it only when it is the longer
+                message = self._receive(worker, max(self.timeout, IMPORT_DEADLINE))
                 if isinstance(message, messages.Discovering):
                     # what the targets before it found, then the next target's name
                     found.jobs += message.jobs
@@ -217,7 +222,7 @@ class Pool:
             worker.process.wait(timeout=2)
             how = ended(worker.process.returncode)
         except subprocess.TimeoutExpired:
-            how = f"did not finish within {self.timeout:g} s"
+            how = f"did not finish within {max(self.timeout, IMPORT_DEADLINE):g} s"
         _kill(worker)
         self._retire(worker)
         module = parse_target(target).module or target

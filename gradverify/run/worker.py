@@ -97,19 +97,34 @@ def _internal(task: Task, exc: BaseException) -> ErrorEntry:
                       "".join(traceback.format_exception(exc)), internal=True)
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """What the forked worker runs before exec so that the kernel kills it when the parent dies
-    for any reason, SIGKILL included (Linux ``prctl(PR_SET_PDEATHSIG)``): no path leaves an
-    orphan. libc is loaded here, in the parent, because the child between fork and exec must
-    not import or take locks (a progress-bar thread may hold them). Elsewhere, None: a worker
-    then notices its parent's death at its next read (end of file)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
+def child_setup() -> Callable[[], None] | None:
+    """What the forked worker runs before exec. Its core-dump limit is 0: a Function that
+    segfaults must not write a core file (hundreds of MB, named ``core``, over the user's own)
+    into the project. On Linux the kernel also kills it when the parent dies for any reason,
+    SIGKILL included (``prctl(PR_SET_PDEATHSIG)``): no path leaves an orphan. Everything is
+    loaded here, in the parent, because the child between fork and exec must not import or take
+    locks (a progress-bar thread may hold them). None where there is nothing to do."""
+    try:
+        import resource
 
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+        no_core = (resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        setrlimit: Callable[..., None] | None = resource.setrlimit
+    except (ImportError, AttributeError, ValueError, OSError):
+        setrlimit = None
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     pr_set_pdeathsig, sigkill = 1, int(signal.SIGKILL)
-    return lambda: prctl(pr_set_pdeathsig, sigkill)
+
+    def setup() -> None:
+        if setrlimit is not None:
+            setrlimit(*no_core)
+        if prctl is not None:
+            prctl(pr_set_pdeathsig, sigkill)
+
+    return setup if setrlimit is not None or prctl is not None else None
 
 
 def log_size(path: Path) -> int:
