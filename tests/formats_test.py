@@ -7,6 +7,7 @@ import pytest
 
 from conftest import run_cli
 from gradverify.report import RENDERERS, Verbosity
+from gradverify.report.text import finding_text
 from gradverify.results import (
     CaseResult,
     CheckResult,
@@ -53,6 +54,9 @@ def test_junit_is_valid_and_counts():
     assert failure.get("type") == "GV121" and "pkg/ops.py:42" in failure.text
     assert "  smallest failing case:\n    - name: basic-smallest\n      dims: {N: 1}\n" \
         "  no bare-torch repro: why" in failure.text
+    smallest = Smallest('- name: "a\x1b[2J"', "a", (), 1, no_repro="why\x07")
+    text = finding_text(Finding("GV121", Severity.ERROR, "m", smallest=smallest), "gradcheck")
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b[2J" in text
     assert cases["basic[N=1]::layout"].find("error") is not None
     assert cases["basic[N=1]::lint"].find("skipped").get("message") == "expected failure: known"
     assert "wasted work" in cases["basic[N=1]::needs_input_grad"].find("system-out").text

@@ -61,7 +61,7 @@ def smallest_lines(finding: Finding) -> list[str]:
     if finding.smallest is None:
         return []
     lines = ["  smallest failing case:"]
-    lines += [f"    {line}" for line in finding.smallest.case.splitlines()]
+    lines += [f"    {escaped(line)}" for line in finding.smallest.case.splitlines()]
     if finding.smallest.no_repro:
-        lines.append(f"  {finding.smallest.no_repro}")
+        lines.append(f"  {escaped(finding.smallest.no_repro)}")
     return lines
