@@ -69,12 +69,15 @@ def test_repro_fails_under_bare_torch_and_passes_on_the_fix(project: Project) ->
 
 def test_a_check_bare_torch_cannot_show_gets_no_script_and_says_so(project: Project) -> None:
     _broken(project)
-    result = run_cli("check", "specs/broken/broken.yaml", "--only", "contract",
+    result = run_cli("check", "specs/broken/broken.yaml", "--only", "precision,contract",
                      "--repro", "repro", "--format", "plain")
     assert result.code == 1
-    assert "no bare-torch repro for contract" in result.output
-    assert not (project.root / "repro").exists() or not any(
-        (project.root / "repro").iterdir())
+    assert "no bare-torch repro for precision" in result.output
+    # what autograd itself rejects (too few gradients) is shown by one backward
+    (written,) = (project.root / "repro").iterdir()
+    assert written.name == f"{BROKEN}ScaleMissingNone_scalar-factor_contract.py"
+    done = _bare(written, project.root)
+    assert done.returncode == 1 and "returned an incorrect number of gradients" in done.stderr
 
 
 def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:

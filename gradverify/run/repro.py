@@ -1,9 +1,10 @@
 """A standalone script that reproduces a failure with bare torch only: the smallest case's
 inputs as literal float64 values, the call of the target, and the comparison that shows the
 failure: torch's own (``torch.autograd.gradcheck`` for gradcheck, ``gradgradcheck`` for
-gradgradcheck), or values before and after backward (mutation's writes into what backward must
-not change). The script is run here before it is handed out: one that passes under bare torch
-(the finding comes from gradverify's own probes) is not written, and the reason is said."""
+gradgradcheck), one backward through autograd (what it rejects of backward's result), or the
+values before and after backward (mutation's writes into what backward must not change). The
+script is run here before it is handed out: one that passes under bare torch (the finding comes
+from gradverify's own probes) is not written, and the reason is said instead."""
 from __future__ import annotations
 
 import contextlib
@@ -70,6 +71,16 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
     return text, None
 
 
+_CALLED = """    args = inputs()
+    out = call(*args)
+    outs = [o for o in (out if isinstance(out, tuple) else (out,))
+            if isinstance(o, torch.Tensor) and o.requires_grad]
+    grads = [torch.ones_like(o) for o in outs]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+"""
+"""The start of a body that runs backward itself: the call, its outputs and the leaves."""
+
+
 def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
           ) -> tuple[str, str] | None:
     """The body of the script's ``main()`` (``call`` stands for the callable), and what it
@@ -87,17 +98,20 @@ def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
     print("ok: {comparison} passes")
     return None
 ''', f"bare {comparison}"
+    if check == "contract":  # what autograd itself rejects of backward's result
+        return _CALLED + f'''    try:
+        torch.autograd.grad(outs, leaves, grads, allow_unused=True)
+    except RuntimeError as exc:
+        return "FAILED: autograd rejects the gradients backward of " + {target} + \\
+            " returns:\\n" + str(exc)
+    print("ok: autograd accepts backward's gradients")
+    return None
+''', "one backward through autograd"
     if check != "mutation" or code not in WRITES or not info.has(Capability.OWN_CTX):
         return None
     what, watched = WRITES[code]
-    return f'''    args = inputs()
-    out = call(*args)
-    outs = [o for o in (out if isinstance(out, tuple) else (out,))
-            if isinstance(o, torch.Tensor) and o.requires_grad]
-    grads = [torch.ones_like(o) for o in outs]
-    watched = {watched}
+    return _CALLED + f'''    watched = {watched}
     before = [t.detach().clone() for t in watched]
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     torch.autograd.grad(outs, leaves, grads, retain_graph=True, allow_unused=True)
     changed = [k for k, (t, b) in enumerate(zip(watched, before)) if not torch.equal(t, b)]
     if changed:
@@ -207,7 +221,6 @@ call = {call}
 
 def main():
 {body}
-
 
 if __name__ == "__main__":
     sys.exit(main())
