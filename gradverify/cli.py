@@ -18,6 +18,7 @@ import click
 from gradverify import sinks, terminal
 from gradverify._version import __version__
 from gradverify.choices import FORMATS, MAX_TIMEOUT
+from gradverify.cliparams import FiniteRange, not_empty, split_checks
 from gradverify.errors import (
     GradverifyError,
     InputError,
@@ -29,49 +30,6 @@ from gradverify.results import ExitCode
 
 if TYPE_CHECKING:
     pass
-
-
-def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
-    """``--only a,b --only c``: the names, or None when the option was not given."""
-    from gradverify.registry import unknown_check
-
-    if not values:
-        return None
-    names: list[str] = []
-    for value in values:
-        for name in (n.strip() for n in value.split(",")):
-            if not name:
-                continue
-            problem = unknown_check(name)
-            if problem is not None:
-                raise click.BadParameter(problem, param_hint=option)
-            names.append(name)
-    return tuple(names)
-
-
-def _not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """An option or argument given as an empty string (an unset variable: ``--json "$OUT"``)
-    is a usage error, never a silent default."""
-    values = value if isinstance(value, tuple) else (value,)
-    if any(v == "" for v in values):
-        what = "a TARGET" if param.param_type_name == "argument" else "a value"
-        raise click.BadParameter(f"{what} is an empty string (an unset variable?)", ctx=ctx,
-                                 param=param)
-    return value
-
-
-class _FiniteRange(click.FloatRange):
-    """A float range that refuses nan and inf: a tolerance of nan or inf would turn every
-    comparison into a pass or a failure."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-                ) -> Any:
-        import math
-
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -90,8 +48,8 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("targets", nargs=-1, metavar="[TARGET]...", callback=_not_empty)
-@click.option("--spec", "spec_file", type=click.Path(dir_okay=False), callback=_not_empty,
+@click.argument("targets", nargs=-1, metavar="[TARGET]...", callback=not_empty)
+@click.option("--spec", "spec_file", type=click.Path(dir_okay=False), callback=not_empty,
               help="Spec file for a target named on the command line (mod:Name).")
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="Only cases whose name matches (glob; repeatable).")
@@ -102,20 +60,21 @@ def cli() -> None:
               help="Device to run on (default cpu).")
 @click.option("--fast/--slow", "fast", default=None,
               help="gradcheck fast or slow mode (default: automatic by size).")
-@click.option("--atol", type=_FiniteRange(min=0), default=None)
-@click.option("--rtol", type=_FiniteRange(min=0), default=None)
-@click.option("--eps", type=_FiniteRange(min=0, min_open=True), default=None)
+@click.option("--atol", type=FiniteRange(min=0), default=None)
+@click.option("--rtol", type=FiniteRange(min=0), default=None)
+@click.option("--eps", type=FiniteRange(min=0, min_open=True), default=None)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format (default: rich on a terminal, plain otherwise).")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=_not_empty,
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=not_empty,
               help="Write the --format report to this file (the console still gets the report).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
-              callback=_not_empty,
+              callback=not_empty,
               help="Also write a JSON report to this file.")
 @click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
-              callback=_not_empty,
+              callback=not_empty,
               help="Also write a JUnit XML report to this file.")
 @click.option("--repro", "repro_dir", type=click.Path(), default=None, metavar="DIR",
+              callback=not_empty,
               help="Write a bare-torch script reproducing each failure (its smallest case) "
               "into DIR.")
 @click.option("-j", "--jobs", default=None, metavar="N|auto",
@@ -168,7 +127,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
                              "--junit-xml": junit_file}, targets, config, spec_file)
     repro = sinks.repro_folder(repro_dir)
     options = RunOptions.from_config(
-        config, only=_split_checks(only, "--only"), skip=_split_checks(skip, "--skip"),
+        config, only=split_checks(only, "--only"), skip=split_checks(skip, "--skip"),
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
         shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose,

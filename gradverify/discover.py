@@ -348,9 +348,7 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
     """The files a run of ``targets`` may read, found without importing anything: the
     configuration (the nearest pyproject.toml), the spec files, and the modules of the targets,
     factories and references they name. Reports must never be written over them."""
-    specs: list[Path] = [Path(spec_file)] if spec_file else []
-    if config.file is not None:
-        specs.append(config.file)
+    specs = [Path(f) for f in (spec_file, config.file) if f]
     names_read: list[str] = []
     folders: list[Path] = [] if targets else config.spec_dirs()
     for target in targets:

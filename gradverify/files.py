@@ -146,3 +146,21 @@ def _write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+WRITTEN_MARKS = ("# gradverify spec for ", "# Recorded by `gradverify record`")
+"""How the specs gradverify writes begin (``init``'s header, ``record``'s)."""
+
+
+def written_by_gradverify(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file that ``gradverify init`` or ``record`` wrote (its
+    first line is their header): the only kind of file ``--force`` may replace."""
+    try:
+        if not Path(path).is_file():
+            return False
+        with open(path, "rb") as handle:
+            first = handle.readline(512).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return first.startswith(WRITTEN_MARKS)
+

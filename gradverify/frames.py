@@ -193,6 +193,19 @@ def without_outer(tb: TracebackType | None, owners: Collection[Owner]) -> Traceb
     return tb
 
 
+def without_inner(tb: TracebackType | None, code: CodeType) -> TracebackType | None:
+    """The traceback without its innermost frame when that frame runs ``code`` (a signal
+    handler that raised on the program's behalf): it ends where the program was. The frames
+    are relinked, so ``tb`` itself is changed."""
+    frames_in = []
+    while tb is not None:
+        frames_in.append(tb)
+        tb = tb.tb_next
+    if len(frames_in) > 1 and frames_in[-1].tb_frame.f_code is code:
+        frames_in[-2].tb_next = None
+    return frames_in[0] if frames_in else None
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception, its cause (or context), theirs, ...; each once."""
     seen: set[int] = set()

@@ -1,11 +1,12 @@
 """pytest plugin: ``pytest --gradverify [PATH ...]`` collects spec files as test items.
 
 Items are ``spec.yaml::Target::case::check``, and ``::case`` for what is found about a case as a
-whole (GV012, GV013, GV015, GV019). A target's cases run once per process, together, by the
-command line's own ``run_job``, and each check reports as its own item, so ``-k``,
-``--junitxml`` and pytest-xdist work unchanged (use ``--dist loadscope`` to keep a target's
-items on one worker). Without ``--gradverify`` the plugin collects nothing, so it never touches
-other YAML files.
+whole (GV012, GV013, GV015, GV019). A target's cases run once, together, by the command line's
+own ``run_job``, in worker processes as ``gradverify check`` runs them (a crash or a hang is
+that case's error, never the session's; ``--gradverify-no-isolate`` runs them in this process).
+Each check reports as its own item, so ``-k``, ``--junitxml`` and pytest-xdist work unchanged
+(use ``--dist loadscope`` to keep a target's items on one worker). Without ``--gradverify`` the
+plugin collects nothing, so it never touches other YAML files.
 """
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gradverify", action="store_true", default=False,
                     help="collect gradverify spec files (*.yaml, *.yml) as tests; without PATH, "
                          "the spec folders of [tool.gradverify] (default specs/)")
+    group.addoption("--gradverify-no-isolate", action="store_true", default=False,
+                    help="run the cases in the pytest process (for debuggers; a crash or hang "
+                         "of a Function then ends the session), not in worker processes")
 
 
 _CONFIG = pytest.StashKey["Config"]()
@@ -62,7 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:  # once per session: a bad setting stops it before anything is collected
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
-        config.stash[_OPTIONS] = RunOptions.from_config(config.stash[_CONFIG])
+        config.stash[_OPTIONS] = RunOptions.from_config(
+            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"))
     except (InputError, UsageError) as exc:
         code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""
         raise pytest.UsageError(f"gradverify: {exc}{code}") from None
@@ -71,6 +76,26 @@ def pytest_configure(config: pytest.Config) -> None:
     if not explicit:
         folders = [str(d) for d in _config(config).spec_dirs() if d.is_dir()]
         config.args[:] = folders or config.args
+
+
+_POOL = pytest.StashKey[Any]()
+
+
+def _pool(config: pytest.Config) -> Any:
+    """The session's worker processes, started at the first case (each xdist worker has its
+    own); cases run there exactly as ``gradverify check`` runs them, timeouts included."""
+    if _POOL not in config.stash:
+        from gradverify.run.pool import Pool
+
+        config.stash[_POOL] = Pool(_options(config)).__enter__()
+    return config.stash[_POOL]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    pool = config.stash.get(_POOL, None)
+    if pool is not None:
+        pool.__exit__(None, None, None)
+        del config.stash[_POOL]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -160,9 +185,13 @@ class TargetNode(pytest.Collector):
         if self._results is None:
             from gradverify import torchstate
 
-            with torchstate.isolated():
-                results, errors = run_job(Job(self.spec.target, self.spec),
-                                          _options(self.config), {0: self.prepared()})
+            options = _options(self.config)
+            job = Job(self.spec.target, self.spec)
+            if options.isolate:
+                results, errors = run_job(job, options, pool=_pool(self.config))
+            else:
+                with torchstate.isolated():
+                    results, errors = run_job(job, options, {0: self.prepared()})
             self._results = ({r.case: r for r in results}, errors)
         return self._results
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import gradverify
 from torchversions import require_custom_ops
 
 HERE = Path(__file__).parent / "newcomer"
@@ -37,9 +38,13 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "project"
 
 
-def gv(cwd: Path, *args: str, bugs: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "FASTOPS_BUGS": "1" if bugs else "0"}
-    env.pop("PYTHONPATH", None)
+def gv(cwd: Path, *args: str, bugs: bool = False, flag: str = "FASTOPS_BUGS"
+       ) -> subprocess.CompletedProcess[str]:
+    """The installed command in ``cwd``; ``bugs``: with the project's planted bugs (the
+    environment variable ``flag`` set to 1). Nothing of the tests' PYTHONPATH but the tree of
+    the gradverify under test (a worktree's, not the one installed editable elsewhere)."""
+    env = {**os.environ, "NO_COLOR": "1", flag: "1" if bugs else "0",
+           "PYTHONPATH": str(Path(gradverify.__file__).parents[1])}
     return subprocess.run([sys.executable, "-m", "gradverify", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
 
@@ -56,11 +61,11 @@ def errors_by_target(report: Path, folder: str) -> dict[str, set[str]]:
     return found
 
 
-def caught(project: Path, *folders: str) -> list[set[str]]:
+def caught(project: Path, *folders: str, flag: str = "FASTOPS_BUGS") -> list[set[str]]:
     """For each spec folder, the targets whose planted bug its specs catch: an error found on
     the bugged code that the correct code does not have (one run of each for every folder)."""
-    gv(project, "check", *folders, "--json", "good.json", "-q")
-    gv(project, "check", *folders, "--json", "bad.json", "-q", bugs=True)
+    gv(project, "check", *folders, "--json", "good.json", "-q", flag=flag)
+    gv(project, "check", *folders, "--json", "bad.json", "-q", bugs=True, flag=flag)
     found = []
     for folder in folders:
         good = errors_by_target(project / "good.json", folder)

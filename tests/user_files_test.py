@@ -74,3 +74,74 @@ def test_a_segfaulting_function_leaves_no_core_file(project):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "SIGSEGV" in result.stdout
     assert digest(project) == before  # `core` is still the user's, and no core.PID appeared
+
+
+PRINTS = """
+import os
+import sys
+import torch
+from torch.autograd import Function
+
+LINE = "x" * 1023 + "\\n"
+
+
+class Prints(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        for _ in range(48 * 1024):  # 48 MiB
+            sys.stdout.write(LINE)
+        print("the last words before the crash", flush=True)
+        os.abort()
+"""
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_what_a_function_prints_is_bounded_and_its_last_words_kept(project, tmp_path):
+    import threading
+
+    (project / "prints.py").write_text(PRINTS)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    peak = [0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _folder_size(spool))
+            done.wait(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = gv(project, "check", "prints:Prints", env={"TMPDIR": str(spool)})
+    finally:
+        done.set()
+        watcher.join()
+    assert result.returncode == 1, result.stdout
+    assert "SIGABRT" in result.stdout and "the last words before the crash" in result.stdout
+    assert peak[0] < 4 * 1024**2  # not 48 MiB of log
+
+
+@pytest.mark.parametrize("name", ["good.py", "pyproject.toml", "mine.yaml"])
+def test_init_force_never_replaces_a_file_gradverify_did_not_write(project, name):
+    (project / "mine.yaml").write_text("# my own spec\ntarget: good:Good\ncases: []\n")
+    before = digest(project)
+    result = gv(project, "init", "good:Good", "-o", name, "--force")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is not a spec gradverify wrote" in " ".join(result.stderr.split())
+    assert digest(project) == before
+
+
+def test_init_force_replaces_a_spec_init_wrote(project):
+    first = gv(project, "init", "good:Good", "-o", "g.yaml")
+    assert first.returncode == 0, first.stderr
+    (project / "g.yaml").write_text((project / "g.yaml").read_text() + "# edited\n")
+    again = gv(project, "init", "good:Good", "-o", "g.yaml", "--force")
+    assert again.returncode == 0 and "# edited" not in (project / "g.yaml").read_text()

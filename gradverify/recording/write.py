@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.errors import shown_path
-from gradverify.files import write_text
+from gradverify.files import write_text, written_by_gradverify
 from gradverify.recording.draft import Draft, indexed_dim, initial_draft, is_dim
 from gradverify.recording.shrink import back_off
 from gradverify.recording.spool import Observation, Spool
@@ -116,8 +116,10 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
     stem = target.rsplit(":", 1)[1].replace(".", "_")
     path = out / f"{stem}.yaml"
     n = 2
-    while path.exists() and not force and (_target_of(path) not in (target, None)
-                                           or _invalid(path)):
+    # --force replaces only what gradverify wrote: a file of the user's keeps its name
+    while path.exists() and ((not force and (_target_of(path) not in (target, None)
+                                             or _invalid(path)))
+                             or (force and not _replaceable(path))):
         path, n = out / f"{stem}_{n}.yaml", n + 1
     factories = path.with_name(f"{path.stem}_factories.py")
     if path.exists() and not force:
@@ -128,7 +130,7 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
         body = _cases(fresh, set(_case_names(existing)), factories)
         return path, _recount(existing.rstrip("\n") + "\n" + body), len(fresh)
     if factories.exists():
-        factories.unlink()  # --force: rewritten with the spec
+        factories.unlink()  # --force: rewritten with the spec (_replaceable: it is ours)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = (f"# Recorded by `gradverify record` on {stamp}\n"
               f"# from {origin} ({calls} distinct call signature{'s' * (calls != 1)}).\n"
@@ -269,6 +271,8 @@ def _free_name(taken: set[str]) -> str:
 
 def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
     lines = [f"  - name: {name}   # signature {d.signature}"]
+    if d.strength:
+        lines.append(f"    # {d.strength}")
     if d.sizes:
         lines.append("    dims:")
         for dim, size in d.sizes.items():
@@ -310,9 +314,20 @@ def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
             else:
                 parts.append(f"{k}: {_yaml(v, sizes)}")
         return "{" + ", ".join(parts) + "}"
+    if isinstance(value, list):  # literal values (an edge list)
+        return "[" + ", ".join(_yaml(v, sizes) for v in value) + "]"
     return flow_scalar(value)
 
 
-
-
-
+def _replaceable(path: Path) -> bool:
+    """Whether --force may replace the spec at ``path`` and its factories file: both are
+    gradverify's (or absent)."""
+    factories = path.with_name(f"{path.stem}_factories.py")
+    try:
+        with open(factories, "rb") as handle:
+            ours = handle.readline(256).startswith(b'"""Factories written by `gradverify')
+    except FileNotFoundError:
+        ours = True
+    except OSError:
+        ours = False
+    return written_by_gradverify(path) and ours

@@ -97,13 +97,21 @@ def run_tasks(tasks: list[Task], options: RunOptions, cache: dict[int, Any],
             outcomes[task.index] = execute(task, options, cache)
 
 
-def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None
-            ) -> tuple[list[CaseResult], list[ErrorEntry]]:
-    """Every selected case of one job, in this process, as a run gives them: the smallest case
-    marked, the findings across its cases added (GV124). The pytest plugin's one way to run."""
+def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None,
+            pool: Any = None) -> tuple[list[CaseResult], list[ErrorEntry]]:
+    """Every selected case of one job as a run gives them: the smallest case marked, the
+    findings across its cases added (GV124). In the ``pool``'s worker processes (a
+    ``gradverify.run.pool.Pool``: crashes and hangs become that case's error), else in this
+    process. The pytest plugin's one way to run."""
     tasks = plan_tasks([job], options)
     outcomes: dict[int, Any] = {}
-    run_tasks(tasks, options, {} if cache is None else cache, outcomes)
+    if pool is not None:
+        # a worker keeps each job's preparation by its index: a job new to the pool, a new one
+        index = pool.new_job_index()
+        tasks = [replace(t, job_index=index) for t in tasks]
+        outcomes = pool.run(tasks, None)
+    else:
+        run_tasks(tasks, options, {} if cache is None else cache, outcomes)
     return _collect(tasks, outcomes)
 
 
