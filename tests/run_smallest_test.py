@@ -157,3 +157,39 @@ def test_a_write_into_a_saved_tensor_gets_a_repro_comparing_values(project: Proj
     project.write("ops.py", MUTATING.replace("x.mul_(2)", "x * 2"))
     done = _bare(script, project.root)
     assert done.returncode == 0 and "ok: backward leaves" in done.stdout
+
+
+ABORTS_WHEN_SMALL = '''
+import os
+
+import torch
+from torch.autograd import Function
+
+
+class AbortsWhenSmall(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if x.numel() == 1:
+            os.abort()
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * torch.cos(x)
+'''
+
+
+def test_a_smaller_case_that_kills_the_worker_leaves_the_failure_standing(
+        project: Project) -> None:
+    project.write("ops.py", ABORTS_WHEN_SMALL)
+    project.write("s.yaml", "target: ops:AbortsWhenSmall\ncases:\n  - name: v\n"
+                            "    args: {x: {shape: [3]}}\n")
+    result = run_cli("check", "s.yaml", "--only", "gradcheck", "--format", "json",
+                     isolate=True)
+    assert result.code == 1
+    (case,) = json.loads(result.stdout)["results"]
+    (row,) = case["checks"]
+    assert (case["status"], row["name"], row["status"]) == ("fail", "gradcheck", "fail")
+    assert row["findings"][0]["code"] == "GV121" and row["findings"][0]["smallest"] is None
