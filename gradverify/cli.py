@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gradverify import terminal
+from gradverify import sinks, terminal
 from gradverify._version import __version__
 from gradverify.choices import FORMATS, MAX_TIMEOUT
 from gradverify.cliparams import FiniteRange, not_empty, split_checks
@@ -26,10 +26,10 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
-from gradverify.results import ExitCode, Report
+from gradverify.results import ExitCode
 
 if TYPE_CHECKING:
-    from gradverify.report import Verbosity
+    pass
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -73,6 +73,10 @@ def cli() -> None:
 @click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
               callback=not_empty,
               help="Also write a JUnit XML report to this file.")
+@click.option("--repro", "repro_dir", type=click.Path(), default=None, metavar="DIR",
+              callback=not_empty,
+              help="Write a bare-torch script reproducing each failure (its smallest case) "
+              "into DIR.")
 @click.option("-j", "--jobs", default=None, metavar="N|auto",
               help="Worker processes running cases in parallel (default 1; auto = cores).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
@@ -97,7 +101,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
           only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
           fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,
           fmt: str | None, output: str | None, json_file: str | None, junit_file: str | None,
-          jobs: str | None,
+          repro_dir: str | None, jobs: str | None,
           timeout: float | None, shard: str | None, no_isolate: bool, changed: bool,
           strict: bool | None,
           verbose: bool, quiet: bool, no_color: bool) -> int:
@@ -119,13 +123,15 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     from gradverify.report import Verbosity
 
     config = config_mod.load()
-    outputs = _outputs({"--output": output, "--json": json_file, "--junit-xml": junit_file},
-                       targets, config, spec_file)
+    outputs = sinks.outputs({"--output": output, "--json": json_file,
+                             "--junit-xml": junit_file}, targets, config, spec_file)
+    repro = sinks.repro_folder(repro_dir)
     options = RunOptions.from_config(
         config, only=split_checks(only, "--only"), skip=split_checks(skip, "--skip"),
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
-        shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose)
+        shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose,
+        repro=repro is not None)
     fmt = fmt or config.format
     color = terminal.color(no_color)
     interrupted: RunInterrupted | None = None
@@ -137,8 +143,9 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
                                        spec_file=spec_file, progress=progress)
         except RunInterrupted as exc:
             report, interrupted = exc.report, exc
-    failed = _show_and_write(report, fmt, outputs, color=color,
-                             verbosity=Verbosity.of(quiet=quiet, verbose=verbose))
+    failed = sinks.show_and_write(report, fmt, outputs, color=color,
+                                  verbosity=Verbosity.of(quiet=quiet, verbose=verbose))
+    failed = (repro is not None and sinks.write_repros(report, repro)) or failed
     if interrupted is not None:
         terminal.err(f"interrupted by {signal.Signals(interrupted.signum).name}: the report "
                      "holds the cases that finished; the others are errors (GV014)")
@@ -147,51 +154,6 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     if failed and code not in (ExitCode.INPUT, ExitCode.INTERNAL):
         return int(ExitCode.USAGE)  # the report is shown, but a file asked for is missing
     return code
-
-
-def _outputs(asked: dict[str, str | None], targets: tuple[str, ...], config: Any,
-             spec_file: str | None) -> list[tuple[str, Path]]:
-    """The report files asked for, as (option, absolute path): absolute now, so that a forward
-    that changes the working directory cannot move them. Refused before anything runs: two
-    reports into one file, or a report over a file the run reads."""
-    from gradverify.files import absolute, refuse_overwriting, refuse_shared
-
-    outputs = [(option, absolute(path)) for option, path in asked.items() if path]
-    if outputs:
-        from gradverify.discover import files_read
-
-        refuse_shared(outputs)
-        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
-    return outputs
-
-
-def _show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Path]], *,
-                    verbosity: Verbosity, color: bool) -> bool:
-    """The report on the console, then in each file asked for; whether a file could not be
-    written (each such error is said on stderr). The console comes first, so that an output
-    that cannot be written never loses the report; not when an output is stdout itself
-    (``--output /dev/stdout`` asks for that format there). A console that cannot be written
-    (closed, full) costs nothing else: ``terminal.out`` never raises. The console gets the
-    ``--format`` report, or the console report when that one goes to ``--output``."""
-    from gradverify.files import OutputError, write_text
-    from gradverify.report import RENDERERS
-
-    to_file = dict(outputs)
-    console = "rich" if color and fmt != "plain" else "plain"
-    if fmt not in (None, "rich", "plain") and "--output" not in to_file:
-        console = fmt
-    files = {"--output": "plain" if fmt in (None, "rich") else fmt, "--json": "json",
-             "--junit-xml": "junit"}
-    if not any(terminal.is_stdout(path) for path in to_file.values()):
-        terminal.out(RENDERERS[console].render(report, verbosity))
-    failed = False
-    for option, path in outputs:
-        try:
-            write_text(path, RENDERERS[files[option]].render(report, verbosity))
-        except OutputError as exc:
-            terminal.err(f"error: {option}: {exc}")
-            failed = True
-    return failed
 
 
 @cli.command()
@@ -251,7 +213,6 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
     The script's output and exit code pass through; the specs are written even when it
     fails. Shapes are shrunk to small sizes for gradient checking.
     """
-    from pathlib import Path
 
     from gradverify.recording.launch import run_recorded
 

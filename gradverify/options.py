@@ -66,6 +66,9 @@ class RunOptions:
     """Folders the caller imports from besides the current directory (the pytest plugin's
     ``sys.path``: its rootdir, ``pythonpath``): worker processes add them after the standard
     library before they import a target."""
+    repro: bool = False
+    """``--repro DIR``: failures shrunk get a bare-torch script (``run.repro``), which the
+    command line writes under DIR."""
     mode_flag: bool = False
     """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
     check's own ``mode`` option, in specs too."""
@@ -78,7 +81,7 @@ class RunOptions:
                     eps: float | None = None, strict: bool | None = None,
                     jobs: int | str | None = None, timeout: float | None = None,
                     shard: str | None = None, isolate: bool = False, changed: bool = False,
-                    verbose: bool = False) -> RunOptions:
+                    verbose: bool = False, repro: bool = False) -> RunOptions:
         """The options of a run: each flag given (not None) over ``config`` (pyproject) over
         the default. Raises ``UsageError`` for a value no run can take."""
         from gradverify.registry import unknown_check
@@ -110,7 +113,8 @@ class RunOptions:
             isolate=isolate, jobs=parse_jobs(jobs), jobs_auto=jobs == "auto",
             timeout=timeout if timeout is not None else
             config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
-            shard=parse_shard(shard), changed=changed, mode_flag=mode is not None)
+            shard=parse_shard(shard), changed=changed, mode_flag=mode is not None,
+            repro=repro)
 
     # -- the levels of a spec and a case
 

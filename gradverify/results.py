@@ -85,6 +85,25 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Smallest:
+    """The smallest case found that still fails the same way as a finding (the same check,
+    code and input), shrunk from the case that failed (``gradverify.run.smallest``)."""
+
+    case: str
+    """The case as an item of a spec's ``cases:`` list (YAML), ready to paste into the spec."""
+    name: str
+    """Its name (``vector-smallest``); its random values are seeded from it, as in a spec."""
+    shapes: tuple[tuple[str, tuple[int, ...]], ...]
+    """Each tensor input's name and shape in that case."""
+    tried: int
+    """Candidate cases run to find it."""
+    repro: str | None = None
+    """With ``--repro``: a standalone script that shows the failure with bare torch only."""
+    no_repro: str | None = None
+    """With ``--repro``, when no script could be written: why."""
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem (or note) found by a check."""
 
@@ -106,6 +125,8 @@ class Finding:
     consequence_of: str | None = None
     """``GV222 (mutation)``: this finding follows from that defect of the same case, reported
     there; the message says so and the hint points at it instead of advice of its own."""
+    smallest: Smallest | None = None
+    """For a failure: the smallest case that still fails so (and its repro, if asked)."""
 
     def following(self, root: str) -> Finding:
         """This finding, marked as a consequence of ``root`` (``GV222 (mutation)``)."""

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import run_cli
 from gradverify.report import RENDERERS, Verbosity
+from gradverify.report.text import finding_text
 from gradverify.results import (
     CaseResult,
     CheckResult,
@@ -16,13 +17,16 @@ from gradverify.results import (
     Report,
     ReportSettings,
     Severity,
+    Smallest,
     Status,
 )
 
 
 def _report() -> Report:
     bad = Finding("GV121", Severity.ERROR, "gradient for 'x' is wrong: 50%, a, b",
-                  input="x", hint="fix it\nnow", location=Location("pkg/ops.py", 42))
+                  input="x", hint="fix it\nnow", location=Location("pkg/ops.py", 42),
+                  smallest=Smallest("- name: basic-smallest\n  dims: {N: 1}", "basic-smallest",
+                                    (("x", (1,)),), 4, no_repro="no bare-torch repro: why"))
     warn = Finding("GV204", Severity.WARNING, "wasted work", location=Location("pkg/ops.py", 40))
     checks = (CheckResult("contract", Status.PASS, 0.1, "ok"),
               CheckResult("gradcheck", Status.FAIL, 0.2, "mismatch", (bad,)),
@@ -48,6 +52,11 @@ def test_junit_is_valid_and_counts():
                                                         "needs_input_grad", "layout", "lint")}
     failure = cases["basic[N=1]::gradcheck"].find("failure")
     assert failure.get("type") == "GV121" and "pkg/ops.py:42" in failure.text
+    assert "  smallest failing case:\n    - name: basic-smallest\n      dims: {N: 1}\n" \
+        "  no bare-torch repro: why" in failure.text
+    smallest = Smallest('- name: "a\x1b[2J"', "a", (), 1, no_repro="why\x07")
+    text = finding_text(Finding("GV121", Severity.ERROR, "m", smallest=smallest), "gradcheck")
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b[2J" in text
     assert cases["basic[N=1]::layout"].find("error") is not None
     assert cases["basic[N=1]::lint"].find("skipped").get("message") == "expected failure: known"
     assert "wasted work" in cases["basic[N=1]::needs_input_grad"].find("system-out").text
@@ -132,7 +141,9 @@ def test_json_dumps_every_field_of_the_data_model():
 
     finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
                       location=Location("f.py", 1), data={"k": 1},
-                      consequence_of="GV222 (mutation)")
+                      consequence_of="GV222 (mutation)",
+                      smallest=Smallest("- name: c-smallest", "c-smallest", (("x", (1,)),), 3,
+                                        repro="# script", no_repro=None))
     check = CheckResult("gradcheck", Status.FAIL, 0.1, "s", (finding,), mode="slow",
                         expect="e", data={"d": 2})
     case = CaseResult("m:F", "s.yaml", "c", Status.FAIL, 0.2, (InputInfo("x", "tensor", (3,),
@@ -144,12 +155,15 @@ def test_json_dumps_every_field_of_the_data_model():
                     {"gradverify": "0", "torch": "t", "python": "p"}, ("note",))
     dumped = to_dict(report)
     fields = {cls: {f.name for f in dataclasses.fields(cls)} for cls in (
-        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, ReportSettings)}
+        Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, ReportSettings, Smallest)}
     result = dumped["results"][0]
     assert fields[CaseResult] <= set(result)
     assert fields[InputInfo] <= set(result["inputs"][0])
     assert fields[CheckResult] <= set(result["checks"][0])
     assert fields[Finding] <= set(result["checks"][0]["findings"][0])
+    assert fields[Smallest] <= set(result["checks"][0]["findings"][0]["smallest"])
+    assert result["checks"][0]["findings"][0]["smallest"]["shapes"] == [
+        {"name": "x", "shape": [1]}]
     assert fields[ErrorEntry] <= set(dumped["errors"][0])
     assert fields[ReportSettings] <= set(dumped["settings"])
     # the report's own fields: settings, results, errors and notes as such; its duration in the

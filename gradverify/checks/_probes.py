@@ -308,6 +308,21 @@ def saved_then_changed(info: Target, args: Any) -> list[SavedThenChanged]:
     return found
 
 
+def writes_during(info: Target, tensors: Sequence[torch.Tensor], run: Callable[[], Any]
+                  ) -> list[Location | None]:
+    """Run ``run()`` (backward) watching ``tensors``: per tensor, the user's line where an
+    in-place write first moved its version (``x.mul_(2)``, ``x[0] = 1``, ``x /= 2``), or None
+    when none did (or its version cannot be read)."""
+    watch = _Watch(info, saved=[_Saved(t, v, None, 0, k) for k, t in enumerate(tensors)
+                                if (v := version(t)) is not None])
+    with _VersionWatch(watch):
+        run()
+    where: list[Location | None] = [None] * len(tensors)
+    for saved in watch.saved:
+        where[saved.position] = saved.changed_at
+    return where
+
+
 @contextlib.contextmanager
 def frozen_saves(info: Target, which: Sequence[SavedThenChanged]) -> Iterator[None]:
     """While active, the given save_for_backward arguments are saved as clones taken at the

@@ -113,7 +113,6 @@ class GradcheckCheck(Check):
                              "batch > 1)")]
 
     def run(self, ctx: CheckContext) -> Outcome:
-        import torch
 
         from gradverify.checks import _calls as calls
         from gradverify.checks import _jacobian as jac
@@ -152,13 +151,27 @@ class GradcheckCheck(Check):
                 f"{entries:,} Jacobian entries match (slow mode)" if outcome.mode == "slow" else
                 f"random projections of {entries:,} Jacobian entries match ({outcome.mode} mode)")
             return outcome
+        self._mismatch(ctx, view, failure, nonlinear, outcome)
+        return outcome
+
+    @staticmethod
+    def _mismatch(ctx: CheckContext, view: DifferentiableView, failure: str,
+                  nonlinear: list[Nonlinear], outcome: Outcome) -> None:
+        """torch's gradcheck failed: a finding per wrong gradient, at the line of backward
+        that returns it, and the dtype of the outputs when that is the cause."""
+        import torch
+
+        from gradverify.checks import _defect as defect
+        from gradverify.checks import _jacobian as jac
+
         blocks = jac.diagnose(view.fn, view.inputs, atol=ctx.tolerance.atol,
                               rtol=ctx.tolerance.rtol, eps=ctx.tolerance.eps,
                               generator=ctx.generator("gradcheck-diagnose"))
-        hint = _saved_then_changed_hint(ctx)
-        self._blocks(ctx, view, blocks, nonlinear, hint, outcome)
+        hint = defect.saved_then_changed_hint(ctx)
+        GradcheckCheck._blocks(ctx, view, blocks, nonlinear, hint, outcome)
         if not blocks:
-            self._undiagnosed(ctx, view, failure, nonlinear, hint, outcome)
+            GradcheckCheck._undiagnosed(ctx, view, failure, nonlinear, hint, outcome)
+        defect.at_return_lines(ctx, outcome)  # each wrong gradient at the line returning it
         low = [o for o in view.outputs if o.dtype not in (torch.float64, torch.complex128)]
         if low:
             outcome.add(Finding(
@@ -170,7 +183,6 @@ class GradcheckCheck(Check):
                      "`reference: mod:fn` in the spec"))
         outcome.summary = (f"Jacobian mismatch ({outcome.mode} mode): "
                            f"{_failed_inputs(outcome)}")
-        return outcome
 
     @staticmethod
     def _torch_gradcheck(ctx: CheckContext, view: DifferentiableView, entries: int,
@@ -341,22 +353,6 @@ def _nonlinear_finding(item: Nonlinear, names: list[str], ctx: CheckContext) -> 
         input=name, location=ctx.location,
         hint=jac.pattern_hint("not linear in the incoming gradient", name),
         data={"kind": item.kind, "max_error": item.error, "index": list(item.index)})
-
-
-def _saved_then_changed_hint(ctx: CheckContext) -> str | None:
-    """When forward changes a saved tensor after saving it, that is the likely cause of a
-    mismatch (the formula may well be right): say so in the hint (mutation reports GV224)."""
-    from gradverify.checks import _probes as probes
-
-    try:
-        found = probes.saved_then_changed(ctx.info, ctx.args("double"))
-    except Exception:  # noqa: BLE001 -- a hint only
-        return None
-    # an output saved and then changed is read back as forward returned it: no suspect
-    found = [f for f in found if not f.label.startswith("output")]
-    if not found:
-        return None
-    return f"{found[0].describe()}; {found[0].hint()} (see mutation, GV224)"
 
 
 def _failed_inputs(outcome: Outcome) -> str:

@@ -148,6 +148,7 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     import torch
 
     from gradverify.checks import _calls as calls
+    from gradverify.checks import _probes as probes
     from gradverify.checks import _tensors as tk
 
     stored = [t for t in saved if isinstance(t, torch.Tensor)]
@@ -156,7 +157,9 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     grads = calls.random_grads(applied, ctx.generator("mutation"))
     grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
     grad_snapshot = tk.Snapshot.of(grad_tensors)
-    calls.raw_backward(ctx.info, applied, grads)
+    # where each watched tensor was first written: the line of the in-place op in backward
+    written = probes.writes_during(ctx.info, [*stored, *grad_tensors],
+                                   lambda: calls.raw_backward(ctx.info, applied, grads))
     names = _names(stored, applied.args.values, applied.args.names, applied)
     for k in saved_snapshot.changed():
         outcome.add(Finding(
@@ -164,7 +167,7 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
             f"backward writes into the saved tensor {names[k]} in place: a second backward "
             "or any other user of that tensor sees the changed values",
             input=names[k].split("'")[1] if names[k].startswith("input") else None,
-            location=ctx.location,
+            location=written[k] or ctx.location,
             hint="use out-of-place ops on saved tensors (x * y, not x.mul_(y))"))
     outputs = [j for j, g in enumerate(grads) if isinstance(g, torch.Tensor)]
     for k in grad_snapshot.changed():
@@ -172,7 +175,7 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
             "GV223", Severity.ERROR,
             f"backward writes into its incoming gradient for output {outputs[k]} in place: "
             "autograd may hand that same tensor to other branches, whose gradients then "
-            "change", output=outputs[k], location=ctx.location,
+            "change", output=outputs[k], location=written[len(stored) + k] or ctx.location,
             hint="use out-of-place ops on the incoming gradient (grad * 2, not grad.mul_(2))"))
     return len(stored), len(grad_tensors)
 

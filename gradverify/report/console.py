@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import CHAR, LABEL, escaped, finding_line
+from gradverify.report.text import CHAR, LABEL, escaped, finding_line, smallest_lines
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
@@ -264,8 +264,14 @@ class _Writer:
                     for line in self.wrap(row.strip(), "      ",
                                           "    " + " " * (len(row) - len(row.lstrip()))):
                         yield _p(line, "dim")
+        yield from self.smallest(finding)
         if finding.severity != Severity.INFO:
             yield _p(f"  explain: gradverify explain {finding.code}", "dim")
+
+    def smallest(self, finding: Finding) -> Iterator[_Line]:
+        """The smallest failing case, as a spec case; why it has no repro, when asked for."""
+        for line in smallest_lines(finding):
+            yield _p(line, "" if line.startswith("    ") else "dim")
 
 
     def block(self, title: str, rows: list[list[float]]) -> Iterator[_Line]:

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gradverify.report.interface import Verbosity
-from gradverify.results import CaseResult, CheckResult, Finding
+from gradverify.results import CaseResult, CheckResult, Finding, Smallest
 
 if TYPE_CHECKING:
     from gradverify.results import Location, Report
@@ -34,7 +34,16 @@ def _location(location: Location | None) -> str | None:
 def _finding(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
             "output": f.output, "hint": f.hint, "location": _location(f.location),
-            "data": _clean(dict(f.data)), "consequence_of": f.consequence_of}
+            "data": _clean(dict(f.data)), "consequence_of": f.consequence_of,
+            "smallest": _smallest(f.smallest)}
+
+
+def _smallest(s: Smallest | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"case": s.case, "name": s.name, "tried": s.tried, "repro": s.repro,
+            "no_repro": s.no_repro,
+            "shapes": [{"name": name, "shape": list(shape)} for name, shape in s.shapes]}
 
 
 def _check(c: CheckResult) -> dict[str, Any]:

@@ -51,4 +51,17 @@ def finding_text(finding: Finding, check: str | None = None, *, expected: bool =
         lines.append(f"  {hint_line(finding)}")
         if explain:
             lines.append(f"  explain: gradverify explain {finding.code}")
+    lines += smallest_lines(finding)
     return "\n".join(lines)
+
+
+def smallest_lines(finding: Finding) -> list[str]:
+    """The finding's smallest failing case as a spec case, indented under it (none when it
+    has none); and, where ``--repro`` wrote no script for it, why."""
+    if finding.smallest is None:
+        return []
+    lines = ["  smallest failing case:"]
+    lines += [f"    {escaped(line)}" for line in finding.smallest.case.splitlines()]
+    if finding.smallest.no_repro:
+        lines.append(f"  {escaped(finding.smallest.no_repro)}")
+    return lines

@@ -19,18 +19,26 @@ from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Sev
 from gradverify.run import casenotes, classify, leftovers
 from gradverify.run.prepare import prepare
 from gradverify.run.select import select
-from gradverify.run.tasks import Task, Unsupported
+from gradverify.run.smallest import first_failure, with_smallest
+from gradverify.run.tasks import Task, TaskOutcome, Unsupported
 from gradverify.spec.binding import Bound
 from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.spec.model import Case, Spec
 from gradverify.targets import Target
 from gradverify.targets import op_calls as opcalls
 
+SHRUNK = -1
+"""The key in ``execute``'s cache of the (target, check, code) already shrunk in this process."""
+
 
 def execute(task: Task, options: RunOptions, cache: dict[int, Any],
-            on_check: Callable[[str], None] | None = None
+            on_check: Callable[[str], None] | None = None,
+            on_shrink: Callable[[TaskOutcome], None] | None = None
             ) -> tuple[CaseResult | None, list[ErrorEntry]]:
-    """Run one task; ``cache`` keeps each job's preparation across its cases."""
+    """Run one task; ``cache`` keeps each job's preparation across its cases (and, at
+    ``SHRUNK``, what was shrunk). A failed check's case is shrunk after the case (``smallest``),
+    said first to ``on_shrink`` with the outcome that stands if shrinking ends the process.
+    """
     if task.job_index not in cache:
         if on_check:
             on_check("import")  # a process that dies now dies importing the target
@@ -44,6 +52,17 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,
                              on_check=on_check, reference=prepared.reference)
+    if result is not None and error is None:
+        if on_shrink and any(first_failure(row) for row in result.checks):
+            on_shrink((result, []))  # a process that dies now dies running a smaller case
+
+        def alone(candidate: Case, bound: Bound, check: str) -> CaseResult | None:
+            only = dataclasses.replace(options, only=(check,), skip=())
+            return run_case(prepared.info, prepared.spec, candidate, bound, only,
+                            reference=prepared.reference)[0]
+
+        result = with_smallest(result, prepared.info, prepared.spec, case, alone,
+                               cache.setdefault(SHRUNK, set()), options)
     return result, [error] if error else []
 
 

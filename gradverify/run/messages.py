@@ -65,6 +65,9 @@ class CheckStarted:
     """The current task has started the check ``name``: what ends it now ends it there."""
 
     name: str
+    kept: TaskOutcome | None = None
+    """The task's outcome so far, which stands if the worker ends now: a failed case's, sent
+    before it is shrunk (``name`` is ``shrinking``)."""
 
 
 @dataclass(frozen=True)

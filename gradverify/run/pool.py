@@ -66,6 +66,8 @@ class _Worker:
     task: Task | None = None
     started: float = 0.0
     check: str | None = None
+    kept: TaskOutcome | None = None
+    """What stands if the worker ends now (``CheckStarted.kept``): a failure being shrunk."""
     ready: bool = False
     log_offset: int = 0
     """Size of the log when the current task started: its output is what follows."""
@@ -307,6 +309,7 @@ class Pool:
                 ended += 1
                 continue
             worker.task, worker.started, worker.check = task, time.monotonic(), None
+            worker.kept = None
             worker.log_offset = worker.output.size
             worker.conn.send(messages.RunTask(task, self.options))
             if progress:
@@ -324,7 +327,7 @@ class Pool:
                 while worker.conn.poll():
                     message = worker.conn.recv()  # anything else is ignored
                     if isinstance(message, messages.CheckStarted):
-                        worker.check = message.name
+                        worker.check, worker.kept = message.name, message.kept
                     elif isinstance(message, messages.TaskResult):
                         outcomes[task.index] = message.outcome
                         worker.task = None
@@ -361,15 +364,16 @@ class Pool:
             self.workers.remove(worker)
 
     def _lost(self, worker: _Worker, task: Task) -> TaskOutcome:
-        return lost(task, worker.check, last_lines(worker.output, worker.log_offset))
+        return worker.kept or lost(task, worker.check,
+                                   last_lines(worker.output, worker.log_offset))
 
     def _crashed(self, worker: _Worker, task: Task) -> TaskOutcome:
         _reap(worker)
-        return crashed(task, worker.check, worker.process.returncode,
-                       last_lines(worker.output, worker.log_offset))
+        return worker.kept or crashed(task, worker.check, worker.process.returncode,
+                                      last_lines(worker.output, worker.log_offset))
 
     def _timed_out(self, worker: _Worker, task: Task) -> TaskOutcome:
-        return timed_out(task, worker.check, self.timeout)
+        return worker.kept or timed_out(task, worker.check, self.timeout)
 
 
 def _kill(worker: _Worker) -> None:

@@ -1,0 +1,195 @@
+"""A failed check's smallest failing case, and its bare-torch repro (``--repro DIR``): shown,
+dumped, written, and run with bare torch (it fails on the bug, passes on the fix)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Project, run_cli
+
+BROKEN = "specs_broken_broken_ops_"
+"""How a repro's file name starts for specs/broken's targets."""
+
+
+def _fixed() -> str:
+    """broken_ops.py with SinWrongSign's one wrong line fixed."""
+    source = (ROOT / "specs/broken/broken_ops.py").read_text()
+    assert "return -grad * torch.cos(x)" in source
+    return source.replace("return -grad * torch.cos(x)", "return grad * torch.cos(x)")
+
+
+def _broken(project: Project) -> None:
+    (project.root / "specs/broken").mkdir(parents=True)
+    for name in ("broken.yaml", "broken_ops.py"):
+        shutil.copy(ROOT / "specs/broken" / name, project.root / "specs/broken" / name)
+
+
+def _bare(script: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The script as a user runs it: a fresh Python, no gradverify on its path."""
+    return subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def test_repro_fails_under_bare_torch_and_passes_on_the_fix(project: Project) -> None:
+    _broken(project)
+    result = run_cli("check", "specs/broken/broken.yaml", "--only", "gradcheck,gradgradcheck",
+                     "--repro", "repro", "--format", "plain")
+    assert result.code == 1
+    assert "smallest failing case:\n    - name: vector-smallest" in result.output
+    written = {p.name for p in (project.root / "repro").iterdir()}
+    assert {f"{BROKEN}CubeDetachedBackward_vector_gradgradcheck.py",
+            f"{BROKEN}MatmulTransposed_square_gradcheck.py",
+            f"{BROKEN}SinWrongSign_vector_gradcheck.py",
+            f"{BROKEN}SquareForgetsGrad_matrix_gradcheck.py"} <= written
+    assert f"repro: repro/{BROKEN}SinWrongSign_vector_gradcheck.py (GV121 gradcheck" \
+        in result.stderr
+    script = project.root / f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py"
+    text = script.read_text()
+    assert "gradverify" not in text.split("import torch", 1)[1].replace(
+        "# where gradverify ran", "")  # bare torch only
+    done = _bare(script, project.root / "repro")
+    assert done.returncode == 1, done.stderr
+    assert "FAILED: torch.autograd.gradcheck on specs.broken.broken_ops:SinWrongSign" \
+        in done.stderr and "Jacobian mismatch" in done.stderr
+    project.write("fixed/fixed_ops.py", _fixed())
+    fixed = project.root / "fixed/repro.py"
+    fixed.write_text(text.replace("from specs.broken.broken_ops import SinWrongSign",
+                                  f"sys.path.insert(0, {str(project.root / 'fixed')!r})\n"
+                                  "from fixed_ops import SinWrongSign"))
+    done = _bare(fixed, project.root)
+    assert done.returncode == 0, done.stderr
+    assert "ok: torch.autograd.gradcheck passes" in done.stdout
+    done = _bare(project.root / f"repro/{BROKEN}CubeDetachedBackward_vector_gradgradcheck.py",
+                 project.root)
+    assert done.returncode == 1 and "FAILED: torch.autograd.gradgradcheck" in done.stderr
+
+
+def test_a_check_bare_torch_cannot_show_gets_no_script_and_says_so(project: Project) -> None:
+    _broken(project)
+    result = run_cli("check", "specs/broken/broken.yaml", "--only", "precision,contract",
+                     "--repro", "repro", "--format", "plain")
+    assert result.code == 1
+    assert "no bare-torch repro for precision" in result.output
+    # what autograd itself rejects (too few gradients) is shown by one backward
+    (written,) = (project.root / "repro").iterdir()
+    assert written.name == f"{BROKEN}ScaleMissingNone_scalar-factor_contract.py"
+    done = _bare(written, project.root)
+    assert done.returncode == 1 and "returned an incorrect number of gradients" in done.stderr
+
+
+def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:
+    _broken(project)
+    mine = project.write(f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py", "print('mine')\n")
+    result = run_cli("check", "specs/broken/broken.yaml", "--only", "gradcheck",
+                     "--case", "vector", "--repro", "repro")
+    assert mine.read_text() == "print('mine')\n"
+    assert "is not a repro gradverify wrote: left as it is" in result.stderr
+    assert result.code == 2  # the report is shown, a file asked for is missing
+
+
+def test_repro_folder_that_is_a_file_is_refused_before_the_run(project: Project) -> None:
+    _broken(project)
+    project.write("taken", "a file\n")
+    result = run_cli("check", "specs/broken/broken.yaml", "--repro", "taken")
+    assert result.code == 2
+    assert "--repro" in result.stderr and "is a file, not a folder" in result.stderr
+    assert "smallest" not in result.output  # nothing ran
+
+
+def test_json_and_isolated_runs_carry_the_smallest_case(project: Project) -> None:
+    _broken(project)
+    result = run_cli("check", "specs/broken/broken.yaml", "--only", "gradcheck", "--case",
+                     "square", "--format", "json", isolate=True)
+    assert result.code == 1
+    (case,) = json.loads(result.output)["results"]
+    (finding,) = case["checks"][0]["findings"]
+    smallest = finding["smallest"]
+    assert smallest["name"] == "square-smallest" and smallest["repro"] is None
+    # the transpose shows only where the sizes differ: shrunk to the smallest distinct ones
+    assert smallest["shapes"] == [{"name": "a", "shape": [1, 2]},
+                                  {"name": "b", "shape": [2, 2]}]
+    assert "a: {shape: [1, 2]" in smallest["case"] and smallest["tried"] > 1
+
+
+def test_verify_in_process_shrinks_too() -> None:
+    from gradverify import verify
+    from specs.broken.broken_ops import SinWrongSign  # type: ignore[import-not-found]
+
+    report = verify(SinWrongSign, spec={"cases": [{"name": "big", "args": {
+        "x": {"shape": [6, 5]}}}]}, checks=["gradcheck"])
+    (finding,) = report.results[0].checks[0].findings
+    assert finding.smallest is not None
+    assert finding.smallest.shapes == (("x", (1, 1)),)
+    assert finding.smallest.case.startswith('- name: big-smallest')
+
+
+MUTATING = '''
+import torch
+from torch.autograd import Function
+
+
+class ScalesSaved(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.mul_(2)
+'''
+
+
+def test_a_write_into_a_saved_tensor_gets_a_repro_comparing_values(project: Project) -> None:
+    project.write("ops.py", MUTATING)
+    project.write("s.yaml", "target: ops:ScalesSaved\ncases:\n  - name: v\n"
+                            "    args: {x: {shape: [4, 3]}}\n")
+    result = run_cli("check", "s.yaml", "--only", "mutation", "--repro", "out")
+    assert result.code == 1, result.output
+    script = project.root / "out/ops_ScalesSaved_v_mutation.py"
+    done = _bare(script, project.root)
+    assert done.returncode == 1
+    assert "wrote into the tensors forward saved in place" in done.stderr
+    project.write("ops.py", MUTATING.replace("x.mul_(2)", "x * 2"))
+    done = _bare(script, project.root)
+    assert done.returncode == 0 and "ok: backward leaves" in done.stdout
+
+
+ABORTS_WHEN_SMALL = '''
+import os
+
+import torch
+from torch.autograd import Function
+
+
+class AbortsWhenSmall(Function):
+    @staticmethod
+    def forward(ctx, x):
+        if x.numel() == 1:
+            os.abort()
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * torch.cos(x)
+'''
+
+
+def test_a_smaller_case_that_kills_the_worker_leaves_the_failure_standing(
+        project: Project) -> None:
+    project.write("ops.py", ABORTS_WHEN_SMALL)
+    project.write("s.yaml", "target: ops:AbortsWhenSmall\ncases:\n  - name: v\n"
+                            "    args: {x: {shape: [3]}}\n")
+    result = run_cli("check", "s.yaml", "--only", "gradcheck", "--format", "json",
+                     isolate=True)
+    assert result.code == 1
+    (case,) = json.loads(result.stdout)["results"]
+    (row,) = case["checks"]
+    assert (case["status"], row["name"], row["status"]) == ("fail", "gradcheck", "fail")
+    assert row["findings"][0]["code"] == "GV121" and row["findings"][0]["smallest"] is None
