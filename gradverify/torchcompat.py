@@ -254,11 +254,14 @@ def take_function_modes() -> list[Any]:
     ``torch.set_default_device`` is a mode too, at the bottom; it stays, and the default-device
     setting (``default_device_accessors``) clears it for the run and sets it back."""
     try:
-        from torch.overrides import _get_current_function_mode_stack, _pop_mode
+        from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack, _pop_mode
     except ImportError:  # an older torch without these: modes are left as they are
         return []
-    torch = _torch()
-    context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+    # the global default device's mode: the context itself (torch < 2.3), or held by a
+    # thread-local (newer torch)
+    held = getattr(_torch(), "_GLOBAL_DEVICE_CONTEXT", None)
+    context = held if isinstance(held, TorchFunctionMode) else \
+        getattr(held, "device_context", None)
     taken = []
     while (stack := _get_current_function_mode_stack()) and stack[-1] is not context:
         if context is not None and len(stack) == 1:
