@@ -62,6 +62,8 @@ class RunOptions:
     """(K, N): run the K-th of N stable slices of the cases (1-based)."""
     changed: bool = False
     """TARGETs are changed files (pre-commit); nothing to check is success."""
+    mutate: bool = False
+    """Run mutants of each target's backward against its cases (``gradverify.mutants``)."""
     mode_flag: bool = False
     """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
     check's own ``mode`` option, in specs too."""
@@ -74,7 +76,7 @@ class RunOptions:
                     eps: float | None = None, strict: bool | None = None,
                     jobs: int | str | None = None, timeout: float | None = None,
                     shard: str | None = None, isolate: bool = False, changed: bool = False,
-                    verbose: bool = False) -> RunOptions:
+                    verbose: bool = False, mutate: bool | None = None) -> RunOptions:
         """The options of a run: each flag given (not None) over ``config`` (pyproject) over
         the default. Raises ``UsageError`` for a value no run can take."""
         from gradverify.registry import unknown_check
@@ -106,7 +108,8 @@ class RunOptions:
             isolate=isolate, jobs=parse_jobs(jobs), jobs_auto=jobs == "auto",
             timeout=timeout if timeout is not None else
             config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
-            shard=parse_shard(shard), changed=changed, mode_flag=mode is not None)
+            shard=parse_shard(shard), changed=changed, mode_flag=mode is not None,
+            mutate=bool(mutate if mutate is not None else config.mutate))
 
     # -- the levels of a spec and a case
 

@@ -1,0 +1,126 @@
+"""One case against every mutant of its target's backward. A mutant of backward leaves forward as
+it is, so the case's finite differences are taken once and shared by its mutants: for each, only
+backward runs again (the Jacobian's sampled rows, in float64, against those differences). A
+mutant that comparison does not kill runs through the case's checks again (``rerun``); it is
+killed when a check fails or warns where the original passed."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from gradverify import frames
+from gradverify.context import CheckContext
+from gradverify.mutants.jacobians import Jacobians, gradient_difference, original_gradients
+from gradverify.mutants.plan import Mutant, Plan, plan
+from gradverify.results import CheckResult, MutantRun, Status
+from gradverify.targets import Target
+
+Rerun = Callable[[Target], Sequence[CheckResult]]
+"""The case's checks again, on a target with a mutant in place: their rows."""
+
+_BADNESS = {Status.FAIL: 2, Status.ERROR: 2, Status.XFAIL: 2, Status.WARN: 1, Status.XPASS: 1}
+
+
+def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Rerun
+                 ) -> tuple[MutantRun, ...]:
+    """What this case does to each mutant of ``ctx.info``'s backward (``baseline``: the rows
+    of the case's checks on the original)."""
+    args = ctx.args("double")
+    names = list(args.names)
+    mutants = plan(ctx.info, names, ctx.location)
+    try:
+        with mutants.observe(ctx.info), _lines_run(mutants) as lines:
+            original = original_gradients(ctx)
+    except Exception:  # noqa: BLE001 -- the original raised: the checks report that
+        return ()
+    jacobians = Jacobians.of(ctx)
+    gradcheck = [r.status.value for r in baseline if r.name == "gradcheck"]
+    facts = {"atol": ctx.tolerance.atol, "rtol": ctx.tolerance.rtol, "note": mutants.note,
+             "gradcheck": gradcheck[0] if gradcheck else None, "scale": original.scale,
+             "needs_input_grad": any(r.name == "needs_input_grad" and r.status != Status.SKIP
+                                     for r in baseline)}
+    return tuple(_judge(ctx, m, mutants, lines, jacobians, original, baseline, rerun, facts)
+                 for m in mutants.mutants)
+
+
+@contextmanager
+def _lines_run(mutants: Plan) -> Iterator[set[int]]:
+    """The lines of backward's source that run in the block (none without a source)."""
+    span = mutants.lines
+    if span is None or mutants.source is None:
+        yield set()
+        return
+    with frames.lines_run(mutants.source.file, *span) as seen:
+        yield seen
+
+
+def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
+           jacobians: Jacobians | None, original: Any, baseline: Sequence[CheckResult],
+           rerun: Rerun, facts: dict[str, Any]) -> MutantRun:
+    """One mutant on this case: its verdict and the facts behind it."""
+    def verdict(name: str, killed_by: str | None = None, **data: Any) -> MutantRun:
+        return MutantRun(mutant.key, mutant.mutation, mutant.location, name, killed_by,
+                         {**facts, **data})
+
+    source = mutant.source
+    if mutant.equivalent is not None:
+        return verdict("equivalent", why=mutant.equivalent)
+    if source is not None and not any(source.span[0] <= n <= source.span[1] for n in lines):
+        return verdict("unexecuted")
+    if source is not None and source.swapped is not None \
+            and not original.same_shape(*source.swapped):
+        return verdict("inapplicable")
+    if source is not None and source.gate is not None \
+            and original.floating == [source.gate]:
+        return verdict("equivalent", why=f"{original.name(source.gate)!r} is the only input "
+                       "that can require grad, so backward runs only when it does: the gate is "
+                       "always open")
+    known = _known(mutant, mutants, original)
+    if mutant.value is not None:
+        mutant.value.hits = 0
+        mutant.value.uniform.clear()
+    try:
+        with mutant.install(ctx.info) as info:
+            killed = jacobians is not None and jacobians.mismatch(info)
+            difference = gradient_difference(ctx, info, original)
+            if mutant.value is not None and not mutant.value.hits:
+                return verdict("inapplicable")
+            by = "gradcheck" if killed else _killed_by(rerun(info), baseline)
+    except Exception as exc:  # noqa: BLE001 -- the mutant's backward raised: checks error
+        return verdict("killed", f"its backward raised {type(exc).__name__}")
+    if by is not None:
+        return verdict("killed", by)
+    if mutant.value is not None:
+        known["uniform"] = bool(mutant.value.uniform) and all(mutant.value.uniform)
+    return verdict("survived", difference=difference, **known)
+
+
+def _known(mutant: Mutant, mutants: Plan, original: Any) -> dict[str, Any]:
+    """Facts of this case about what the mutant changes: the operand a drop removes, the
+    returned gradient it concerns, the needs_input_grad entry a gate read."""
+    source = mutant.source
+    known: dict[str, Any] = {"operator": source.operator if source is not None else "value"}
+    if source is not None and source.dropped is not None:
+        seen = set(mutants.probes.get(source.dropped, ()))
+        known["operand"] = seen.pop() if len(seen) == 1 else "varies" if seen else None
+        known["operand_text"] = source.dropped_text
+    position = mutant.value.position if mutant.value is not None \
+        else source.returned if source is not None else None
+    if source is not None and source.gate is not None:
+        position = source.gate
+    if position is not None:
+        known["input"] = original.name(position)
+        known["requires_grad"] = original.requires_grad(position)
+        known["zero_gradient"] = original.zero(position)
+    return known
+
+
+def _killed_by(rows: Sequence[CheckResult], baseline: Sequence[CheckResult]) -> str | None:
+    """The first check worse on the mutant than on the original: failing, erring or failing
+    as expected where it did not; warning where it did not."""
+    before = {row.name: row.status for row in baseline}
+    for row in rows:
+        if _BADNESS.get(row.status, 0) > _BADNESS.get(before.get(row.name, Status.SKIP), 0):
+            return row.name
+    return None

@@ -1,0 +1,181 @@
+"""Source mutants of a backward: its ``def`` read with ``ast``, each mutation operator applied
+at one place, the mutated function compiled in the original's module (its globals, its closure,
+its decorators but ``staticmethod``/``classmethod``), at the original's file and line numbers,
+so that a traceback or a line count points at the user's code. Pure Python: no torch here."""
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import textwrap
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gradverify.targets.introspection import unwrap
+
+TRANSPOSES = frozenset({"t", "transpose", "swapaxes", "swapdims"})
+TRANSPOSED = frozenset({"T", "mT", "H", "mH"})
+HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe")
+"""Names the mutated code calls, given to it as closure variables (never the user's globals)."""
+
+
+@dataclass(frozen=True)
+class SourceMutant:
+    """One mutation of backward's source."""
+
+    key: str
+    """Stable across the cases of a run (operator, node, variant)."""
+    operator: str
+    mutation: str
+    """What changed, as the user reads it: ``grad * w`` -> ``grad``."""
+    line: int
+    span: tuple[int, int]
+    """The lines of the statement holding the change: it ran if one of them ran."""
+    tree: ast.FunctionDef
+    equivalent: str | None = None
+    """Why the mutant is the same function as the original, when that is certain."""
+    dropped: str | None = None
+    """The key of the probe on the operand a drop removes (``_gv_probe``), for why it lived."""
+    dropped_text: str | None = None
+    """That operand's source text."""
+    returned: int | None = None
+    """The returned gradient a negation concerns (its position in the returned tuple)."""
+    swapped: tuple[int, int] | None = None
+    """The two returned gradients a swap exchanges."""
+    gate: int | None = None
+    """The input whose ``needs_input_grad`` entry an ignored gate stood for."""
+
+
+@dataclass
+class BackwardSource:
+    """A backward function's source, ready to be mutated and compiled."""
+
+    function: Any
+    file: str
+    tree: ast.FunctionDef
+    grads: tuple[str, ...]
+    """The names of its incoming-gradient parameters (``*grads`` as one)."""
+    star: bool
+
+    def compile(self, tree: ast.FunctionDef, helpers: dict[str, Any]) -> Callable[..., Any]:
+        """The function ``tree`` defines, in the original's globals and closure."""
+        fn = self.function
+        free = list(fn.__code__.co_freevars)
+        names = ", ".join([*HELPERS, *free])
+        module = ast.parse(f"def _gv_factory({names}):\n    return {tree.name}\n")
+        factory = module.body[0]
+        assert isinstance(factory, ast.FunctionDef)
+        factory.body.insert(0, tree)
+        for node in ast.walk(module):  # the factory's own lines: backward's first
+            if node is not tree and not any(node is n for n in ast.walk(tree)) \
+                    and hasattr(node, "lineno"):
+                node.lineno = node.end_lineno = tree.lineno  # type: ignore[attr-defined]
+        namespace: dict[str, Any] = {}
+        exec(compile(module, self.file, "exec"), fn.__globals__, namespace)
+        cells = [c.cell_contents for c in fn.__closure__ or ()]
+        return namespace["_gv_factory"](*[helpers[h] for h in HELPERS], *cells)
+
+
+def read_backward(fn: Any, skip: int) -> BackwardSource | None:
+    """``fn``'s source as a ``def`` at its real line numbers (None when it has none: built in C,
+    made by ``exec``, a lambda); ``skip`` leading parameters are not gradients (ctx, cls)."""
+    fn = unwrap(fn)
+    try:
+        file = inspect.getsourcefile(fn)
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if not file or not defs or not hasattr(fn, "__code__"):
+        return None
+    ast.increment_lineno(tree, start - 1)
+    node = defs[0]
+    node.decorator_list = [d for d in node.decorator_list
+                           if ast.unparse(d) not in ("staticmethod", "classmethod")]
+    params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]][skip:]
+    star = node.args.vararg is not None
+    grads = tuple(params + ([node.args.vararg.arg] if node.args.vararg is not None else []))
+    return BackwardSource(fn, file, node, grads, star)
+
+
+def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function's body, not those of functions or classes defined in it."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                  ast.ClassDef)):
+            yield from _own_nodes(child)
+
+
+def _short(node: ast.AST, limit: int = 48) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Site:
+    """One place to mutate: the node's index among the function's own nodes, in order."""
+
+    def __init__(self, source: BackwardSource) -> None:
+        self.source = source
+        self.nodes = list(_own_nodes(source.tree))
+        self.statements = {id(c): s for s in self.nodes if isinstance(s, ast.stmt)
+                           for c in ast.walk(s)}
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        stmt = self._innermost_statement(node)
+        return stmt.lineno, stmt.end_lineno or stmt.lineno
+
+    def _innermost_statement(self, node: ast.AST) -> ast.stmt:
+        best: ast.stmt | None = None
+        for stmt in self.nodes:
+            if isinstance(stmt, ast.stmt) and any(n is node for n in ast.walk(stmt)) and (
+                    best is None or any(n is stmt for n in ast.walk(best))):
+                best = stmt
+        assert best is not None
+        return best
+
+    def replaced(self, node: ast.AST, new: ast.AST | None) -> ast.FunctionDef:
+        """A copy of the function with ``node`` replaced by ``new`` (None: the statement goes,
+        ``pass`` in its place)."""
+        tree = copy.deepcopy(self.source.tree)
+        target = list(_own_nodes(tree))[self.nodes.index(node)]
+        for parent in [tree, *_own_nodes(tree)]:
+            for field, value in ast.iter_fields(parent):
+                if value is target:
+                    setattr(parent, field, _placed(new, target))
+                elif isinstance(value, list) and any(v is target for v in value):
+                    value[[id(v) for v in value].index(id(target))] = \
+                        _placed(new if new is not None else ast.Pass(), target)
+        return tree
+
+    def mutant(self, operator: str, node: ast.AST, new: ast.AST | None, variant: int = 0,
+               shown: str | None = None, **extra: Any) -> SourceMutant:
+        after = shown if shown is not None else _short(new) if new is not None else "(dropped)"
+        return SourceMutant(
+            key=f"{operator}:{self.nodes.index(node)}:{variant}", operator=operator,
+            mutation=f"`{_short(node)}` -> `{after}`", line=node.lineno,  # type: ignore[attr-defined]
+            span=self.span(node), tree=self.replaced(node, new), **extra)
+
+
+def _placed(new: ast.AST | None, old: ast.AST) -> Any:
+    if new is None:
+        return None
+    return ast.fix_missing_locations(ast.copy_location(new, old))
+
+
+def _call(helper: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _is_number(node: ast.AST, value: float) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) \
+        and isinstance(node.value, (int, float)) and node.value == value
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
