@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from gradverify.config import Config
     from gradverify.options import RunOptions
+    from gradverify.results import MutationScore
 
 
 class GradverifyWarning(UserWarning):
@@ -37,10 +38,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gradverify", action="store_true", default=False,
                     help="collect gradverify spec files (*.yaml, *.yml) as tests; without PATH, "
                          "the spec folders of [tool.gradverify] (default specs/)")
+    group.addoption("--gradverify-mutate", action="store_true", default=None,
+                    help="also run mutants of each target's backward against its spec's cases "
+                         "and show each spec's mutation score (as `gradverify check --mutate`)")
 
 
 _CONFIG = pytest.StashKey["Config"]()
 _OPTIONS = pytest.StashKey["RunOptions"]()
+_SCORES = pytest.StashKey["list[MutationScore]"]()
 
 
 def _config(config: pytest.Config) -> Config:
@@ -62,7 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:  # once per session: a bad setting stops it before anything is collected
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
-        config.stash[_OPTIONS] = RunOptions.from_config(config.stash[_CONFIG])
+        config.stash[_OPTIONS] = RunOptions.from_config(
+            config.stash[_CONFIG], mutate=config.getoption("gradverify_mutate"))
+        config.stash[_SCORES] = []
     except (InputError, UsageError) as exc:
         code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""
         raise pytest.UsageError(f"gradverify: {exc}{code}") from None
@@ -164,6 +171,9 @@ class TargetNode(pytest.Collector):
                 results, errors = run_job(Job(self.spec.target, self.spec),
                                           _options(self.config), {0: self.prepared()})
             self._results = ({r.case: r for r in results}, errors)
+            from gradverify.mutants.merge import scores
+
+            self.config.stash[_SCORES].extend(scores(results))
         return self._results
 
     def prepared(self) -> Any:
@@ -251,6 +261,18 @@ class CheckItem(pytest.Item):
         assert isinstance(case, CaseNode) and case.parent is not None
         line = case.case.line - 1 if case.case.line else None
         return self.path, line, f"{case.parent.name} {case.name} {self.name}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """``--gradverify-mutate``: each spec's mutation score, after the tests."""
+    from gradverify.report.text import score_lines
+
+    found: list[MutationScore] = config.stash.get(_SCORES, [])
+    if found:
+        terminalreporter.section("gradverify mutation score")
+        for score in found:
+            for line in score_lines(score, config.getoption("verbose") > 0):
+                terminalreporter.write_line(line)
 
 
 def _case_row(result: Any, checks: list[str]) -> CheckResult:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import CHAR, LABEL, escaped, finding_line
+from gradverify.report.text import CHAR, LABEL, escaped, finding_line, score_lines
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class _Writer:
                 if error.internal:
                     yield _p("gradverify hit a bug (exit 4): please report it at the project's "
                              "issue tracker with the traceback above and the spec.", "red")
+        yield from self.mutants(report)
         for note in report.notes:
             yield _p("")
             wrapped = self.wrap(f"note: {note}", "      ")
@@ -115,6 +116,17 @@ class _Writer:
                 yield _p(rest)
         yield _p("")
         yield summary_line(report)
+
+    def mutants(self, report: Report) -> Iterator[_Line]:
+        """``--mutate``: each spec's score, its survivors and unexecuted mutants."""
+        if report.mutants:
+            yield _p("")
+            yield _p("mutation score", "bold underline")
+        for score in report.mutants:
+            first, *rest = score_lines(score, self.verbosity == Verbosity.VERBOSE)
+            yield _p(first, "" if not score.survived else "yellow")
+            for line in rest:
+                yield from (_p(text) for text in self.wrap(line.strip(), "      ", "  "))
 
     def overview(self, report: Report) -> Iterator[_Line]:
         """One line per spec file and target, a status character per case; the characters

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gradverify.results import Finding, Severity, Status
+from gradverify.results import Finding, MutantLine, MutationScore, Severity, Status
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 """Control characters and line breaks (the tab excepted)."""
@@ -52,3 +52,30 @@ def finding_text(finding: Finding, check: str | None = None, *, expected: bool =
         if explain:
             lines.append(f"  explain: gradverify explain {finding.code}")
     return "\n".join(lines)
+
+
+def score_line(score: MutationScore) -> str:
+    """``specs/linear.yaml mod:Linear: 11/12 mutants killed (1 equivalent)``."""
+    where = f"{score.spec} " if score.spec else ""
+    apart = [f"{len(score.equivalent)} equivalent" if score.equivalent else "",
+             f"{len(score.unexecuted)} on lines no case runs" if score.unexecuted else "",
+             score.note or ""]
+    extra = "; ".join(a for a in apart if a)
+    return f"{where}{score.target}: {score.killed}/{score.total} mutants killed" + (
+        f" ({extra})" if extra else "")
+
+
+def mutant_line(kind: str, mutant: MutantLine) -> str:
+    """``file:line: survived: `grad * w` -> `grad`: every case has w = 1; ...``."""
+    where = f"{mutant.location}: " if mutant.location else ""
+    return f"{where}{kind}: {mutant.mutation}: {mutant.why}"
+
+
+def score_lines(score: MutationScore, verbose: bool = False) -> list[str]:
+    """A score, then its survivors and unexecuted mutants (equivalent ones with ``verbose``),
+    one line each, indented."""
+    shown = [("survived", score.survived), ("unexecuted", score.unexecuted)]
+    if verbose:
+        shown.append(("equivalent", score.equivalent))
+    return [score_line(score)] + [f"  {mutant_line(kind, m)}" for kind, found in shown
+                                  for m in found]
