@@ -103,7 +103,7 @@ def swap_returned(site: _Site) -> list[SourceMutant]:
                     if ast.dump(elts[i]) == ast.dump(elts[j]) else None
                 found.append(site.mutant(
                     "swap", node.value, ast.Tuple(elts=swapped, ctx=ast.Load()), i * 64 + j,
-                    shown=f"{_short(elts[j], 24)} <-> {_short(elts[i], 24)}",
+                    text=f"returned `{_short(elts[i], 24)}` and `{_short(elts[j], 24)}` swapped",
                     swapped=(i, j), equivalent=same))
     return found
 

@@ -154,11 +154,16 @@ class _Site:
         return tree
 
     def mutant(self, operator: str, node: ast.AST, new: ast.AST | None, variant: int = 0,
-               shown: str | None = None, **extra: Any) -> SourceMutant:
-        after = shown if shown is not None else _short(new) if new is not None else "(dropped)"
+               shown: str | None = None, text: str | None = None, **extra: Any
+               ) -> SourceMutant:
+        """The mutant replacing ``node`` by ``new`` (None: the statement removed); its text
+        is ```node` -> `new```, with ``shown`` for ``new``, or ``text`` whole."""
+        after = shown if shown is not None else _short(new) if new is not None else None
+        mutation = text or (f"`{_short(node)}` -> `{after}`" if after is not None
+                            else f"`{_short(node)}` removed")
         return SourceMutant(
             key=f"{operator}:{self.nodes.index(node)}:{variant}", operator=operator,
-            mutation=f"`{_short(node)}` -> `{after}`", line=node.lineno,  # type: ignore[attr-defined]
+            mutation=mutation, line=node.lineno,  # type: ignore[attr-defined]
             span=self.span(node), tree=self.replaced(node, new), **extra)
 
 
