@@ -148,6 +148,31 @@ def test_random_weights_kill_it():
     assert score.killed == score.total and score.total >= 10
 
 
+class FrozenWeightPath(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        if not ctx.needs_input_grad[1]:
+            return grad * w / 1, None  # only needs_input_grad's subsets run this line
+        grad_x = grad * w if ctx.needs_input_grad[0] else None
+        return grad_x, grad * x
+
+
+def test_a_line_only_a_check_runs_is_not_unexecuted():
+    """The spec's case has both inputs requiring grad; needs_input_grad's subsets run the
+    first branch, and kill its mutants (and those of both gates)."""
+    score = _score(FrozenWeightPath, _spec({}))
+    assert score.unexecuted == () and score.survived == ()
+    # `/ 1` dropped is the same function; the rest are killed
+    assert [m.mutation for m in score.equivalent] == ["`grad * w / 1` -> `grad * w`"]
+    assert score.killed == score.total and score.total >= 15
+
+
 def test_value_mutants_for_a_target_without_a_backward():
     def double_sin(x):
         return torch.sin(x) * 2

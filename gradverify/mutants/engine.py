@@ -11,8 +11,14 @@ from typing import Any
 
 from gradverify import frames
 from gradverify.context import CheckContext
-from gradverify.mutants.jacobians import Jacobians, gradient_difference, original_gradients
+from gradverify.mutants.jacobians import (
+    Jacobians,
+    Original,
+    gradient_difference,
+    original_gradients,
+)
 from gradverify.mutants.plan import Mutant, Plan, plan
+from gradverify.mutants.source import SourceMutant
 from gradverify.results import CheckResult, MutantRun, Status
 from gradverify.targets import Target
 
@@ -56,7 +62,7 @@ def _lines_run(mutants: Plan) -> Iterator[set[int]]:
 
 
 def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
-           jacobians: Jacobians | None, original: Any, baseline: Sequence[CheckResult],
+           jacobians: Jacobians | None, original: Original, baseline: Sequence[CheckResult],
            rerun: Rerun, facts: dict[str, Any]) -> MutantRun:
     """One mutant on this case: its verdict and the facts behind it."""
     def verdict(name: str, killed_by: str | None = None, **data: Any) -> MutantRun:
@@ -66,8 +72,6 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
     source = mutant.source
     if mutant.equivalent is not None:
         return verdict("equivalent", why=mutant.equivalent)
-    if source is not None and not any(source.span[0] <= n <= source.span[1] for n in lines):
-        return verdict("unexecuted")
     if source is not None and source.swapped is not None \
             and not original.same_shape(*source.swapped):
         return verdict("inapplicable")
@@ -76,19 +80,24 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
         return verdict("equivalent", why=f"{original.name(source.gate)!r} is the only input "
                        "that can require grad, so backward runs only when it does: the gate is "
                        "always open")
+    if mutant.value is not None and not original.requires_grad(mutant.value.position):
+        return verdict("inapplicable")  # no gradient of that input is asked for here
     known = _known(mutant, mutants, original)
     if mutant.value is not None:
         mutant.value.hits = 0
         mutant.value.uniform.clear()
-    try:
-        with mutant.install(ctx.info) as info:
-            killed = jacobians is not None and jacobians.mismatch(info)
-            difference = gradient_difference(ctx, info, original)
-            if mutant.value is not None and not mutant.value.hits:
-                return verdict("inapplicable")
-            by = "gradcheck" if killed else _killed_by(rerun(info), baseline)
-    except Exception as exc:  # noqa: BLE001 -- the mutant's backward raised: checks error
-        return verdict("killed", f"its backward raised {type(exc).__name__}")
+    with mutant.install(ctx.info) as info:
+        if source is not None and not _ran(source, lines):
+            # not run by the case's own call: maybe by a check's (a subset requiring grad)
+            with _lines_run(mutants) as ran:
+                rows = rerun(info)
+            if not _ran(source, ran):
+                return verdict("unexecuted")
+            by, difference = _killed_by(rows, baseline), None
+        else:
+            by, difference = _exercise(ctx, info, jacobians, original, baseline, rerun)
+        if mutant.value is not None and not mutant.value.hits:
+            return verdict("inapplicable")
     if by is not None:
         return verdict("killed", by)
     if mutant.value is not None:
@@ -96,7 +105,28 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
     return verdict("survived", difference=difference, **known)
 
 
-def _known(mutant: Mutant, mutants: Plan, original: Any) -> dict[str, Any]:
+def _ran(source: SourceMutant, lines: set[int]) -> bool:
+    return any(source.span[0] <= n <= source.span[1] for n in lines)
+
+
+def _exercise(ctx: CheckContext, info: Target, jacobians: Jacobians | None, original: Original,
+              baseline: Sequence[CheckResult], rerun: Rerun) -> tuple[str | None, float | None]:
+    """The check that kills the mutant in place (None: none does), and how far its gradients
+    are from the original's. The shared Jacobian first; where it does not kill, the checks.
+    A mutant whose backward raises in the comparisons goes to the checks, which classify it."""
+    try:
+        if jacobians is not None and jacobians.mismatch(info):
+            return "gradcheck", None
+    except Exception:  # noqa: BLE001 -- the checks will say what the mutant does
+        pass
+    try:
+        difference = gradient_difference(ctx, info, original)
+    except Exception:  # noqa: BLE001 -- as above
+        difference = None
+    return _killed_by(rerun(info), baseline), difference
+
+
+def _known(mutant: Mutant, mutants: Plan, original: Original) -> dict[str, Any]:
     """Facts of this case about what the mutant changes: the operand a drop removes, the
     returned gradient it concerns, the needs_input_grad entry a gate read."""
     source = mutant.source

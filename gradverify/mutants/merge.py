@@ -34,7 +34,7 @@ def merge(target: str, spec: str | None, runs: Iterable[MutantRun]) -> MutationS
             unexecuted.append(_line(first, "no case runs this line"))
         else:
             lived = [r for r in seen if r.verdict == "survived"]
-            survived.append(_line(first, why(lived)))
+            survived.append(_line(first, why(lived, everywhere=len(lived) == len(seen))))
     return MutationScore(target, spec, killed + len(survived), killed, tuple(survived),
                          tuple(equivalent), tuple(unexecuted), note)
 
@@ -47,14 +47,16 @@ def _all(facts: Sequence[Mapping[str, Any]], key: str, value: Any) -> bool:
     return bool(facts) and all(f.get(key) == value for f in facts)
 
 
-def why(lived: Sequence[MutantRun]) -> str:
-    """Why a mutant survived, from the facts of the cases where it ran."""
+def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
+    """Why a mutant survived, from the facts of the cases where it ran (``everywhere``: every
+    case of the spec ran it)."""
     facts = [r.data for r in lived]
     operand = facts[0].get("operand_text") if facts else None
+    cases = "every case" if everywhere else "every case that runs it"
     if operand and _all(facts, "operand", "ones"):
-        return f"every case has {operand} = 1; give {operand} random values"
+        return f"{cases} has {operand} = 1; give {operand} random values"
     if operand and _all(facts, "operand", "zeros"):
-        return f"every case has {operand} = 0; give {operand} nonzero random values"
+        return f"{cases} has {operand} = 0; give {operand} nonzero random values"
     name = facts[0].get("input") if facts else None
     if name is not None and _all(facts, "requires_grad", False):
         return (f"no case has {name!r} requiring grad, so its gradient is never checked; "

@@ -124,7 +124,8 @@ class _Writer:
             yield _p("mutation score", "bold underline")
         for score in report.mutants:
             first, *rest = score_lines(score, self.verbosity == Verbosity.VERBOSE)
-            yield _p(first, "" if not score.survived else "yellow")
+            yield from (_p(text, "yellow" if score.survived else "")
+                        for text in self.wrap(first, "    "))
             for line in rest:
                 yield from (_p(text) for text in self.wrap(line.strip(), "      ", "  "))
 
