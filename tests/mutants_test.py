@@ -237,6 +237,20 @@ def test_merge_counts_a_mutant_once_killed_in_any_case():
                  "its gradients differ from the original's by at most 2e-06, within the "
                  "tolerance (atol 1e-05, rtol 0.001); choose inputs where the change is larger, "
                  "or tighten the tolerance", id="within-tolerance"),
+    pytest.param({"gradcheck": "xfail", "difference": 2.0},
+                 "the spec expects gradcheck to fail (`expect:`), so finite differences cannot "
+                 "tell this gradient from the intended one; name a `reference:` whose autograd "
+                 "gives the intended gradient", id="expected-gradcheck-failure"),
+    pytest.param({"gradcheck": "fail", "difference": 2.0},
+                 "gradcheck already fails on the original, so a changed gradient cannot be told "
+                 "from the wrong one; fix the target first", id="broken-target"),
+    pytest.param({"difference": 0.5, "atol": 1e-5, "rtol": 1e-3, "scale": 1.0},
+                 "its gradients differ from the original's by up to 0.5, yet no check failed or "
+                 "warned on it: gradcheck is off for these cases", id="unchecked-difference"),
+    pytest.param({"difference": 0.5, "atol": 1e-5, "rtol": 1e-3, "gradcheck": "pass"},
+                 "its gradients differ from the original's by up to 0.5, yet no check failed or "
+                 "warned on it: the finite differences decide nothing where it differs (a kink "
+                 "or a tie in the inputs: fix the spec's `init`)", id="difference-at-a-kink"),
     pytest.param({"operator": "gate", "needs_input_grad": False},
                  "the needs_input_grad check, which closes the gate, did not run; turn it on "
                  "(it is off in `checks:` or by --only/--skip)", id="gate-unchecked"),

@@ -74,6 +74,9 @@ def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
         return ("the spec expects gradcheck to fail (`expect:`), so finite differences cannot "
                 "tell this gradient from the intended one; name a `reference:` whose autograd "
                 "gives the intended gradient")
+    if facts and all(f.get("gradcheck") in ("fail", "error") for f in facts):
+        return ("gradcheck already fails on the original, so a changed gradient cannot be told "
+                "from the wrong one; fix the target first")
     return _by_difference(facts)
 
 
@@ -91,9 +94,13 @@ def _by_difference(facts: Sequence[Mapping[str, Any]]) -> str:
         return (f"its gradients differ from the original's by at most {largest:.2g}, within "
                 f"the tolerance (atol {atol:g}, rtol {rtol:g}); choose inputs where the change "
                 "is larger, or tighten the tolerance")
+    statuses = {f.get("gradcheck") for f in known}
+    because = ("gradcheck is off for these cases" if statuses == {None} else
+               "gradcheck skipped these cases" if statuses <= {None, "skip"} else
+               "the finite differences decide nothing where it differs (a kink or a tie in the "
+               "inputs: fix the spec's `init`)")
     return (f"its gradients differ from the original's by up to {largest:.2g}, yet no check "
-            "failed or warned on it (the checks that compare gradients did not run, or were "
-            "expected to fail)")
+            f"failed or warned on it: {because}")
 
 
 def scores(results: Iterable[Any]) -> tuple[MutationScore, ...]:
