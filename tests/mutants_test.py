@@ -87,6 +87,14 @@ def test_equivalent_mutants_say_why(operator, text, why):
     assert next(m.equivalent for m in operator(operators._Site(_source(text)))) == why
 
 
+def test_no_term_is_dropped_inside_a_while_loop():
+    source = _source("def b(ctx, g):\n    i = 0\n    while i < 3:\n        i = i + 1\n"
+                     "    return g * 2 + 1\n")
+    lines = {m.line for m in operators.source_mutants(source)
+             if m.operator in ("drop-term", "drop-factor")}
+    assert lines == {5}
+
+
 class Scale(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w):
@@ -206,6 +214,18 @@ def test_value_mutants_of_a_custom_op():
     assert [m.why for m in score.equivalent] == [
         "'x' is the only input that can require grad, so backward runs only when it does: "
         "the gate is always open"]
+
+
+def test_score_in_process():
+    """``gradverify.run.scoring.score``: what init and record call, without a run."""
+    from gradverify.options import RunOptions
+    from gradverify.run.scoring import score
+    from gradverify.spec.file import from_dict
+    from gradverify.targets import introspect
+
+    found = score(introspect(Scale), from_dict(_spec({"init": "ones"})), RunOptions())
+    assert found.target.endswith("Scale") and found.total == found.killed + 1
+    assert [m.why for m in found.survived] == ["every case has w = 1; give w random values"]
 
 
 def _run(key: str, verdict: str, **data) -> MutantRun:
