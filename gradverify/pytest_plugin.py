@@ -265,14 +265,14 @@ class CheckItem(pytest.Item):
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """``--gradverify-mutate``: each spec's mutation score, after the tests."""
-    from gradverify.report.text import score_lines
+    from gradverify.report.text import escaped, score_lines
 
     found: list[MutationScore] = config.stash.get(_SCORES, [])
     if found:
         terminalreporter.section("gradverify mutation score")
         for score in found:
             for line in score_lines(score, config.getoption("verbose") > 0):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(escaped(line))
 
 
 def _case_row(result: Any, checks: list[str]) -> CheckResult:

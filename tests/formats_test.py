@@ -238,3 +238,36 @@ def test_quiet_reaches_the_report_file(broken):
     written = (broken.root / "out/report.txt").read_text()
     assert "specs/neg.yaml  ops:Neg" not in written  # -q: no overview line
     assert "[GV121 gradcheck]" in written and written == result.stdout
+
+
+# ----------------------------------------------------------------------------- --mutate
+
+
+def _scored() -> Report:
+    from dataclasses import replace
+
+    from gradverify.results import MutantLine, MutationScore
+
+    lived = MutantLine("`grad * w` -> `grad`", Location("pkg/ops.py", 13),
+                       "every case has w = 1; give w random values")
+    gone = MutantLine("`grad` -> `ones_like(grad)`", Location("pkg/ops.py", 12),
+                      "backward never reads grad")
+    score = MutationScore("pkg.ops:F\n::error", "specs/f.yaml", 14, 13, (lived,), (gone,))
+    return replace(_report(), mutants=(score,))
+
+
+def test_every_text_format_gives_the_mutation_score():
+    report = _scored()
+    plain = RENDERERS["plain"].render(report)
+    assert "specs/f.yaml pkg.ops:F\\n::error: 13/14 mutants killed (1 equivalent)" in plain
+    assert ("pkg/ops.py:13: survived: `grad * w` -> `grad`: every case has w = 1; give w random "
+            "values") in plain
+    assert "backward never reads grad" not in plain  # equivalent ones with -v only
+    assert "backward never reads grad" in RENDERERS["plain"].render(report, Verbosity.VERBOSE)
+    markdown = RENDERERS["markdown"].render(report)
+    assert "| specs/f.yaml | `pkg.ops:F\\n::error` | 13/14 | pkg/ops.py:13: `grad * w` -> " \
+           "`grad`: every case has w = 1; give w random values |" in markdown
+    notice = [line for line in RENDERERS["github"].render(report).splitlines()
+              if line.startswith("::notice")]
+    assert notice == ["::notice file=pkg/ops.py,line=13,title=mutant survived::pkg.ops:F\\n::error:"
+                      " `grad * w` -> `grad` survives: every case has w = 1; give w random values"]

@@ -125,9 +125,10 @@ class _Writer:
         for score in report.mutants:
             first, *rest = score_lines(score, self.verbosity == Verbosity.VERBOSE)
             yield from (_p(text, "yellow" if score.survived else "")
-                        for text in self.wrap(first, "    "))
-            for line in rest:
-                yield from (_p(text) for text in self.wrap(line.strip(), "      ", "  "))
+                        for text in self.wrap(escaped(first), "    "))
+            for line in rest:  # escaped before wrapping, which would make a newline a space
+                yield from (_p(text) for text in self.wrap(escaped(line.strip()), "      ",
+                                                           "  "))
 
     def overview(self, report: Report) -> Iterator[_Line]:
         """One line per spec file and target, a status character per case; the characters
