@@ -245,8 +245,17 @@ def test_merge_counts_a_mutant_once_killed_in_any_case():
 
 
 @pytest.mark.parametrize(("facts", "expected"), [
-    pytest.param({"operand": "zeros", "operand_text": "b"},
-                 "every case has b = 0; give b nonzero random values", id="zero-term"),
+    pytest.param({"operator": "drop-term", "operand": "zeros", "operand_text": "b",
+                  "operand_is_input": True},
+                 "every case has b = 0; give b random values", id="zero-term"),
+    pytest.param({"operator": "drop-term", "operand": "zeros", "operand_text": "acc"},
+                 "every case has acc = 0 here, so dropping it changes nothing; if it can be other "
+                 "than 0, choose inputs that make it so", id="zero-local-term"),
+    pytest.param({"operator": "drop-term", "operand": "ones", "operand_text": "1",
+                  "difference": 0.0},
+                 "its gradients equal the original's exactly in every case: on these inputs the "
+                 "change has no effect; choose inputs (and requires_grad) under which it has one",
+                 id="a-term-of-one-is-no-factor"),
     pytest.param({"input": "w", "requires_grad": False},
                  "no case has 'w' requiring grad, so its gradient is never checked; give 'w' "
                  "requires_grad: true in a case", id="never-requires-grad"),

@@ -135,6 +135,9 @@ def _known(mutant: Mutant, mutants: Plan, original: Original) -> dict[str, Any]:
         seen = set(mutants.probes.get(source.dropped, ()))
         known["operand"] = seen.pop() if len(seen) == 1 else "varies" if seen else None
         known["operand_text"] = source.dropped_text
+        # an input of forward's, or an attribute named as one: what the spec's values set
+        bare = (source.dropped_text or "").removeprefix("ctx.")
+        known["operand_is_input"] = bare in original.args.names
     position = mutant.value.position if mutant.value is not None \
         else source.returned if source is not None else None
     if source is not None and source.gate is not None:

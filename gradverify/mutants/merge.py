@@ -53,10 +53,14 @@ def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
     facts = [r.data for r in lived]
     operand = facts[0].get("operand_text") if facts else None
     cases = "every case" if everywhere else "every case that runs it"
-    if operand and _all(facts, "operand", "ones"):
-        return f"{cases} has {operand} = 1; give {operand} random values"
-    if operand and _all(facts, "operand", "zeros"):
-        return f"{cases} has {operand} = 0; give {operand} nonzero random values"
+    neutral = {"drop-factor": ("ones", 1), "drop-term": ("zeros", 0)}.get(
+        str(facts[0].get("operator")) if facts else "")
+    if operand and neutral and _all(facts, "operand", neutral[0]):
+        value = neutral[1]
+        if _all(facts, "operand_is_input", True):
+            return f"{cases} has {operand} = {value}; give {operand} random values"
+        return (f"{cases} has {operand} = {value} here, so dropping it changes nothing; if it "
+                f"can be other than {value}, choose inputs that make it so")
     name = facts[0].get("input") if facts else None
     if name is not None and _all(facts, "requires_grad", False):
         return (f"no case has {name!r} requiring grad, so its gradient is never checked; "
@@ -103,15 +107,20 @@ def _by_difference(facts: Sequence[Mapping[str, Any]]) -> str:
             f"failed or warned on it: {because}")
 
 
-def scores(results: Iterable[Any]) -> tuple[MutationScore, ...]:
+def scores(results: Iterable[Any], every: bool = False) -> tuple[MutationScore, ...]:
     """Each (target, spec)'s score from its cases' results (``CaseResult.mutants``), in the
-    order the results come."""
+    order the results come; with ``every`` (a ``--mutate`` run), also for a target none of
+    whose cases tried a mutant, saying so."""
     grouped: dict[tuple[str, str | None], list[MutantRun]] = {}
     for result in results:
-        if result.mutants:
+        if result.mutants or every:
             grouped.setdefault((result.target, result.spec), []).extend(result.mutants)
-    return tuple(merge(target, spec, runs)
-                 for (target, spec), runs in grouped.items())
+    return tuple(merge(target, spec, runs) if runs else MutationScore(
+        target, spec, 0, 0, note=NONE_TRIED) for (target, spec), runs in grouped.items())
+
+
+NONE_TRIED = ("no mutant was tried: no case ran the original's forward and backward to the end "
+              "(see the cases' errors and skips)")
 
 
 def place(location: Location | None) -> str:

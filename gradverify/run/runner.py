@@ -101,7 +101,7 @@ def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None
 def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options: RunOptions,
             torch_version: str | None, started: float) -> Report:
     results, errors = _collect([t for t in tasks if t.index in outcomes], outcomes)
-    mutants = scores(results)  # the cases' verdicts on each mutant, merged per spec
+    mutants = scores(results, every=options.mutate)  # the cases' verdicts, merged per spec
     results = [replace(r, mutants=()) for r in results]
     version_info = {"gradverify": __version__, "python": platform.python_version()}
     if torch_version:
