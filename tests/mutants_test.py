@@ -280,7 +280,10 @@ def test_merge_counts_a_mutant_once_killed_in_any_case():
                  "its gradients differ from the original's by up to 0.5, yet no check failed or "
                  "warned on it: the finite differences decide nothing where it differs (a kink "
                  "or a tie in the inputs: fix the spec's `init`)", id="difference-at-a-kink"),
-    pytest.param({"operator": "gate", "needs_input_grad": False},
+    pytest.param({"operator": "gate", "needs_input_grad": "fail", "difference": 0.0},
+                 "needs_input_grad already fails on the original, so it cannot tell what the "
+                 "gate changes; fix the target first", id="gate-of-a-broken-target"),
+    pytest.param({"operator": "gate", "needs_input_grad": None},
                  "the needs_input_grad check, which closes the gate, did not run; turn it on "
                  "(it is off in `checks:` or by --only/--skip)", id="gate-unchecked"),
 ])

@@ -44,8 +44,8 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
     gradcheck = [r.status.value for r in baseline if r.name == "gradcheck"]
     facts = {"atol": ctx.tolerance.atol, "rtol": ctx.tolerance.rtol, "note": mutants.note,
              "gradcheck": gradcheck[0] if gradcheck else None, "scale": original.scale,
-             "needs_input_grad": any(r.name == "needs_input_grad" and r.status != Status.SKIP
-                                     for r in baseline)}
+             "needs_input_grad": next((r.status.value for r in baseline
+                                       if r.name == "needs_input_grad"), None)}
     return tuple(_judge(ctx, m, mutants, lines, jacobians, original, baseline, rerun, facts)
                  for m in mutants.mutants)
 
@@ -75,6 +75,9 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
     if source is not None and source.swapped is not None \
             and not original.same_shape(*source.swapped):
         return verdict("inapplicable")
+    if source is not None and source.returned is not None \
+            and source.returned not in original.floating:
+        return verdict("inapplicable")  # the gradient of an integer tensor or a number
     if source is not None and source.gate is not None \
             and original.floating == [source.gate]:
         return verdict("equivalent", why=f"{original.name(source.gate)!r} is the only input "

@@ -65,9 +65,14 @@ def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
     if name is not None and _all(facts, "requires_grad", False):
         return (f"no case has {name!r} requiring grad, so its gradient is never checked; "
                 f"give {name!r} requires_grad: true in a case")
-    if _all(facts, "operator", "gate") and not _all(facts, "needs_input_grad", True):
-        return ("the needs_input_grad check, which closes the gate, did not run; turn it on "
-                "(it is off in `checks:` or by --only/--skip)")
+    if _all(facts, "operator", "gate"):
+        checked = {f.get("needs_input_grad") for f in facts}
+        if checked <= {None, "skip"}:
+            return ("the needs_input_grad check, which closes the gate, did not run; turn it on "
+                    "(it is off in `checks:` or by --only/--skip)")
+        if checked <= {"fail", "error"}:
+            return ("needs_input_grad already fails on the original, so it cannot tell what the "
+                    "gate changes; fix the target first")
     if name is not None and _all(facts, "zero_gradient", True):
         return (f"the gradient of {name!r} is zero in every case; choose inputs that give "
                 f"{name!r} a nonzero gradient")
