@@ -151,7 +151,9 @@ def test_weights_of_ones_let_a_dropped_factor_live_and_say_so():
 
 
 def test_random_weights_kill_it():
+    backward = vars(Scale)["backward"]
     score = _score(Scale, _spec({}))
+    assert vars(Scale)["backward"] is backward  # each mutant was taken out again
     assert all(m.mutation != "`grad * w` -> `grad`" for m in score.survived)
     assert score.killed == score.total and score.total >= 10
 
@@ -207,7 +209,9 @@ def test_value_mutants_of_a_custom_op():
     require_custom_ops()
     from gradverify.examples.customop import scaled_sin
 
+    registered = scaled_sin._backward_fn
     score = _score(scaled_sin, {"cases": [{"args": {"x": {"shape": [5]}, "alpha": 1.5}}]})
+    assert scaled_sin._backward_fn is registered
     values = [m for m in score.survived if m.mutation.startswith("gradient of")]
     assert score.killed == score.total and values == [] and score.total >= 6
     # its gate on the only input that can require grad is always open

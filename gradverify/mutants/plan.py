@@ -14,7 +14,7 @@ from gradverify.mutants.operators import probed, source_mutants
 from gradverify.mutants.source import BackwardSource, SourceMutant, read_backward
 from gradverify.mutants.values import ValueChange, value_changes
 from gradverify.results import Location
-from gradverify.targets import Target
+from gradverify.targets import Capability, Target
 
 
 @dataclass
@@ -78,7 +78,10 @@ def plan(info: Target, names: list[str], location: Location | None) -> Plan:
             else (lambda i, c=change: contextlib.nullcontext(tapped(i, c.position, c)))
         mutants.append(Mutant(change.key, change.mutation, location, install, value=change))
     note = None
-    if place is None:
+    if place is None and info.has(Capability.OWN_BACKWARD):
+        note = ("its backward was registered without a CustomOpDef, so it cannot be swapped: "
+                "value mutants of its inputs' gradients only")
+    elif place is None:
         note = "no backward of its own: value mutants of its inputs' gradients only"
     elif source is None:
         note = "backward's source cannot be read: value mutants only"
