@@ -22,7 +22,7 @@ from tests.conftest import run_cli
 def _source(text: str, grads: tuple[str, ...] = ("g",)) -> BackwardSource:
     tree = ast.parse(textwrap.dedent(text)).body[0]
     assert isinstance(tree, ast.FunctionDef)
-    return BackwardSource(function=None, file="<test>", tree=tree, grads=grads, star=False)
+    return BackwardSource(function=None, file="<test>", tree=tree, grads=grads)
 
 
 @pytest.mark.parametrize(("operator", "text", "expected"), [

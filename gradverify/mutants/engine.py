@@ -34,7 +34,8 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
     of the case's checks on the original)."""
     args = ctx.args("double")
     names = list(args.names)
-    mutants = plan(ctx.info, names, ctx.location)
+    # where a value mutant points: backward's def; else forward's; else the spec
+    mutants = plan(ctx.info, names, ctx.location or ctx.forward_location or ctx.spec.location)
     try:
         with mutants.observe(ctx.info), _lines_run(mutants) as lines:
             original = original_gradients(ctx)

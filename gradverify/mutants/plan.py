@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradverify.errors import shown_path
 from gradverify.mutants.install import holder, installed, tapped
 from gradverify.mutants.operators import probed, source_mutants
 from gradverify.mutants.source import BackwardSource, SourceMutant, read_backward
@@ -71,7 +72,7 @@ def plan(info: Target, names: list[str], location: Location | None) -> Plan:
     if source is not None:
         for found in source_mutants(source):
             mutants.append(Mutant(found.key, found.mutation, Location(
-                location.file if location else source.file, found.line),
+                location.file if location else shown_path(source.file), found.line),
                 _source_install(source, found), source=found))
     for change in value_changes(names):
         install = (lambda i, c=change: installed(i, c.returning)) if place is not None \

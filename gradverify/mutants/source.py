@@ -56,7 +56,6 @@ class BackwardSource:
     tree: ast.FunctionDef
     grads: tuple[str, ...]
     """The names of its incoming-gradient parameters (``*grads`` as one)."""
-    star: bool
 
     def compile(self, tree: ast.FunctionDef, helpers: dict[str, Any]) -> Callable[..., Any]:
         """The function ``tree`` defines, in the original's globals and closure."""
@@ -98,9 +97,8 @@ def read_backward(fn: Any, skip: int) -> BackwardSource | None:
     node.decorator_list = [d for d in node.decorator_list
                            if ast.unparse(d) not in ("staticmethod", "classmethod")]
     params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]][skip:]
-    star = node.args.vararg is not None
     grads = tuple(params + ([node.args.vararg.arg] if node.args.vararg is not None else []))
-    return BackwardSource(fn, file, node, grads, star)
+    return BackwardSource(fn, file, node, grads)
 
 
 def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
@@ -123,21 +121,14 @@ class _Site:
     def __init__(self, source: BackwardSource) -> None:
         self.source = source
         self.nodes = list(_own_nodes(source.tree))
-        self.statements = {id(c): s for s in self.nodes if isinstance(s, ast.stmt)
-                           for c in ast.walk(s)}
+        self.parents = {id(child): parent for parent in [source.tree, *self.nodes]
+                        for child in ast.iter_child_nodes(parent)}
 
     def span(self, node: ast.AST) -> tuple[int, int]:
-        stmt = self._innermost_statement(node)
-        return stmt.lineno, stmt.end_lineno or stmt.lineno
-
-    def _innermost_statement(self, node: ast.AST) -> ast.stmt:
-        best: ast.stmt | None = None
-        for stmt in self.nodes:
-            if isinstance(stmt, ast.stmt) and any(n is node for n in ast.walk(stmt)) and (
-                    best is None or any(n is stmt for n in ast.walk(best))):
-                best = stmt
-        assert best is not None
-        return best
+        """The lines of the innermost statement holding ``node``."""
+        while not isinstance(node, ast.stmt):
+            node = self.parents[id(node)]
+        return node.lineno, node.end_lineno or node.lineno
 
     def replaced(self, node: ast.AST, new: ast.AST | None) -> ast.FunctionDef:
         """A copy of the function with ``node`` replaced by ``new`` (None: the statement goes,
