@@ -27,20 +27,17 @@ that gradverify, Python (runpy) or no file (its ``python -c`` boot code) hold.
 """
 from __future__ import annotations
 
-import contextlib
 import enum
 import functools
 import os
 import site
 import sys
 import sysconfig
-import threading
 import traceback
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from importlib.util import find_spec
 from types import CodeType, FrameType, TracebackType
-from typing import Any
 
 from gradverify.errors import shown_path
 from gradverify.results import Location
@@ -236,32 +233,3 @@ def _folders(kinds: tuple[str, ...]) -> tuple[str, ...]:
     if "stdlib" in kinds:
         folders.add(os.path.dirname(os.__file__))
     return tuple(sorted({os.path.realpath(f) for f in folders if f}))
-
-
-@contextlib.contextmanager
-def lines_run(file: str, first: int, last: int) -> Iterator[set[int]]:
-    """The lines that run during the block in code defined in ``file`` from line ``first`` to
-    ``last`` (a backward's source: which of its lines a case runs, for ``--mutate``). Traced in
-    this thread and in threads started meanwhile; the previous tracer is put back after."""
-    seen: set[int] = set()
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            seen.add(frame.f_lineno)
-        return local
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code.co_filename == file and first <= code.co_firstlineno <= last:
-            seen.add(code.co_firstlineno)
-            return local
-        return None
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    threading.settrace(tracer)
-    try:
-        yield seen
-    finally:
-        sys.settrace(previous)
-        threading.settrace(previous)

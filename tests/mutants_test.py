@@ -116,7 +116,7 @@ def test_a_mutant_compiles_at_the_lines_of_the_original_and_runs():
     assert source.tree.lineno == Scale.backward.__code__.co_firstlineno + 1  # after @staticmethod
     negated = next(m for m in operators.source_mutants(source) if m.line > source.tree.lineno + 4
                    and m.mutation == "`grad * x` -> `-(grad * x)`")
-    mutant = source.compile(negated.tree, helpers({}))
+    mutant = source.compile(negated.tree, helpers({}, set()))
     assert mutant.__code__.co_filename == Scale.backward.__code__.co_filename
     x, w = torch.tensor([2.0]), torch.tensor([3.0])
 
@@ -124,6 +124,27 @@ def test_a_mutant_compiles_at_the_lines_of_the_original_and_runs():
         saved_tensors = (x, w)
 
     assert [t.item() for t in mutant(Ctx(), torch.ones(1))] == [3.0, -2.0]
+
+
+def test_marked_code_says_which_lines_ran_in_any_thread():
+    """Lines are counted by markers in the compiled code, not a tracer: a backward the engine
+    runs on another thread (CUDA's) is seen too."""
+    import threading
+
+    source = read_backward(Scale.backward, 1)
+    assert source is not None
+    ran: set[int] = set()
+    function = source.compile(source.tree, helpers({}, ran))
+    x, w = torch.tensor([2.0]), torch.tensor([3.0])
+
+    class Ctx:
+        saved_tensors = (x, w)
+
+    thread = threading.Thread(target=function, args=(Ctx(), torch.ones(1)))
+    thread.start()
+    thread.join()
+    first = source.tree.lineno
+    assert ran == {first + 1, first + 2, first + 3, first + 5}  # not the `if big:` branch
 
 
 def _spec(w: dict) -> dict:

@@ -5,11 +5,9 @@ mutant that comparison does not kill runs through the case's checks again (``rer
 killed when a check fails or warns where the original passed."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from gradverify import frames
 from gradverify.context import CheckContext
 from gradverify.mutants.jacobians import (
     Jacobians,
@@ -37,7 +35,7 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
     # where a value mutant points: backward's def; else forward's; else the spec
     mutants = plan(ctx.info, names, ctx.location or ctx.forward_location or ctx.spec.location)
     try:
-        with mutants.observe(ctx.info), _lines_run(mutants) as lines:
+        with mutants.observe(ctx.info):
             original = original_gradients(ctx)
     except Exception:  # noqa: BLE001 -- the original raised: the checks report that
         return ()
@@ -47,22 +45,11 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
              "gradcheck": gradcheck[0] if gradcheck else None, "scale": original.scale,
              "needs_input_grad": next((r.status.value for r in baseline
                                        if r.name == "needs_input_grad"), None)}
-    return tuple(_judge(ctx, m, mutants, lines, jacobians, original, baseline, rerun, facts)
+    return tuple(_judge(ctx, m, mutants, jacobians, original, baseline, rerun, facts)
                  for m in mutants.mutants)
 
 
-@contextmanager
-def _lines_run(mutants: Plan) -> Iterator[set[int]]:
-    """The lines of backward's source that run in the block (none without a source)."""
-    span = mutants.lines
-    if span is None or mutants.source is None:
-        yield set()
-        return
-    with frames.lines_run(mutants.source.file, *span) as seen:
-        yield seen
-
-
-def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
+def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
            jacobians: Jacobians | None, original: Original, baseline: Sequence[CheckResult],
            rerun: Rerun, facts: dict[str, Any]) -> MutantRun:
     """One mutant on this case: its verdict and the facts behind it."""
@@ -91,11 +78,11 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan, lines: set[int],
         mutant.value.hits = 0
         mutant.value.uniform.clear()
     with mutant.install(ctx.info) as info:
-        if source is not None and not _ran(source, lines):
+        if source is not None and not _ran(source, mutants.ran):
             # not run by the case's own call: maybe by a check's (a subset requiring grad)
-            with _lines_run(mutants) as ran:
-                rows = rerun(info)
-            if not _ran(source, ran):
+            mutant.ran.clear()
+            rows = rerun(info)
+            if not _ran(source, mutant.ran):
                 return verdict("unexecuted")
             by, difference = _killed_by(rows, baseline), None
         else:

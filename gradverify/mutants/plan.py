@@ -28,6 +28,8 @@ class Mutant:
     install: Callable[[Target], ContextManager[Target]]
     source: SourceMutant | None = None
     value: ValueChange | None = None
+    ran: set[int] = field(default_factory=set)
+    """The lines of backward's source its compiled code ran (``source.marked``)."""
 
     @property
     def equivalent(self) -> str | None:
@@ -43,6 +45,8 @@ class Plan:
     note: str | None
     probes: dict[str, list[str]] = field(default_factory=dict)
     """What each probed operand was, per call (``facts``), filled by a run of ``observe``."""
+    ran: set[int] = field(default_factory=set)
+    """The lines of backward's source the original ran, filled by a run of ``observe``."""
 
     def observe(self, info: Target) -> ContextManager[Target]:
         """The original backward with its dropped operands probed (the same function), or the
@@ -50,18 +54,8 @@ class Plan:
         if self.source is None:
             return contextlib.nullcontext(info)
         tree = probed(self.source, [m.source for m in self.mutants if m.source is not None])
-        function = self.source.compile(tree, helpers(self.probes))
+        function = self.source.compile(tree, helpers(self.probes, self.ran))
         return installed(info, lambda _: function)
-
-    @property
-    def lines(self) -> tuple[int, int] | None:
-        """The lines of backward's source (decorators included)."""
-        if self.source is None:
-            return None
-        tree = self.source.tree
-        first = min([tree.lineno, *(d.lineno for d in tree.decorator_list)])
-        return first, tree.end_lineno or tree.lineno
-
 
 def plan(info: Target, names: list[str], location: Location | None) -> Plan:
     """The mutants of ``info``, whose inputs are ``names``; ``location``: where a value mutant
@@ -71,9 +65,10 @@ def plan(info: Target, names: list[str], location: Location | None) -> Plan:
     mutants: list[Mutant] = []
     if source is not None:
         for found in source_mutants(source):
+            ran: set[int] = set()
             mutants.append(Mutant(found.key, found.mutation, Location(
                 location.file if location else shown_path(source.file), found.line),
-                _source_install(source, found), source=found))
+                _source_install(source, found, ran), source=found, ran=ran))
     for change in value_changes(names):
         install = (lambda i, c=change: installed(i, c.returning)) if place is not None \
             else (lambda i, c=change: contextlib.nullcontext(tapped(i, c.position, c)))
@@ -89,17 +84,17 @@ def plan(info: Target, names: list[str], location: Location | None) -> Plan:
     return Plan(mutants, source, note)
 
 
-def _source_install(source: BackwardSource, found: SourceMutant
+def _source_install(source: BackwardSource, found: SourceMutant, ran: set[int]
                     ) -> Callable[[Target], ContextManager[Target]]:
     def install(info: Target) -> ContextManager[Target]:
-        function = source.compile(found.tree, helpers({}))
+        function = source.compile(found.tree, helpers({}, ran))
         return installed(info, lambda _: function)
 
     return install
 
 
-def helpers(probes: dict[str, list[str]]) -> dict[str, Any]:
-    """What mutated code calls (``source.HELPERS``)."""
+def helpers(probes: dict[str, list[str]], ran: set[int]) -> dict[str, Any]:
+    """What mutated code calls (``source.HELPERS``), recording into ``probes`` and ``ran``."""
     def neg(value: Any) -> Any:
         return None if value is None else -value
 
@@ -116,7 +111,7 @@ def helpers(probes: dict[str, list[str]]) -> dict[str, Any]:
         probes.setdefault(key, []).append(fact(value))
         return value
 
-    return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe}
+    return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe, "_gv_line": ran.add}
 
 
 def fact(value: Any) -> str:

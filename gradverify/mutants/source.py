@@ -16,8 +16,10 @@ from gradverify.targets.introspection import unwrap
 
 TRANSPOSES = frozenset({"t", "transpose", "swapaxes", "swapdims"})
 TRANSPOSED = frozenset({"T", "mT", "H", "mH"})
-HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe")
-"""Names the mutated code calls, given to it as closure variables (never the user's globals)."""
+HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe", "_gv_line")
+"""Names the mutated code calls, given to it as closure variables (never the user's globals).
+``_gv_line(n)`` runs before each statement of backward's own (``marked``): which lines ran,
+seen in whatever thread runs backward, with no tracer."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class BackwardSource:
         module = ast.parse(f"def _gv_factory({names}):\n    return {tree.name}\n")
         factory = module.body[0]
         assert isinstance(factory, ast.FunctionDef)
+        tree = marked(tree)
         factory.body.insert(0, tree)
         for node in ast.walk(module):  # the factory's own lines: backward's first
             if node is not tree and not any(node is n for n in ast.walk(tree)) \
@@ -99,6 +102,28 @@ def read_backward(fn: Any, skip: int) -> BackwardSource | None:
     params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]][skip:]
     grads = tuple(params + ([node.args.vararg.arg] if node.args.vararg is not None else []))
     return BackwardSource(fn, file, node, grads)
+
+
+def marked(tree: ast.FunctionDef) -> ast.FunctionDef:
+    """A copy of ``tree`` with ``_gv_line(n)`` before each of its own statements (those of
+    nested functions and classes left alone), ``n`` the statement's first line."""
+    tree = copy.deepcopy(tree)
+    for node in [tree, *_own_nodes(tree)]:
+        if isinstance(node, (ast.Lambda, ast.ClassDef)) or (
+                node is not tree and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            statements = getattr(node, name, None)
+            if isinstance(statements, list) and statements \
+                    and isinstance(statements[0], ast.stmt):
+                setattr(node, name, [s for statement in statements
+                                     for s in (_marker(statement), statement)])
+    return tree
+
+
+def _marker(statement: ast.stmt) -> ast.stmt:
+    call = _call("_gv_line", ast.Constant(value=statement.lineno))
+    return ast.fix_missing_locations(ast.copy_location(ast.Expr(value=call), statement))
 
 
 def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
