@@ -126,6 +126,19 @@ def test_a_mutant_compiles_at_the_lines_of_the_original_and_runs():
     assert [t.item() for t in mutant(Ctx(), torch.ones(1))] == [3.0, -2.0]
 
 
+def test_a_lambda_backward_is_read_as_a_def():
+    """``register_autograd(lambda ctx, g: ...)`` is common: its body is mutated as a def's."""
+    backward = lambda ctx, g: g * ctx.k  # noqa: E731
+    source = read_backward(backward, 1)
+    assert source is not None and source.grads == ("g",)
+    assert ast.unparse(source.tree.body[0]) == "return g * ctx.k"
+    assert source.tree.lineno == backward.__code__.co_firstlineno
+    assert [m.mutation for m in operators.drop_factor(operators._Site(source))] == [
+        "`g * ctx.k` -> `g`", "`g * ctx.k` -> `ctx.k`"]
+    two = [lambda ctx, g: g, lambda ctx, g: -g]  # one line, the same parameters: which is it?
+    assert read_backward(two[0], 1) is None
+
+
 def test_marked_code_says_which_lines_ran_in_any_thread():
     """Lines are counted by markers in the compiled code, not a tracer: a backward the engine
     runs on another thread (CUDA's) is seen too."""

@@ -80,8 +80,9 @@ class BackwardSource:
 
 
 def read_backward(fn: Any, skip: int) -> BackwardSource | None:
-    """``fn``'s source as a ``def`` at its real line numbers (None when it has none: built in C,
-    made by ``exec``, a lambda); ``skip`` leading parameters are not gradients (ctx, cls)."""
+    """``fn``'s source as a ``def`` at its real line numbers (a lambda made one), or None when it
+    has none (built in C, made by ``exec``, a lambda that shares its line with another of the
+    same parameters); ``skip`` leading parameters are not gradients (ctx, cls)."""
     fn = unwrap(fn)
     try:
         file = inspect.getsourcefile(fn)
@@ -92,16 +93,36 @@ def read_backward(fn: Any, skip: int) -> BackwardSource | None:
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except SyntaxError:
         return None
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if not file or not defs or not hasattr(fn, "__code__"):
+    if not file or not hasattr(fn, "__code__"):
         return None
     ast.increment_lineno(tree, start - 1)
-    node = defs[0]
+    node = _function_node(tree, fn)
+    if node is None:
+        return None
     node.decorator_list = [d for d in node.decorator_list
                            if ast.unparse(d) not in ("staticmethod", "classmethod")]
     params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]][skip:]
     grads = tuple(params + ([node.args.vararg.arg] if node.args.vararg is not None else []))
     return BackwardSource(fn, file, node, grads)
+
+
+def _function_node(tree: ast.Module, fn: Any) -> ast.FunctionDef | None:
+    """The ``def`` of ``fn`` in its parsed source; a lambda (``register_autograd(lambda ctx, g:
+    ...)``) becomes a ``def`` returning its body, found by its line and parameters."""
+    if fn.__name__ != "<lambda>":
+        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+        return defs[0] if defs else None
+    code = fn.__code__
+    params = list(code.co_varnames[:code.co_argcount])
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+             and n.lineno == code.co_firstlineno and [a.arg for a in n.args.args] == params]
+    if len(found) != 1:
+        return None
+    node = ast.parse("def _gv_lambda(): pass").body[0]  # every field this Python's ast has
+    assert isinstance(node, ast.FunctionDef)
+    node.args = found[0].args
+    node.body = [ast.copy_location(ast.Return(value=found[0].body), found[0].body)]
+    return ast.fix_missing_locations(ast.copy_location(node, found[0]))
 
 
 def marked(tree: ast.FunctionDef) -> ast.FunctionDef:
