@@ -266,6 +266,33 @@ def test_score_in_process():
     assert [m.why for m in found.survived] == ["every case has w = 1; give w random values"]
 
 
+_LIBRARIES: list = []
+
+
+def _cube_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return 3 * x * x * grad
+
+
+def test_source_mutants_of_an_op_registered_by_name():
+    """``torch.library.register_autograd("ns::op", backward)`` without a CustomOpDef: its
+    backward is found through the autograd.Function torch generated for it."""
+    from tests.torchversions import require_custom_ops
+
+    require_custom_ops()
+    if not _LIBRARIES:
+        library = torch.library.Library("gvmutants", "DEF")
+        library.define("cube(Tensor x) -> Tensor")
+        library.impl("cube", lambda x: x ** 3, "CPU")
+        torch.library.register_autograd(
+            "gvmutants::cube", _cube_backward, lib=library,
+            setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]))
+        _LIBRARIES.append(library)
+    score = _score("gvmutants::cube", {"cases": [{"args": {"x": {"shape": [3]}}}]})
+    assert score.note is None and score.killed == score.total
+    assert score.total >= 8  # source mutants of _cube_backward, then 3 value mutants
+
+
 def _run(key: str, verdict: str, **data) -> MutantRun:
     return MutantRun(key, f"m{key}", Location("f.py", 3), verdict, data=data)
 

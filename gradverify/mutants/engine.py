@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradverify.checks._calls import apply
 from gradverify.context import CheckContext
 from gradverify.mutants.jacobians import (
     Jacobians,
@@ -33,7 +34,8 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
     args = ctx.args("double")
     names = list(args.names)
     # where a value mutant points: backward's def; else forward's; else the spec
-    mutants = plan(ctx.info, names, ctx.location or ctx.forward_location or ctx.spec.location)
+    mutants = plan(ctx.info, names, ctx.location or ctx.forward_location or ctx.spec.location,
+                   _node(ctx))
     try:
         with mutants.observe(ctx.info):
             original = original_gradients(ctx)
@@ -47,6 +49,16 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
                                        if r.name == "needs_input_grad"), None)}
     return tuple(_judge(ctx, m, mutants, jacobians, original, baseline, rerun, facts)
                  for m in mutants.mutants)
+
+
+def _node(ctx: CheckContext) -> Any:
+    """A graph node of one call of an op (its registered backward is found through it)."""
+    if ctx.info.op is None:
+        return None
+    try:
+        return apply(ctx.info, ctx.args("double")).node
+    except Exception:  # noqa: BLE001 -- the checks report what forward raises
+        return None
 
 
 def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,

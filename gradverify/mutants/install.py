@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gradverify import torchcompat
-from gradverify.targets import Capability, Target
+from gradverify.targets import Capability, Target, registered_formula
 from gradverify.targets.introspection import underlying
 
 Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
 """Makes the mutant's backward from the original one."""
 
 
-class _Holder:
+class Holder:
     """Where a target's backward lives: (owner, attribute), and how the function sits there."""
 
     def __init__(self, owner: Any, attribute: str, descriptor: Any, own: bool, skip: int):
@@ -32,6 +32,12 @@ class _Holder:
         found = underlying(self.descriptor)
         assert found is not None
         return found
+
+    @contextlib.contextmanager
+    def installed(self, info: Target, wrap: Wrap) -> Iterator[Target]:
+        """``info`` with its backward replaced by ``wrap(backward)`` for the ``with`` block."""
+        with self.replaced(wrap(self.function)):
+            yield info
 
     @contextlib.contextmanager
     def replaced(self, new: Callable[..., Any]) -> Iterator[None]:
@@ -47,9 +53,10 @@ class _Holder:
                 delattr(self.owner, self.attribute)
 
 
-def holder(info: Target) -> _Holder | None:
+def holder(info: Target, node: Any = None) -> Holder | None:
     """Where ``info``'s own backward can be swapped, or None (it has none of its own, or one
-    written in C++ at the Autograd key)."""
+    written in C++ at the Autograd key). ``node``: a graph node of a call of it, through which
+    the backward of an op registered by name is found."""
     if info.has(Capability.CLASS_SOURCE):
         cls = info.function
         for name in ("backward", "vjp"):
@@ -58,24 +65,18 @@ def holder(info: Target) -> _Holder | None:
                     break
                 if name in vars(klass):
                     descriptor = inspect.getattr_static(cls, name)
-                    return _Holder(cls, name, descriptor, name in vars(cls),
+                    return Holder(cls, name, descriptor, name in vars(cls),
                                    2 if isinstance(descriptor, classmethod) else 1)
         return None
     if info.has(Capability.OWN_BACKWARD) and info.op is not None:
-        opdef = torchcompat.custom_op_def(info.op._name)
-        backward = getattr(opdef, "_backward_fn", None)
+        owner = torchcompat.custom_op_def(info.op._name)
+        generated = registered_formula(node) if node is not None else None
+        if owner is None and generated is not None:
+            owner = torchcompat.registered_autograd(generated)
+        backward = getattr(owner, "_backward_fn", None)
         if backward is not None:
-            return _Holder(opdef, "_backward_fn", backward, True, 1)
+            return Holder(owner, "_backward_fn", backward, True, 1)
     return None
-
-
-@contextlib.contextmanager
-def installed(info: Target, wrap: Wrap) -> Iterator[Target]:
-    """``info`` with its backward replaced by ``wrap(backward)`` for the ``with`` block."""
-    place = holder(info)
-    assert place is not None
-    with place.replaced(wrap(place.function)):
-        yield info
 
 
 def tapped(info: Target, position: int, change: Callable[[Any], Any]) -> Target:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradverify.errors import shown_path
-from gradverify.mutants.install import holder, installed, tapped
+from gradverify.mutants.install import Holder, holder, tapped
 from gradverify.mutants.operators import probed, source_mutants
 from gradverify.mutants.source import BackwardSource, SourceMutant, read_backward
 from gradverify.mutants.values import ValueChange, value_changes
@@ -42,6 +42,8 @@ class Plan:
 
     mutants: list[Mutant]
     source: BackwardSource | None
+    place: Holder | None
+    """Where the target's backward is swapped (None: it has none to swap)."""
     note: str | None
     probes: dict[str, list[str]] = field(default_factory=dict)
     """What each probed operand was, per call (``facts``), filled by a run of ``observe``."""
@@ -51,44 +53,45 @@ class Plan:
     def observe(self, info: Target) -> ContextManager[Target]:
         """The original backward with its dropped operands probed (the same function), or the
         original itself where there is no source."""
-        if self.source is None:
+        if self.source is None or self.place is None:
             return contextlib.nullcontext(info)
         tree = probed(self.source, [m.source for m in self.mutants if m.source is not None])
         function = self.source.compile(tree, helpers(self.probes, self.ran))
-        return installed(info, lambda _: function)
+        return self.place.installed(info, lambda _: function)
 
-def plan(info: Target, names: list[str], location: Location | None) -> Plan:
+def plan(info: Target, names: list[str], location: Location | None, node: Any = None) -> Plan:
     """The mutants of ``info``, whose inputs are ``names``; ``location``: where a value mutant
-    points (backward's ``def``, else the code a finding about gradients points at)."""
-    place = holder(info)
+    points (backward's ``def``, else the code a finding about gradients points at); ``node``:
+    a graph node of a call of it (``install.holder``)."""
+    place = holder(info, node)
     source = read_backward(place.function, place.skip) if place is not None else None
     mutants: list[Mutant] = []
-    if source is not None:
+    if source is not None and place is not None:
         for found in source_mutants(source):
             ran: set[int] = set()
             mutants.append(Mutant(found.key, found.mutation, Location(
                 location.file if location else shown_path(source.file), found.line),
-                _source_install(source, found, ran), source=found, ran=ran))
+                _source_install(place, source, found, ran), source=found, ran=ran))
     for change in value_changes(names):
-        install = (lambda i, c=change: installed(i, c.returning)) if place is not None \
+        install = (lambda i, c=change: place.installed(i, c.returning)) if place is not None \
             else (lambda i, c=change: contextlib.nullcontext(tapped(i, c.position, c)))
         mutants.append(Mutant(change.key, change.mutation, location, install, value=change))
     note = None
     if place is None and info.has(Capability.OWN_BACKWARD):
-        note = ("its backward was registered without a CustomOpDef, so it cannot be swapped: "
-                "value mutants of its inputs' gradients only")
+        note = ("its backward cannot be reached to swap (an autograd kernel written at the "
+                "Autograd key): value mutants of its inputs' gradients only")
     elif place is None:
         note = "no backward of its own: value mutants of its inputs' gradients only"
     elif source is None:
         note = "backward's source cannot be read: value mutants only"
-    return Plan(mutants, source, note)
+    return Plan(mutants, source, place, note)
 
 
-def _source_install(source: BackwardSource, found: SourceMutant, ran: set[int]
+def _source_install(place: Holder, source: BackwardSource, found: SourceMutant, ran: set[int]
                     ) -> Callable[[Target], ContextManager[Target]]:
     def install(info: Target) -> ContextManager[Target]:
         function = source.compile(found.tree, helpers({}, ran))
-        return installed(info, lambda _: function)
+        return place.installed(info, lambda _: function)
 
     return install
 
