@@ -375,8 +375,8 @@ def test_check_mutate_json_end_to_end(project):
         "mutation": "`grad * w` -> `grad`", "location": {"file": "weights.py", "line": line},
         "why": "every case has w = 1; give w random values"}]
     assert score["killed"] == score["total"] - 1
-    plain = run_cli("check", "--mutate", "--format", "plain")
-    assert "specs/scale.yaml weights:Scale: " in plain.stdout
+    plain = " ".join(run_cli("check", "--mutate", "--format", "plain").stdout.split())
+    assert "specs/scale.yaml weights:Scale: " in plain
     assert (f"weights.py:{line}: survived: `grad * w` -> `grad`: every case has w = 1; give w "
-            "random values") in plain.stdout
-    assert f"weights.py:{line - 1}: unexecuted: " in plain.stdout
+            "random values") in plain
+    assert f"weights.py:{line - 1}: unexecuted: " in plain
