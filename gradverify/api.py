@@ -70,14 +70,43 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     from gradverify.syspath import ensure_cwd_on_path
 
     importlib.import_module("gradverify.report")  # registers raise_for_failures' text
+    _check_spec_type(spec)
     loaded = config.load()
     options = RunOptions.from_config(
-        loaded, only=None if checks is None else tuple(checks),
-        skip=None if skip is None else tuple(skip), seed=seed, device=device, mode=mode,
-        cases=cases, strict=strict, atol=atol, rtol=rtol, eps=eps, mutate=mutate)
+        loaded, only=_names(checks, "checks"), skip=_names(skip, "skip"), seed=seed,
+        device=device, mode=mode, cases=_names(cases, "cases") or (), strict=strict, atol=atol,
+        rtol=rtol, eps=eps, mutate=mutate)
     with torchstate.isolated():  # one call at a time: threads wait their turn
         ensure_cwd_on_path()
         return _verify(function, spec, options, loaded, init_args)
+
+
+def _names(value: Any, argument: str) -> tuple[str, ...] | None:
+    """``checks=``, ``skip=``, ``cases=``: one name (a string is one name, never its letters)
+    or an iterable of names; None stays None (not given)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise TypeError(f"verify({argument}=...) takes a name or an iterable of names, got "
+                        f"{type(value).__name__}") from None
+    wrong = next((n for n in names if not isinstance(n, str)), None)
+    if wrong is not None:
+        raise TypeError(f"verify({argument}=...) takes names (strings), got "
+                        f"{type(wrong).__name__} {wrong!r} among them")
+    return names
+
+
+def _check_spec_type(spec: Any) -> None:
+    from gradverify.spec.model import Spec
+
+    if spec is not None and not isinstance(spec, (str, Path, Mapping, Spec)):
+        raise TypeError(f"verify(spec=...) takes a spec file's path, a mapping with the keys of "
+                        f"the YAML format, a gradverify.spec.Spec or None, got "
+                        f"{type(spec).__name__}")
 
 
 def _verify(function: Any, spec: Any, options: RunOptions, config: Config,

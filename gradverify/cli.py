@@ -18,6 +18,7 @@ import click
 from gradverify import terminal
 from gradverify._version import __version__
 from gradverify.choices import FORMATS, MAX_TIMEOUT
+from gradverify.cliparams import FiniteRange, not_empty, split_checks
 from gradverify.errors import (
     GradverifyError,
     InputError,
@@ -29,24 +30,6 @@ from gradverify.results import ExitCode, Report
 
 if TYPE_CHECKING:
     from gradverify.report import Verbosity
-
-
-def _split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
-    """``--only a,b --only c``: the names, or None when the option was not given."""
-    from gradverify.registry import unknown_check
-
-    if not values:
-        return None
-    names: list[str] = []
-    for value in values:
-        for name in (n.strip() for n in value.split(",")):
-            if not name:
-                continue
-            problem = unknown_check(name)
-            if problem is not None:
-                raise click.BadParameter(problem, param_hint=option)
-            names.append(name)
-    return tuple(names)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -65,8 +48,8 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("targets", nargs=-1, metavar="[TARGET]...")
-@click.option("--spec", "spec_file", type=click.Path(dir_okay=False),
+@click.argument("targets", nargs=-1, metavar="[TARGET]...", callback=not_empty)
+@click.option("--spec", "spec_file", type=click.Path(dir_okay=False), callback=not_empty,
               help="Spec file for a target named on the command line (mod:Name).")
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="Only cases whose name matches (glob; repeatable).")
@@ -77,16 +60,18 @@ def cli() -> None:
               help="Device to run on (default cpu).")
 @click.option("--fast/--slow", "fast", default=None,
               help="gradcheck fast or slow mode (default: automatic by size).")
-@click.option("--atol", type=click.FloatRange(min=0), default=None)
-@click.option("--rtol", type=click.FloatRange(min=0), default=None)
-@click.option("--eps", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--atol", type=FiniteRange(min=0), default=None)
+@click.option("--rtol", type=FiniteRange(min=0), default=None)
+@click.option("--eps", type=FiniteRange(min=0, min_open=True), default=None)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Report format (default: rich on a terminal, plain otherwise).")
-@click.option("--output", type=click.Path(dir_okay=False), default=None,
+@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=not_empty,
               help="Write the --format report to this file (the console still gets the report).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
+              callback=not_empty,
               help="Also write a JSON report to this file.")
 @click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
+              callback=not_empty,
               help="Also write a JUnit XML report to this file.")
 @click.option("-j", "--jobs", default=None, metavar="N|auto",
               help="Worker processes running cases in parallel (default 1; auto = cores).")
@@ -138,7 +123,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     outputs = _outputs({"--output": output, "--json": json_file, "--junit-xml": junit_file},
                        targets, config, spec_file)
     options = RunOptions.from_config(
-        config, only=_split_checks(only, "--only"), skip=_split_checks(skip, "--skip"),
+        config, only=split_checks(only, "--only"), skip=split_checks(skip, "--skip"),
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
         shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose, mutate=mutate)
@@ -329,6 +314,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and turn every outcome into an exit code. A console that
     could not be written is one line on stderr; the exit code stays the command's."""
     terminal.standard_streams()
+    try:
+        os.getcwd()
+    except OSError:  # a directory deleted under the shell (FileNotFoundError), or unreadable
+        terminal.err("error: the current directory no longer exists (or cannot be read): "
+                     "gradverify finds specs, pyproject.toml and your modules from it; cd into "
+                     "your project and run again")
+        return int(ExitCode.USAGE)
     code = _main(argv)
     lost = terminal.lost_console()
     if lost:

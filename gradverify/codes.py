@@ -186,5 +186,16 @@ GENERAL = (
          "target: mypkg.ops:FusedNorm",
          "Set the shapes and values forward expects (the comments say what was guessed), "
          "then delete the TODO line."),
+    Code("GV023", "forward-not-finite",
+         "forward returned NaN or inf on a case's inputs: the inputs lie outside forward's "
+         "domain (a zero vector normalised, the log of 0, a 0/0 on a self-loop edge).",
+         "Every gradient check on such inputs compares NaN with NaN and would blame backward "
+         "for what is the inputs' fault. gradverify says so once for the case and skips the "
+         "checks that compare values on it. It is a warning, so `--strict` fails it; if the "
+         "inputs are within forward's domain, forward itself is wrong there.",
+         "cases:\n  - args: {x: {shape: [4, 3], init: zeros}}   # x / x.norm(): 0 / 0",
+         "Choose inputs forward is defined on (an `init` away from the singular point, a "
+         "`factory` that draws edges without self-loops); `gradverify init` and `record` "
+         "write only such inputs."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

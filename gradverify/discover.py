@@ -15,7 +15,7 @@ from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_fold
 from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
-from gradverify.spec.model import Spec, is_op_name
+from gradverify.spec.model import NAMED_SPEC_SUFFIXES, Spec, is_op_name
 from gradverify.targets.names import ATTRIBUTE, MODULE, OP, SPECS, parse_target
 
 
@@ -132,7 +132,8 @@ class Discoverer:
         plan = self.empty()
         plan.errors.append(ErrorEntry(
             target=target, spec=None, code="GV003",
-            message=f"{target}: not a spec file, directory, module or 'module:Class' target"))
+            message=f"{target}: not a spec file (.yaml, .yml or .json), a directory of specs, "
+                    "a module (pkg.mod, file.py) or a 'module:Name' target"))
         return plan
 
     def _directory(self, directory: Path) -> Plan:
@@ -158,7 +159,7 @@ class Discoverer:
 
     def _spec_file(self, path: Path, explicit: bool) -> Plan:
         plan = self.empty()
-        if explicit and not path.is_file():
+        if explicit and not path.exists():
             plan.errors.append(ErrorEntry(None, str(path), "GV001",
                                           f"{path}: no such spec file"))
             return plan
@@ -344,10 +345,10 @@ def _target_files(target: str, root: Path, *, search_path: bool = False) -> set[
 
 
 def files_read(targets: list[str], config: Config, spec_file: str | None = None) -> list[Path]:
-    """The files a run of ``targets`` may read, found without importing anything: the spec
-    files, and the modules of the targets, factories and references they name. Reports must
-    never be written over them."""
-    specs: list[Path] = [Path(spec_file)] if spec_file else []
+    """The files a run of ``targets`` may read, found without importing anything: the
+    configuration (the nearest pyproject.toml), the spec files, and the modules of the targets,
+    factories and references they name. Reports must never be written over them."""
+    specs = [Path(f) for f in (spec_file, config.file) if f]
     names_read: list[str] = []
     folders: list[Path] = [] if targets else config.spec_dirs()
     for target in targets:
@@ -368,7 +369,8 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
             specs += spec_files(folder, config)
     for file in specs:
         try:
-            loaded = load_file(file) if file.suffix in SPEC_SUFFIXES and file.is_file() else []
+            loaded = load_file(file) if file.suffix in NAMED_SPEC_SUFFIXES and file.is_file() \
+                else []
         except InputError:
             continue
         for spec in loaded:

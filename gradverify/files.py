@@ -55,8 +55,8 @@ def refuse_overwriting(outputs: Iterable[tuple[str, Path]], read: Iterable[Path]
         if same is not None:
             raise OutputError(
                 f"{option} {shown_path(path)}: refusing to write the report over "
-                f"{shown_path(same)}, which this run reads (a spec, or the module of a target, "
-                "factory or reference); choose another file")
+                f"{shown_path(same)}, which this run reads (its pyproject.toml, a spec, or the "
+                "module of a target, factory or reference); choose another file")
 
 
 def refuse_shared(outputs: Iterable[tuple[str, Path]]) -> None:

@@ -78,6 +78,13 @@ class SourceLine:
         """As the report's model holds a place (the file as messages show it)."""
         return Location(shown_path(self.file), self.line)
 
+    def text(self) -> str:
+        """The line's source, read by the path the code object gives (whatever the current
+        directory is now); empty when the file cannot be read."""
+        import linecache
+
+        return linecache.getline(self.file, self.line).strip()
+
 
 def owner(source: str | CodeType) -> Owner:
     """Who wrote a file (or a code object's file): the one rule, in the module docstring."""
@@ -183,6 +190,19 @@ def without_outer(tb: TracebackType | None, owners: Collection[Owner]) -> Traceb
     while tb is not None and owner(tb.tb_frame.f_code) in owners:
         tb = tb.tb_next
     return tb
+
+
+def without_inner(tb: TracebackType | None, code: CodeType) -> TracebackType | None:
+    """The traceback without its innermost frame when that frame runs ``code`` (a signal
+    handler that raised on the program's behalf): it ends where the program was. The frames
+    are relinked, so ``tb`` itself is changed."""
+    frames_in = []
+    while tb is not None:
+        frames_in.append(tb)
+        tb = tb.tb_next
+    if len(frames_in) > 1 and frames_in[-1].tb_frame.f_code is code:
+        frames_in[-2].tb_next = None
+    return frames_in[0] if frames_in else None
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

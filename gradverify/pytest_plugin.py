@@ -1,11 +1,12 @@
 """pytest plugin: ``pytest --gradverify [PATH ...]`` collects spec files as test items.
 
 Items are ``spec.yaml::Target::case::check``, and ``::case`` for what is found about a case as a
-whole (GV012, GV013, GV015, GV019). A target's cases run once per process, together, by the
-command line's own ``run_job``, and each check reports as its own item, so ``-k``,
-``--junitxml`` and pytest-xdist work unchanged (use ``--dist loadscope`` to keep a target's
-items on one worker). Without ``--gradverify`` the plugin collects nothing, so it never touches
-other YAML files.
+whole (GV012, GV013, GV015, GV019). A target's cases run once, together, by the command line's
+own ``run_job``, in worker processes as ``gradverify check`` runs them (a crash or a hang is
+that case's error, never the session's; ``--gradverify-no-isolate`` runs them in this process).
+Each check reports as its own item, so ``-k``, ``--junitxml`` and pytest-xdist work unchanged
+(use ``--dist loadscope`` to keep a target's items on one worker). Without ``--gradverify`` the
+plugin collects nothing, so it never touches other YAML files.
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gradverify", action="store_true", default=False,
                     help="collect gradverify spec files (*.yaml, *.yml) as tests; without PATH, "
                          "the spec folders of [tool.gradverify] (default specs/)")
+    group.addoption("--gradverify-no-isolate", action="store_true", default=False,
+                    help="run the cases in the pytest process (for debuggers; a crash or hang "
+                         "of a Function then ends the session), not in worker processes")
     group.addoption("--gradverify-mutate", action="store_true", default=None,
                     help="also run mutants of each target's backward against its spec's cases "
                          "and show each spec's mutation score (as `gradverify check --mutate`)")
@@ -68,7 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
     try:  # once per session: a bad setting stops it before anything is collected
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
         config.stash[_OPTIONS] = RunOptions.from_config(
-            config.stash[_CONFIG], mutate=config.getoption("gradverify_mutate"))
+            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"),
+            mutate=config.getoption("gradverify_mutate"))
         config.stash[_SCORES] = []
     except (InputError, UsageError) as exc:
         code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""
@@ -78,6 +83,26 @@ def pytest_configure(config: pytest.Config) -> None:
     if not explicit:
         folders = [str(d) for d in _config(config).spec_dirs() if d.is_dir()]
         config.args[:] = folders or config.args
+
+
+_POOL = pytest.StashKey[Any]()
+
+
+def _pool(config: pytest.Config) -> Any:
+    """The session's worker processes, started at the first case (each xdist worker has its
+    own); cases run there exactly as ``gradverify check`` runs them, timeouts included."""
+    if _POOL not in config.stash:
+        from gradverify.run.pool import Pool
+
+        config.stash[_POOL] = Pool(_options(config)).__enter__()
+    return config.stash[_POOL]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    pool = config.stash.get(_POOL, None)
+    if pool is not None:
+        pool.__exit__(None, None, None)
+        del config.stash[_POOL]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -167,9 +192,13 @@ class TargetNode(pytest.Collector):
         if self._results is None:
             from gradverify import torchstate
 
-            with torchstate.isolated():
-                results, errors = run_job(Job(self.spec.target, self.spec),
-                                          _options(self.config), {0: self.prepared()})
+            options = _options(self.config)
+            job = Job(self.spec.target, self.spec)
+            if options.isolate:
+                results, errors = run_job(job, options, pool=_pool(self.config))
+            else:
+                with torchstate.isolated():
+                    results, errors = run_job(job, options, {0: self.prepared()})
             self._results = ({r.case: r for r in results}, errors)
             from gradverify.mutants.merge import scores
 
@@ -265,14 +294,14 @@ class CheckItem(pytest.Item):
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """``--gradverify-mutate``: each spec's mutation score, after the tests."""
-    from gradverify.report.text import escaped, score_lines
+    from gradverify.report.text import score_lines
 
     found: list[MutationScore] = config.stash.get(_SCORES, [])
     if found:
         terminalreporter.section("gradverify mutation score")
         for score in found:
             for line in score_lines(score, config.getoption("verbose") > 0):
-                terminalreporter.write_line(escaped(line))
+                terminalreporter.write_line(line)
 
 
 def _case_row(result: Any, checks: list[str]) -> CheckResult:

@@ -261,6 +261,39 @@ def pop_saved_tensor_hooks() -> None:
     _torch()._C._autograd._pop_saved_tensors_default_hooks()
 
 
+# ----------------------------------------------------------------------------- torch-function modes
+
+
+def take_function_modes() -> list[Any]:
+    """Pop the caller's torch-function modes (``with torch.device("meta")``, a
+    ``TorchFunctionMode`` it entered) and return them bottom first, to be put back with
+    ``put_function_modes``: a verification runs without them. A default device set with
+    ``torch.set_default_device`` is a mode too, at the bottom; it stays, and the default-device
+    setting (``default_device_accessors``) clears it for the run and sets it back."""
+    try:
+        from torch.overrides import _get_current_function_mode_stack, _pop_mode
+    except ImportError:  # an older torch without these: modes are left as they are
+        return []
+    torch = _torch()
+    context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+    taken = []
+    while (stack := _get_current_function_mode_stack()) and stack[-1] is not context:
+        if context is not None and len(stack) == 1:
+            break  # a `with torch.device(...)` that holds the global one as its previous mode
+        taken.append(_pop_mode())
+    return taken[::-1]
+
+
+def put_function_modes(modes: list[Any]) -> None:
+    """Push back what ``take_function_modes`` took, bottom first."""
+    if not modes:
+        return
+    from torch.overrides import _push_mode
+
+    for mode in modes:
+        _push_mode(mode)
+
+
 # ----------------------------------------------------------------------------- the default device
 
 

@@ -234,6 +234,7 @@ def _isolated() -> Iterator[None]:
     torch = import_torch()
 
     previous_baseline = _BASELINE
+    modes = torchcompat.take_function_modes()
     caller = capture()
     hooks = _take_saved_tensor_hooks()
     try:
@@ -247,6 +248,7 @@ def _isolated() -> Iterator[None]:
         _BASELINE = previous_baseline
         for pack, unpack in hooks:
             torchcompat.push_saved_tensor_hooks(pack, unpack)
+        torchcompat.put_function_modes(modes)
 
 
 def _take_saved_tensor_hooks() -> list[tuple[Any, Any]]:

@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gradverify"
 
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # From the front door down: a module imports from its own floor and the floors below only.
-    ("the front", ("gradverify", "gradverify.__main__", "gradverify.cli", "gradverify.api",
+    ("the front", ("gradverify", "gradverify.__main__", "gradverify.cli", "gradverify.cliparams",
+                   "gradverify.api",
                    "gradverify.pytest_plugin", "gradverify.terminal")),
     ("commands", ("gradverify.init", "gradverify.recording", "gradverify.listing",
                   "gradverify.explain")),

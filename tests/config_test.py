@@ -20,7 +20,7 @@ class Twice(Function):
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
-        return grad * w, grad * x      # no needs_input_grad: a warning
+        return grad * w, grad * x
 """
 
 
@@ -35,7 +35,8 @@ def configured(project):
         fail-on-warnings = true
     """)
     project.write("checks/specs/twice.yaml",
-                  "target: ops:Twice\ncases:\n  - args: {x: {shape: [3]}, w: {shape: [3]}}\n")
+                  "target: ops:Twice\ncases:\n  - args: {x: {shape: [3]}, "
+                  "w: {shape: [3], init: zeros}}\n")  # x's gradient never exercised: a warning
     return project
 
 
@@ -45,7 +46,7 @@ def test_non_default_spec_folder_and_settings(configured):
     assert data["settings"]["seed"] == 7
     names = [c["name"] for c in data["results"][0]["checks"]]
     assert "gradgradcheck" not in names and "gradcheck" in names
-    assert result.code == 1   # fail-on-warnings: the needs_input_grad warning fails
+    assert result.code == 1   # fail-on-warnings: GV129's warning fails
 
 
 def test_flags_override_config(configured):

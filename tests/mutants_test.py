@@ -209,12 +209,16 @@ class FrozenWeightPath(torch.autograd.Function):
 
 def test_a_line_only_a_check_runs_is_not_unexecuted():
     """The spec's case has both inputs requiring grad; needs_input_grad's subsets run the
-    first branch, and kill its mutants (and those of both gates)."""
+    first branch, and kill its mutants. The gates' mutants only waste work (GV204, a note)."""
     score = _score(FrozenWeightPath, _spec({}))
-    assert score.unexecuted == () and score.survived == ()
-    # `/ 1` dropped is the same function; the rest are killed
-    assert [m.mutation for m in score.equivalent] == ["`grad * w / 1` -> `grad * w`"]
-    assert score.killed == score.total and score.total >= 15
+    assert score.unexecuted == ()
+    # `/ 1` dropped is the same function, and so are the ignored gates for every check: they
+    # only waste work (GV204 is a note); the rest are killed
+    assert sorted(m.mutation for m in score.equivalent) == [
+        "`ctx.needs_input_grad[0]` -> `True`", "`ctx.needs_input_grad[1]` -> `True`",
+        "`grad * w / 1` -> `grad * w`"]
+    assert all("wastes work" in m.why for m in score.equivalent if "needs_input_grad" in m.mutation)
+    assert score.survived == () and score.killed == score.total and score.total >= 13
 
 
 def test_value_mutants_for_a_target_without_a_backward():

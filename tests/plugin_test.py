@@ -99,3 +99,39 @@ def test_case_level_findings_and_strict_are_the_command_lines(pytester):
     result.assert_outcomes(failed=1, passed=11, skipped=2)
     result.stdout.fnmatch_lines(["*[[]GV012 case[]]*", "*[[]GV015 case[]]*",
                                  "*FAILED specs/leaky.yaml::leaky:Leaky::basic::case*"])
+
+
+SEGFAULT = '''
+import ctypes
+from torch.autograd import Function
+
+
+class Segfault(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctypes.string_at(0)
+        return grad
+'''
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2", "--dist", "loadscope")], ids=["one", "xdist"])
+def test_a_segfaulting_target_is_its_own_error_not_the_sessions_end(suite, xdist):
+    """Cases run in worker processes, as `gradverify check` runs them: a Function that
+    segfaults fails its own items, and the session, its other targets and its JUnit report go
+    on (issue 35)."""
+    suite.makepyfile(crash=SEGFAULT)
+    suite.path.joinpath("specs/crash.yaml").write_text(
+        "target: crash:Segfault\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
+    result = suite.runpytest_subprocess("--gradverify", "--junitxml=j.xml", "-p",
+                                        "no:cacheprovider", *xdist, timeout=600)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 23 and outcomes.get("failed", 0) >= 2, result.stdout
+    for line in ("*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*",
+                 "*FAILED specs/crash.yaml::crash:Segfault::vec::*"):  # in any order (xdist)
+        result.stdout.fnmatch_lines([line])
+    assert "killed by SIGSEGV" in result.stdout.str()
+    assert "testcase" in suite.path.joinpath("j.xml").read_text()

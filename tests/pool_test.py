@@ -110,13 +110,15 @@ def test_crashes_become_case_errors_and_other_targets_report(crashy):
 
 def workers_first_run(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     """Each worker runs ``code`` before it starts (before its torch import)."""
-    command = pool.own_module_command
+    from gradverify.run import worker
+
+    command = worker.own_module_command
 
     def slowed(module: str, *args: str) -> list[str]:
         line = command(module, *args)
         return [*line[:2], f"{code}\n{line[2]}", *line[3:]]
 
-    monkeypatch.setattr(pool, "own_module_command", slowed)
+    monkeypatch.setattr(worker, "own_module_command", slowed)
 
 
 def test_a_hang_times_out_and_a_slow_start_is_not_a_case_timeout(crashy, monkeypatch):

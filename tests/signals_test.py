@@ -168,3 +168,43 @@ def test_workers_die_with_a_killed_parent(tmp_path):
         assert _gone(workers), _alive(workers)
     finally:
         _kill_all(workers)
+
+
+RECORDED_THEN_WAITS = """
+import time
+import torch
+import good
+x = torch.randn(4, 3, requires_grad=True)
+good.Good.apply(x).sum().backward()
+open("recorded", "w").close()
+time.sleep(120)
+"""
+
+
+def test_a_group_sigint_reaches_a_recorded_script_once(tmp_path):
+    """SIGINT to record's whole process group (a terminal's Ctrl-C, ``kill -INT -PGID``): the
+    script gets it from the group and from record, which cannot tell without a terminal; it
+    raises one KeyboardInterrupt, and the traceback is the script's alone (issue 35)."""
+    from hostile import GRADVERIFY, make_project
+
+    if not GRADVERIFY:
+        pytest.skip("the gradverify command is not installed")
+    project = make_project(tmp_path)
+    (project / "longrun.py").write_text(RECORDED_THEN_WAITS)
+    for attempt in range(3):  # the second delivery raced the first one's traceback
+        (project / "recorded").unlink(missing_ok=True)
+        process = subprocess.Popen([GRADVERIFY, "record", "-o", f"rec{attempt}", "--", "python",
+                                    "longrun.py"], cwd=project, start_new_session=True,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (project / "recorded").exists():
+            time.sleep(0.05)
+        time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 130, err
+        assert err.count("KeyboardInterrupt") == 1, err
+        assert "Error in sys.excepthook" not in err and "gradverify" not in err.split(
+            "KeyboardInterrupt")[0], err
+        assert (project / f"rec{attempt}").is_dir()

@@ -44,6 +44,13 @@ class Block:
     def only_kinks(self) -> bool:
         return bool(self.bad.any()) and bool((self.bad <= self.kink).all())
 
+    @property
+    def undefined_nearby(self) -> bool:
+        """Every mismatch is where the finite differences are not finite: forward is NaN or
+        inf within eps of the inputs (the edge of its domain), not a wrong backward."""
+        undefined = (~torch.isfinite(self.numerical)).any(0, keepdim=True)  # by input entry
+        return bool(self.bad.any()) and bool((self.bad <= undefined).all())
+
 
 _HINTS = {
     "zero gradient": "backward returns zeros or None for {name!r} although the output depends on "
@@ -316,3 +323,24 @@ def no_slow_rerun() -> Iterator[None]:
 
 def jacobian_entries(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() for t in inputs) * sum(o.numel() for o in outputs)
+
+
+def failing_input(fn: Callable[..., Any], inputs: Sequence[torch.Tensor], tol: Any
+                  ) -> int | None:
+    """The first differentiable input whose own gradcheck (the others held fixed) fails."""
+    if len(inputs) == 1:
+        return 0
+    for k in range(len(inputs)):
+        def alone(x: Any, k: int = k) -> Any:
+            return fn(*[x if n == k else t.detach() for n, t in enumerate(inputs)])
+
+        try:
+            ok = torch.autograd.gradcheck(alone, (inputs[k],), eps=tol.eps, atol=tol.atol,
+                                          rtol=tol.rtol, nondet_tol=tol.nondet_tol,
+                                          check_undefined_grad=False, raise_exception=False,
+                                          fast_mode=inputs[k].numel() > 256)
+        except Exception:  # noqa: BLE001 -- a diagnosis only
+            continue
+        if not ok:
+            return k
+    return None

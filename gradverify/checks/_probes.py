@@ -188,12 +188,28 @@ class SavedThenChanged:
     call: int
     """Which save_for_backward call of the forward (0-based), and ``position`` in it."""
     position: int
+    changed_text: str = ""
+    """The source of the line that changed it, as written."""
 
     def describe(self) -> str:
         saved = f" (saved at {self.saved_at})" if self.saved_at else ""
         changed = f" at {self.changed_at}" if self.changed_at else ""
         return (f"forward changes {self.label}{saved} in place{changed}, after passing it to "
                 "save_for_backward: backward reads the changed value, not the one saved")
+
+    def hint(self) -> str:
+        """How to fix it, quoting the write as written (``y /= s``). Saving an output is
+        fine (backward may read what forward returns): only the order is at fault then."""
+        from gradverify.checks import _rewrite
+
+        write = _rewrite.parse(self.changed_text)
+        if self.label.startswith("output"):
+            return ("saving an output is fine: call save_for_backward after its last in-place "
+                    "change" + (f" (after `{write.written}`)" if write else "")
+                    + ", so that backward reads the value forward returns")
+        return (f"{write.advice()}, or save it after the last in-place change"
+                if write else "save it after the last in-place change, save a clone, or change "
+                "a copy (t = t * a) instead of the saved tensor")
 
 
 @dataclass
@@ -204,6 +220,7 @@ class _Saved:
     call: int
     position: int
     changed_at: Location | None = None
+    changed_text: str = ""
 
 
 @dataclass
@@ -233,7 +250,9 @@ class _VersionWatch(TorchFunctionMode):
         result = func(*args, **(kwargs or {}))
         for saved in self.watch.saved:
             if saved.changed_at is None and version(saved.tensor) != saved.version:
-                saved.changed_at = _user_line(self.watch.info)
+                found = frames.calling_user_frame(self.watch.info.source_file)
+                if found is not None:
+                    saved.changed_at, saved.changed_text = found.location(), found.text()
         return result
 
 
@@ -285,7 +304,7 @@ def saved_then_changed(info: Target, args: Any) -> list[SavedThenChanged]:
         label = {"input": f"input {name!r}", "output": f"output {name}"}.get(
             kind, "an intermediate tensor")
         found.append(SavedThenChanged(label, saved.saved_at, saved.changed_at, saved.call,
-                                      saved.position))
+                                      saved.position, saved.changed_text))
     return found
 
 

@@ -91,6 +91,26 @@ def dense(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def first_not_finite(value: Any) -> tuple[str, tuple[int, ...]] | None:
+    """``("nan" | "inf" | "-inf", index)`` of the first entry of a floating or complex tensor
+    that is not finite (sparse kinds by their dense values), or None."""
+    if not isinstance(value, torch.Tensor) or not is_inexact(value):
+        return None
+    try:
+        values = dense(value)
+        bad = ~torch.isfinite(values)
+        if not bool(bad.any()):
+            return None
+        flat = int(bad.reshape(-1).nonzero()[0, 0])
+    except Exception:  # noqa: BLE001 -- a kind without dense values: nothing to say
+        return None
+    entry = values.reshape(-1)[flat]
+    if entry.is_complex():
+        entry = entry.real if not bool(torch.isfinite(entry.real)) else entry.imag
+    text = "nan" if bool(torch.isnan(entry)) else "inf" if float(entry) > 0 else "-inf"
+    return text, unravel(flat, tuple(values.shape))
+
+
 def unravel(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     """The multi-index of flat (row-major) ``index`` in ``shape``."""
     out = []

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks import _strength as strength
 from gradverify.checks._modes import (
     MODES,
     SLOW_MODE_MAX_ENTRIES,
@@ -87,6 +88,7 @@ CODES = (
          "Return grad * (local derivative) and apply nothing to grad itself. Gradient-shaping "
          "tricks (guided backprop, clipping) are not gradients: if one is intended, declare it "
          "under `expect: {gradcheck: \"why\"}`."),
+    *strength.CODES,
 )
 
 
@@ -98,11 +100,13 @@ class GradcheckCheck(Check):
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
-        """GV124 when no case of the spec ran in slow mode."""
+        """GV129/GV130 when the cases leave an input's gradient unexercised or an input
+        constant (``_strength``); GV124 when no case of the spec ran in slow mode."""
+        found = strength.across_cases(results)
         modes = [r.mode for r in results if r.mode]
         if not modes or any("slow" in m for m in modes):
-            return []
-        return [Finding("GV124", Severity.INFO,
+            return found
+        return [*found, Finding("GV124", Severity.INFO,
                         "no case of this spec is small enough for slow-mode gradcheck, so errors "
                         "confined to a few elements can go unseen",
                         hint="add a case with small shapes of distinct sizes (batch 1 and "
@@ -125,6 +129,9 @@ class GradcheckCheck(Check):
             return Outcome.skip(view.reason, nothing_verified=view.verifies_nothing)
         entries = jac.jacobian_entries(view.inputs, view.outputs)
         outcome = Outcome(data={"jacobian_entries": entries})
+        zero = [n for n in strength.zero_gradients(view.outputs, view.leaves, view.names,
+                                                   ctx.generator("gradcheck-exercised"))
+                if n not in ctx.spec.zero_grad]
         # On the graph of the view's own call, before gradcheck perturbs anything.
         nonlinear = probes.linearity(view.outputs, view.leaves, ctx.generator("gradcheck-linear"),
                                      nondet_tol=ctx.tolerance.nondet_tol)
@@ -132,6 +139,11 @@ class GradcheckCheck(Check):
         if outcome.findings:
             return outcome  # the Function raised inside gradcheck
         self._notes(ctx, entries, outcome)
+        # a mismatch exercised the gradient: what was zero counts only on a passing case
+        outcome.data.update(strength.row_data(
+            zero if failure is None else [],
+            strength.constant_inputs(ctx.args("working"), exclude=ctx.info.parameters),
+            ctx.location))
         if failure is None:
             for item in nonlinear:
                 outcome.add(_nonlinear_finding(item, view.names, ctx))
@@ -225,12 +237,14 @@ class GradcheckCheck(Check):
         for block in blocks:
             out = view.applied.differentiable[block.output]  # the output's own index
             name = view.names[block.input]
-            if block.only_kinks:
+            if block.only_kinks or block.undefined_nearby:
+                why = ("forward is not finite within eps of the inputs (its finite differences "
+                       "are NaN or inf)" if block.undefined_nearby else
+                       "left and right differences disagree")
                 outcome.add(Finding(
                     "GV122", Severity.WARNING,
                     jac.mismatch_message(block, f"the inputs sit on a non-differentiable point "
-                                         f"for {name!r} (left and right differences disagree)",
-                                         name, f"output {out}"),
+                                         f"for {name!r} ({why})", name, f"output {out}"),
                     input=name, output=out, location=ctx.location,
                     hint="choose an `init` in the spec that keeps inputs away from kinks and ties "
                          "(e.g. uniform with low: 0.1, or distinct values)",
@@ -261,10 +275,13 @@ class GradcheckCheck(Check):
         linear in the incoming gradient are reported already: that is the cause.)"""
         if nonlinear:
             return
+        from gradverify.checks import _jacobian as jac
+
         first = failure.strip().splitlines()[0] if failure.strip() else "mismatch"
         # torch names inputs by index among the differentiable ones: give the name.
         where = re.search(r"output (\d+) with respect to input (\d+)", failure)
-        index = int(where.group(2)) if where else _failing_input(ctx, view)
+        index = int(where.group(2)) if where else jac.failing_input(view.fn, view.inputs,
+                                                                     ctx.tolerance)
         name = view.names[index] if index is not None and index < len(view.names) else None
         output = int(where.group(1)) if where else None
         complex_case = any(t.is_complex() for t in [*view.inputs, *view.outputs])
@@ -335,36 +352,11 @@ def _saved_then_changed_hint(ctx: CheckContext) -> str | None:
         found = probes.saved_then_changed(ctx.info, ctx.args("double"))
     except Exception:  # noqa: BLE001 -- a hint only
         return None
+    # an output saved and then changed is read back as forward returned it: no suspect
+    found = [f for f in found if not f.label.startswith("output")]
     if not found:
         return None
-    return (f"{found[0].describe()}; save it after the change, or save a clone "
-            "(see mutation, GV224)")
-
-
-def _failing_input(ctx: CheckContext, view: DifferentiableView) -> int | None:
-    """The first differentiable input whose own gradcheck (the others held fixed) fails."""
-    import torch
-
-    from gradverify.checks import _calls as calls
-
-    if len(view.inputs) == 1:
-        return 0
-    tol = ctx.tolerance
-    for k in range(len(view.inputs)):
-        def alone(x: Any, k: int = k) -> Any:
-            return view.fn(*[x if n == k else t.detach() for n, t in enumerate(view.inputs)])
-
-        try:
-            ok = torch.autograd.gradcheck(alone, (view.inputs[k],), eps=tol.eps, atol=tol.atol,
-                                          rtol=tol.rtol, nondet_tol=tol.nondet_tol,
-                                          check_undefined_grad=False, raise_exception=False,
-                                          fast_mode=view.inputs[k].numel() > 256)
-        except Exception:  # noqa: BLE001 -- a diagnosis only
-            continue
-        if not ok:
-            return k
-    del calls
-    return None
+    return f"{found[0].describe()}; {found[0].hint()} (see mutation, GV224)"
 
 
 def _failed_inputs(outcome: Outcome) -> str:

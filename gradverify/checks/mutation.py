@@ -192,7 +192,9 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
     from gradverify.checks import _calls as calls
     from gradverify.checks import _probes as probes
 
-    found = probes.saved_then_changed(ctx.info, ctx.args("double"))
+    # an output saved and then changed is read back as forward returns it: by design
+    found = [f for f in probes.saved_then_changed(ctx.info, ctx.args("double"))
+             if not f.label.startswith("output")]
     if not found:
         return 0
     args = ctx.args("double")
@@ -214,21 +216,21 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
                                                         ctx.tolerance.eps)
     right_frozen = probes.agrees(frozen, directions, numeric)
     right_actual = probes.agrees(actual, directions, numeric)
-    if right_actual:
-        return len(found)  # backward's formula is written for the changed value
+    if right_actual or not right_frozen:
+        # written for the changed value; or wrong either way: gradcheck reports the gradient,
+        # and nothing shows that the change is its cause
+        return len(found)
     first = found[0]
     inputs = ", ".join(repr(n) for n in affected)
-    proof = ("with the value it had when saved, the gradient is right" if right_frozen else
-             "the gradient is wrong either way (see gradcheck)")
     outcome.add(Finding(
-        "GV224", Severity.ERROR if right_frozen else Severity.WARNING,
-        f"{first.describe()}; the gradient for {inputs} is wrong because of it: {proof}",
+        "GV224", Severity.ERROR,
+        f"{first.describe()}; the gradient for {inputs} is wrong because of it: with the value "
+        "it had when saved, the gradient is right",
         input=affected[0] if len(affected) == 1 else None,
         location=first.changed_at or first.saved_at or ctx.forward_location,
-        hint="save it after the last in-place change, save a clone, or change a copy "
-             "(t = t * a) instead of the saved tensor",
+        hint=first.hint(),
         data={"saved_at": _text(first.saved_at), "changed_at": _text(first.changed_at),
-              "tensor": first.label, "frozen_gradient_right": right_frozen}))
+              "tensor": first.label}))
     return 0
 
 

@@ -10,13 +10,14 @@ requiring grad and under ``torch.no_grad()``, and give the same outputs.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import CheckResult, Finding, Location, Severity
 from gradverify.targets.model import Capability
 from gradverify.targets.op_calls import needs_input_grad_index
 
@@ -83,12 +84,19 @@ CODES = (
 )
 
 
+UNNEEDED = "unneeded_gradients"
+"""Data key of a row: the inputs backward computed a gradient for while they needed none."""
+
+
 class NeedsInputGradCheck(Check):
     name = "needs_input_grad"
     needs = MappingProxyType({Capability.OWN_BACKWARD: ""})
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES
+
+    def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
+        return wasted_work_note(results)
 
     def run(self, ctx: CheckContext) -> Outcome:
         outcome = Outcome()
@@ -265,7 +273,7 @@ def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: An
         return None
     guard = f"if ctx.needs_input_grad{needs_input_grad_index(ctx.info, pos)}:"
     return Finding(
-        "GV204", Severity.WARNING,
+        "GV204", Severity.INFO,
         f"with {attempt.label}, backward computed a gradient for {name!r}, which does "
         "not require grad (autograd drops it: wasted work)", input=name,
         location=ctx.location,
@@ -273,21 +281,40 @@ def _unneeded_gradient(ctx: CheckContext, attempt: _Attempt, pos: int, value: An
 
 
 def _one_wasted_work_finding(outcome: Outcome) -> None:
-    """Gradients computed for several inputs that did not need them are one habit of one
-    backward (no needs_input_grad guards): one GV204 names them all."""
+    """Gradients computed for inputs that did not need them are a habit of backward (no
+    needs_input_grad guards), a performance note rather than a defect: kept as the row's data,
+    said once per spec by ``across_cases``, not per case."""
     wasted = sorted((f for f in outcome.findings if f.code == "GV204"),
                     key=lambda f: f.data.get("position", 0))
-    if len(wasted) < 2:
-        return
-    names = ", ".join(repr(f.input) for f in wasted)
-    guards = ", ".join(f"`{f.data['guard']}`" for f in wasted)
     outcome.findings = [f for f in outcome.findings if f.code != "GV204"]
-    outcome.add(Finding(
-        "GV204", Severity.WARNING,
-        f"backward computed gradients for {names}, each while it did not require grad "
-        "(autograd drops them: wasted work)",
-        input=wasted[0].input, location=wasted[0].location,
-        hint=f"guard each gradient: {guards}", data={"inputs": [f.input for f in wasted]}))
+    if wasted:
+        outcome.data[UNNEEDED] = [{"input": f.input, "guard": f.data["guard"],
+                                   "location": str(f.location) if f.location else None}
+                                  for f in wasted]
+
+
+def wasted_work_note(results: Sequence[CheckResult]) -> list[Finding]:
+    """One GV204 note naming every input that got a gradient it did not need, in any case."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for row in results:
+        for item in row.data.get(UNNEEDED, ()):
+            seen.setdefault(item["input"], item)
+    if not seen:
+        return []
+    items = list(seen.values())
+    names = ", ".join(repr(i["input"]) for i in items)
+    guards = ", ".join(f"`{i['guard']}`" for i in items)
+    where = items[0]["location"]
+    many = len(items) > 1
+    return [Finding(
+        "GV204", Severity.INFO,
+        f"backward computes {'gradients' if many else 'a gradient'} for {names} even when "
+        f"{'they do' if many else 'it does'} not require grad (autograd drops "
+        f"{'them' if many else 'it'}): a performance note, wasted work on every step where "
+        f"{'they are' if many else 'it is'} frozen",
+        input=items[0]["input"], location=Location.parse(where) if where else None,
+        hint=f"guard {'each gradient' if many else 'it'}: {guards}",
+        data={"inputs": [i["input"] for i in items]})]
 
 
 def _passes_through(value: Any, grads: list[Any]) -> bool:

@@ -16,6 +16,8 @@ from typing import Any
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
+from gradverify.init.strengthen import Strength
+from gradverify.init.strong import strengthened, weakness
 from gradverify.init.targets import Skipped, find, guess_init_args
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.targets import Target
@@ -37,21 +39,29 @@ def spec_for(info: Target, *, spec_path: str | None = None, probe: bool = True,
     ``imports:`` (an op named ``ns::op``)."""
     guesses = first_guesses(info, typed_guesses(info))
     attempt: Attempt | None = None
+    strength: Strength | None = None
+    sizes: dict[str, int] = {}
     if probe:
         guesses, attempt = search(info, guesses)
-    ran = attempt.ok if attempt else False
-    return Written(info.target, render(info, guesses, attempt, spec_path, imports), ran,
-                   attempt.error if attempt and not attempt.ok else None)
+        if attempt.ok:
+            guesses, strength, sizes = strengthened(info, guesses)
+    error = attempt.error if attempt and not attempt.ok else weakness(strength)
+    text = render(info, guesses, attempt, spec_path, imports, strength, sizes)
+    return Written(info.target, text, attempt is not None and error is None, error)
 
 
 def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
-           spec_path: str | None, imports: tuple[str, ...] = ()) -> str:
+           spec_path: str | None, imports: tuple[str, ...] = (),
+           strength: Strength | None = None, sizes: dict[str, int] | None = None) -> str:
     run = f"gradverify check {spec_path}" if spec_path else f"gradverify check {info.target}"
     lines = [f"# gradverify spec for {info.target}",
              f"# forward: {info.forward_location or '?'}   backward: "
              f"{info.backward_location or '?'}"]
     if attempt is None:
         lines.append("# Not probed: set the shapes forward expects, then run: " + run)
+    elif attempt.ok and weakness(strength) is not None:
+        lines += [f"# TODO: these inputs ran forward and backward, but {weakness(strength)}:",
+                  "#   a check would prove nothing here; set values at which it does"]
     elif attempt.ok:
         lines.append("# Written by `gradverify init`: these inputs ran forward and backward. "
                      "Run: " + run)
@@ -59,9 +69,11 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
         lines += ["# TODO: no inputs tried made forward and backward run; the closest raised",
                   f"#   {attempt.error}",
                   "# Set the shapes and dtypes forward expects (comments say what was guessed)."]
+    if strength is not None:
+        lines.append(f"# {strength.header()}")
     if info.once_differentiable:
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
-    dims = spec_dict(guesses)["dims"]
+    dims = {**spec_dict(guesses)["dims"], **(sizes or {})}
     lines += [f"target: {info.target}"]
     if imports:
         lines.append(f"imports: {_yaml(list(imports))}   # whose import registers the op")

@@ -20,8 +20,11 @@ TEMPLATES: dict[int, tuple[str, ...]] = {0: (), 1: ("N",), 2: ("N", "D"), 3: ("B
                                         4: ("B", "C", "H", "W"), 5: ("B", "C", "D", "H", "W")}
 
 INDEX_NAMES = re.compile(r"^(index|indices|idx|idxs|ids|labels?|ranks?|segment_ids|segments?|"
-                         r"spx|superpixels?|perm|permutation|edge_index|clusters?|targets?)$|"
+                         r"spx|superpixels?|perm|permutation|edge_index|edges|edge_list|"
+                         r"clusters?|targets?)$|"
                          r"(_idx|_ids|_index|_indices|_labels?)$")
+EDGE_NAMES = re.compile(r"^(indices|edge_index|edges|edge_list)$")
+"""An index tensor of two rows: a graph's edges (source, target)."""
 MASK_NAMES = re.compile(r"^(mask|keep|kept|valid)$|(_mask)$")
 SHAPE_NAMES = re.compile(r"^(shape|size|sizes|output_size|out_shape|output_shape|dims)$")
 COUNT_NAMES = re.compile(r"^(num_\w+|n_\w+|\w+_count|count|dim|k|groups|length|n|num)$")
@@ -69,6 +72,8 @@ class Guess:
     """(dim, value): the dim must be longer than this int's value (a loop's step, so that the
     loop runs more than once)."""
     elementwise: bool = False
+    fixed: Any = None
+    """The spec value strengthening chose (``init.strengthen``), written as it is."""
 
     def tensor(self) -> bool:
         return self.kind in ("tensor", "star", "tensors")
@@ -133,7 +138,7 @@ def _guess(param: Param, hint: Hints) -> Guess:
         return Guess(name, "tensor", shape=TEMPLATES[max(rank, 1)][:max(rank, 1)],
                      dtype="bool", optional=optional, why="a mask (bool)")
     if INDEX_NAMES.search(name) or hint.integer or hint.labels:
-        shape: tuple[Any, ...] = (2, "E") if name in ("indices", "edge_index") else ("N",)
+        shape: tuple[Any, ...] = (2, "E") if EDGE_NAMES.match(name) else ("N",)
         if hint.rank:
             shape = TEMPLATES[hint.rank]
         return Guess(name, "tensor", shape=shape, dtype="int64", high="S" if hint.labels else "N",

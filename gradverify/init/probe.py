@@ -14,6 +14,7 @@ from typing import Any
 
 from gradverify import frames
 from gradverify.init.guess import FLOAT_NAMES, PER_FEATURE_NAMES, SIZES, TEMPLATES, Guess
+from gradverify.init.strengthen import LOOP_NAMES
 from gradverify.targets import Target
 
 MAX_CALLS = 300
@@ -69,6 +70,8 @@ def dim_sizes(names: list[str]) -> dict[str, int]:
 
 
 def arg_value(g: Guess) -> Any:
+    if g.fixed is not None:
+        return g.fixed
     if g.kind == "star":
         return [{"shape": list(g.shape)} for _ in range(g.items)]
     if g.kind == "tensors":
@@ -288,8 +291,10 @@ def _nearby(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
         if g.dtype == "int64":
             yield replace(g, dtype="bool", high=None, why="a mask (bool)")
     elif g.kind == "int":
+        # a count of steps or iterations at 0 or 1 leaves a loop with nothing to verify
+        small = (-1,) if LOOP_NAMES.match(g.name) else (0, 1, -1)
         for value in [*dict.fromkeys(d for s in floats for d in s if isinstance(d, str)),
-                      "S", "N", 0, 1, -1]:
+                      "S", "N", *small]:
             if value != g.value:
                 yield replace(g, value=value)
     elif g.kind == "float":

@@ -242,8 +242,10 @@ def _compared_strings(node: ast.AST, hints: dict[str, Hints]) -> None:
 
 
 def _subscript_use(node: ast.AST, hints: dict[str, Hints]) -> None:
-    """``x[param]``: an index (or a mask, by its name)."""
+    """``x[param]``, ``x[param[1]]`` (a row of an edge list): an index (or a mask, by its
+    name)."""
     if isinstance(node, ast.Subscript):
-        index = _name(node.slice)
+        index = _name(node.slice.value if isinstance(node.slice, ast.Subscript)
+                      else node.slice)
         if index in hints:
             hints[index].integer = True

@@ -89,22 +89,31 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
     if mutant.value is not None:
         mutant.value.hits = 0
         mutant.value.uniform.clear()
+    seen: list[CheckResult] = []
+
+    def rerun_seen(target: Target) -> Sequence[CheckResult]:
+        seen[:] = rerun(target)
+        return seen
+
     with mutant.install(ctx.info) as info:
         if source is not None and not _ran(source, mutants.ran):
             # not run by the case's own call: maybe by a check's (a subset requiring grad)
             mutant.ran.clear()
-            rows = rerun(info)
+            rows = rerun_seen(info)
             if not _ran(source, mutant.ran):
                 return verdict("unexecuted")
             by, difference = _killed_by(rows, baseline), None
         else:
-            by, difference = _exercise(ctx, info, jacobians, original, baseline, rerun)
+            by, difference = _exercise(ctx, info, jacobians, original, baseline, rerun_seen)
         if mutant.value is not None and not mutant.value.hits:
             return verdict("inapplicable")
     if by is not None:
         return verdict("killed", by)
     if mutant.value is not None:
         known["uniform"] = bool(mutant.value.uniform) and all(mutant.value.uniform)
+    known["new_codes"] = sorted(_said(seen) - _said(baseline))
+    if source is not None and source.operator == "gate" and WASTED & set(known["new_codes"]):
+        return verdict("equivalent", why=ONLY_WASTE)
     return verdict("survived", difference=difference, **known)
 
 
@@ -150,6 +159,21 @@ def _known(mutant: Mutant, mutants: Plan, original: Original) -> dict[str, Any]:
         known["requires_grad"] = original.requires_grad(position)
         known["zero_gradient"] = original.zero(position)
     return known
+
+
+WASTED = frozenset({"GV204", "needs_input_grad:unneeded_gradients"})
+"""What needs_input_grad says of a gradient computed for an input that needed none: a note
+(or the row's data), never a failure."""
+ONLY_WASTE = ("ignoring the gate only wastes work: backward computes a gradient nobody asked "
+              "for, which autograd drops (needs_input_grad notes it, GV204, and fails nothing), "
+              "and every gradient the checks compare is the same")
+
+
+def _said(rows: Sequence[CheckResult]) -> set[str]:
+    """What rows say: their findings' codes, and ``check:key`` for the data they carry (a
+    note kept as data, such as needs_input_grad's unneeded gradients)."""
+    return {f.code for row in rows for f in row.findings} \
+        | {f"{row.name}:{key}" for row in rows for key in row.data}
 
 
 def _killed_by(rows: Sequence[CheckResult], baseline: Sequence[CheckResult]) -> str | None:

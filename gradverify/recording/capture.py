@@ -225,6 +225,8 @@ def _facts(x: Any) -> dict[str, Any]:
         facts["constant"] = flat[0].item()
     if not x.is_floating_point():
         facts["min"], facts["max"] = int(x.min()), int(x.max())
+        if x.dim() == 2 and x.shape[0] == 2:  # an edge list: whether any edge is a self-loop
+            facts["self_loops"] = bool((x[0] == x[1]).any())
     else:
         finite = torch.isfinite(x)
         facts["finite"] = bool(finite.all())

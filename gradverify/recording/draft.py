@@ -61,6 +61,8 @@ class Draft:
     """Every key ``joined`` may hold for this call, in the order the probe tries them."""
     int_dims: Mapping[str, str] | None = None
     """The dim each int argument follows, by its path (``chunk``, ``sizes[1]``)."""
+    strength: str | None = None
+    """How strong the case is, as ``recording.strong`` measured it (the case's header)."""
 
     def at_recorded_sizes(self) -> Draft:
         return replace(self, sizes=dict(self.recorded))

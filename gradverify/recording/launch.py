@@ -145,6 +145,7 @@ def boot(argv: list[str]) -> None:
     atexit.register(note_compiled)
     sys.argv = list(rest)
     sys.excepthook = _script_traceback
+    _one_interrupt_per_signal()
     if module:
         sys.path.insert(0, os.getcwd())
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
@@ -153,12 +154,50 @@ def boot(argv: list[str]) -> None:
         runpy.run_path(script or rest[0], run_name="__main__")  # __file__ absolute, as python
 
 
+SAME_SIGNAL_S = 0.25
+"""Two SIGINTs this close together are one signal that reached the script twice: sent to the
+whole process group (the terminal's Ctrl-C, ``kill -INT -PGID``) and passed on by ``record``,
+which cannot always tell that the group got it."""
+
+
+def _one_interrupt_per_signal() -> None:
+    """The script's Ctrl-C raises one KeyboardInterrupt, as without gradverify, even when the
+    signal reaches it twice at once (``SAME_SIGNAL_S``). Only where the script would get
+    Python's own handler; a handler the script installs replaces this one."""
+    import signal
+    import time
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+    last = [-SAME_SIGNAL_S]
+
+    def interrupt(signum: int, frame: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < SAME_SIGNAL_S:
+            return
+        last[0] = now
+        raise KeyboardInterrupt
+
+    _HANDLERS.append(interrupt.__code__)  # its frame is left out of the script's traceback
+    signal.signal(signal.SIGINT, interrupt)
+
+
+_HANDLERS: list[Any] = []
+
+
 def _script_traceback(kind: type[BaseException], value: BaseException, tb: Any) -> None:
     """An uncaught exception of the script (Ctrl-C's KeyboardInterrupt too) printed as
     ``python script.py`` prints it: without the frames above the script's own (gradverify's
     launcher, its ``python -c`` boot code and runpy). Python then exits as it would (by SIGINT
-    for Ctrl-C)."""
+    for Ctrl-C). A second Ctrl-C while it prints is ignored: it cannot interrupt the hook into
+    a traceback of gradverify's own."""
+    import signal
+
+    with contextlib.suppress(ValueError):  # not the main thread: no signal handling to change
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     launcher = (frames.Owner.GRADVERIFY, frames.Owner.PYTHON, frames.Owner.NO_FILE)
+    for handler in _HANDLERS:
+        tb = frames.without_inner(tb, handler)
     inner = frames.without_outer(tb, launcher)
     shown = inner if inner is not None else tb  # a failure of the launcher itself: all of it
     sys.__excepthook__(kind, value.with_traceback(shown), shown)

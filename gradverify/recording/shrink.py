@@ -20,6 +20,7 @@ from typing import Any
 
 from gradverify.recording.draft import Draft, case_dict, draft
 from gradverify.recording.spool import Observation
+from gradverify.recording.strong import strong_case, strong_draft
 
 PROBE_TIMEOUT = 120.0
 
@@ -56,7 +57,8 @@ def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
         chosen = {}
         for d, r in zip(todo, answer["calls"], strict=True):
             redrafted = draft(d.source, frozenset(r["joined"])) if d.source else d
-            chosen[id(d)] = replace(redrafted, sizes=r["sizes"], notes=d.notes + tuple(r["notes"]))
+            chosen[id(d)] = strong_draft(replace(redrafted, sizes=r["sizes"],
+                                                 notes=d.notes + tuple(r["notes"])), r)
     except (subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
         note = f"the shrunk sizes were not tried: the probe failed ({type(exc).__name__})"
         chosen = {id(d): replace(d, notes=(*d.notes, note)) for d in todo}
@@ -89,7 +91,8 @@ def _probe_main() -> None:
         if choice.runs:
             joined |= gradients_computed(info, call, joined, choice.sizes)
         results.append({"joined": sorted(joined), "sizes": dict(choice.sizes),
-                        "notes": list(choice.notes)})
+                        "notes": list(choice.notes),
+                        **strong_case(info, call, joined, choice.sizes)})
     print(json.dumps({"calls": results}))
 
 

@@ -269,6 +269,8 @@ def _free_name(taken: set[str]) -> str:
 
 def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
     lines = [f"  - name: {name}   # signature {d.signature}"]
+    if d.strength:
+        lines.append(f"    # {d.strength}")
     if d.sizes:
         lines.append("    dims:")
         for dim, size in d.sizes.items():
@@ -310,6 +312,8 @@ def _yaml(value: Any, sizes: Mapping[str, int]) -> str:
             else:
                 parts.append(f"{k}: {_yaml(v, sizes)}")
         return "{" + ", ".join(parts) + "}"
+    if isinstance(value, list):  # literal values (an edge list)
+        return "[" + ", ".join(_yaml(v, sizes) for v in value) + "]"
     return flow_scalar(value)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import CHAR, LABEL, escaped, finding_line, score_lines
+from gradverify.report.text import CHAR, LABEL, escaped, finding_line, mutation_lines
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
@@ -43,6 +43,20 @@ class _Line:
 
     def __init__(self, *segments: tuple[str, str]) -> None:
         self.segments = [(escaped(text), style) for text, style in segments if text]
+        self._never_a_command()
+
+    def _never_a_command(self) -> None:
+        """A line whose text starts with ``::`` once leading spaces are stripped is a workflow
+        command to a CI runner (``::set-env``, ``::error file=...``): user text wrapped onto
+        the start of a line gets a backslash there, ``\\::``, and stays one line of text."""
+        for index, (text, style) in enumerate(self.segments):
+            stripped = text.lstrip()
+            if not stripped:
+                continue
+            if stripped.startswith("::"):
+                at = len(text) - len(stripped)
+                self.segments[index] = (f"{text[:at]}\\{stripped}", style)
+            return
 
     def plain(self) -> str:
         return "".join(text for text, _ in self.segments).rstrip()
@@ -92,6 +106,8 @@ class _Writer:
         for case in shown:
             yield _p("")
             yield from self.case(case)
+        if self.verbosity != Verbosity.VERBOSE:
+            yield from self.strength_notes([c for c in report.results if c not in shown])
         if report.errors:
             yield _p("")
             yield _p("errors", "bold underline")
@@ -107,7 +123,9 @@ class _Writer:
                 if error.internal:
                     yield _p("gradverify hit a bug (exit 4): please report it at the project's "
                              "issue tracker with the traceback above and the spec.", "red")
-        yield from self.mutants(report)
+        verbose = self.verbosity == Verbosity.VERBOSE
+        for text, style in mutation_lines(report.mutants, verbose, self.width):  # --mutate
+            yield _p(text, style)
         for note in report.notes:
             yield _p("")
             wrapped = self.wrap(f"note: {note}", "      ")
@@ -117,18 +135,18 @@ class _Writer:
         yield _p("")
         yield summary_line(report)
 
-    def mutants(self, report: Report) -> Iterator[_Line]:
-        """``--mutate``: each spec's score, its survivors and unexecuted mutants."""
-        if report.mutants:
-            yield _p("")
-            yield _p("mutation score", "bold underline")
-        for score in report.mutants:
-            first, *rest = score_lines(score, self.verbosity == Verbosity.VERBOSE)
-            yield from (_p(text, "yellow" if score.survived else "")
-                        for text in self.wrap(escaped(first), "    "))
-            for line in rest:  # escaped before wrapping, which would make a newline a space
-                yield from (_p(text) for text in self.wrap(escaped(line.strip()), "      ",
-                                                           "  "))
+    def strength_notes(self, cases: list[CaseResult]) -> Iterator[_Line]:
+        """Notes about what a spec cannot show (``STRENGTH_NOTES``), said for cases that pass
+        too: a PASS with a weight of ones proves less than it seems."""
+        for case in cases:
+            for check in case.rows:
+                for finding in check.findings:
+                    if finding.code not in STRENGTH_NOTES:
+                        continue
+                    yield _p("")
+                    where = f"  ({case.spec})" if case.spec else ""
+                    yield _Line((case.target, "bold"), (where, "dim"))
+                    yield from self.finding(check, finding)
 
     def overview(self, report: Report) -> Iterator[_Line]:
         """One line per spec file and target, a status character per case; the characters
@@ -275,6 +293,10 @@ def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
         else:
             grouped.append(row)
     return grouped
+
+
+STRENGTH_NOTES = ("GV130",)
+"""Notes shown even for a passing case: what its spec's inputs cannot show."""
 
 
 def _row_needed(check: CheckResult) -> bool:

@@ -19,6 +19,12 @@ def _data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _text(text: str) -> str:
+    """User text in an annotation: each line's control characters escaped (no escape sequence
+    reaches the log raw); its line breaks stay, as the annotation's own (``%0A``)."""
+    return "\n".join(escaped(line) for line in text.split("\n"))
+
+
 def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
@@ -53,10 +59,12 @@ def _render(report: Report) -> str:
                 # what fails the run is an error: an error finding, or any under --strict
                 kind = "error" if report.failed(check) and (
                     f.severity == Severity.ERROR or report.settings.strict) else "warning"
+                # messages carry user text (a crash's last output, an exception): escaped, so
+                # that no escape sequence reaches the log raw
                 message = f"{escaped(case.target)} [{escaped(case.case)}] {check.name}: " \
-                          f"{f.message}"
+                          f"{_text(f.message)}"
                 if f.hint:
-                    message += f"\nfix: {f.hint} (gradverify explain {f.code})"
+                    message += f"\nfix: {_text(f.hint)} (gradverify explain {f.code})"
                 lines.append(_annotation(kind, f.location, f"{f.code} {check.name}", message))
     for score in report.mutants:  # --mutate: a survivor is a weakness of the spec, a notice
         for survivor in score.survived:
@@ -64,6 +72,6 @@ def _render(report: Report) -> str:
                 "notice", survivor.location, "mutant survived",
                 f"{escaped(score.target)}: {survivor.mutation} survives: {survivor.why}"))
     for error in report.errors:
-        lines.append(_annotation("error", error.location, error.code, error.message))
+        lines.append(_annotation("error", error.location, error.code, _text(error.message)))
     lines.append(summary_line(report).plain())
     return "\n".join(lines) + "\n"

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import re
+import textwrap
+from collections.abc import Sequence
 
 from gradverify.results import Finding, MutantLine, MutationScore, Severity, Status
 
@@ -35,11 +37,11 @@ def finding_line(finding: Finding, check: str | None = None, *, expected: bool =
     label = "expected failure" if expected and finding.severity == Severity.ERROR else \
         LABEL[finding.severity]
     tag = f"{finding.code} {check}" if check else finding.code
-    return f"{where}{label}: {finding.message}  [{tag}]"
+    return escaped(f"{where}{label}: {finding.message}  [{tag}]")
 
 
 def hint_line(finding: Finding) -> str | None:
-    return f"note: {finding.hint}" if finding.hint else None
+    return escaped(f"note: {finding.hint}") if finding.hint else None
 
 
 def finding_text(finding: Finding, check: str | None = None, *, expected: bool = False,
@@ -71,11 +73,28 @@ def mutant_line(kind: str, mutant: MutantLine) -> str:
     return f"{where}{kind}: {mutant.mutation}: {mutant.why}"
 
 
-def score_lines(score: MutationScore, verbose: bool = False) -> list[str]:
+def score_lines(score: MutationScore, verbose: bool = False, width: int | None = None
+                ) -> list[str]:
     """A score, then its survivors and unexecuted mutants (equivalent ones with ``verbose``),
-    one line each, indented."""
+    indented; names escaped, then wrapped to ``width`` (None: not wrapped)."""
     shown = [("survived", score.survived), ("unexecuted", score.unexecuted)]
     if verbose:
         shown.append(("equivalent", score.equivalent))
-    return [score_line(score)] + [f"  {mutant_line(kind, m)}" for kind, found in shown
-                                  for m in found]
+    items = [(escaped(score_line(score)), "", "    ")] + [
+        (escaped(mutant_line(kind, m)), "  ", "      ") for kind, found in shown for m in found]
+    if width is None:
+        return [first + text for text, first, _ in items]
+    return [line for text, first, rest in items
+            for line in textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                                      break_long_words=False, break_on_hyphens=False)]
+
+
+def mutation_lines(scores: Sequence[MutationScore], verbose: bool, width: int
+                   ) -> list[tuple[str, str]]:
+    """The console's ``mutation score`` section, as (text, style): a heading, then each
+    score's lines (``score_lines``), the score itself highlighted when a mutant survived."""
+    lines = [("", ""), ("mutation score", "bold underline")] if scores else []
+    for score in scores:
+        for k, text in enumerate(score_lines(score, verbose, width)):
+            lines.append((text, "yellow" if k == 0 and score.survived else ""))
+    return lines

@@ -1,5 +1,6 @@
 """Findings about a case as a whole rather than one check: global state the target changed
-(GV012), a case that verified nothing (GV013), threads and processes left running (GV015),
+(GV012), a case that verified nothing (GV013), inputs outside forward's domain (GV023), threads
+and processes left running (GV015),
 running out of memory (GV016), an internal error while setting the case up (GV011), an
 unfinished spec (GV019), and findings that are consequences of another check's finding in the
 same case, or perhaps of a value ``gradverify init`` guessed."""
@@ -30,6 +31,12 @@ def nothing_verified_row(ctx: CheckContext, nothing: str | None) -> list[CheckRe
             location=ctx.forward_location,
             hint="make a floating input require grad in the spec (requires_grad: true), "
                  "and return at least one differentiable output"),))]
+
+
+def not_finite_row(finding: Finding) -> CheckResult:
+    """GV023: forward returned NaN or inf on the case's inputs, said once for the case."""
+    return CheckResult(name="inputs", status=Status.WARN, duration_s=0.0,
+                       summary="forward is not finite on these inputs", findings=(finding,))
 
 
 def left_running_row(ctx: CheckContext, before: leftovers.Running) -> list[CheckResult]:

@@ -14,11 +14,13 @@ from gradverify.targets import Capability, Target
 
 
 def forward_error(ctx: CheckContext) -> Finding | None:
-    """Call forward once on the float64 inputs; a raise makes every check of the case an error."""
+    """Call forward once on the float64 inputs. A raise (GV008) makes every check of the case
+    an error; an output that is not finite (GV023) means the inputs lie outside forward's
+    domain: the case's value comparisons are skipped, pointing at it."""
     from gradverify.checks import _calls as calls
 
     try:
-        calls.apply(ctx.info, ctx.args("double"))
+        applied = calls.apply(ctx.info, ctx.args("double"))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
@@ -41,6 +43,64 @@ def forward_error(ctx: CheckContext) -> Finding | None:
                        f"{ctx.case.name!r} ({shapes})",
                        location=calls.user_location(exc, ctx.info) or ctx.forward_location,
                        hint=hint)
+    found = _not_finite(ctx, applied.outputs, 0.0)
+    for shift in (ctx.tolerance.eps, -ctx.tolerance.eps):
+        if found is None:
+            found = _not_finite_nearby(ctx, shift)
+    return found
+
+
+def _not_finite_nearby(ctx: CheckContext, shift: float) -> Finding | None:
+    """GV023 when forward is not finite on the inputs moved by ``shift`` (every differentiable
+    entry at once), where finite differences evaluate it: sqrt or log at 0, acos at 1."""
+    import torch
+
+    from gradverify.checks import _calls as calls
+    from gradverify.checks._tensors import is_inexact, is_strided
+
+    args = ctx.args("double").clone()
+    moved = False
+    for i in args.diff_positions:
+        value = args.values[i]
+        if isinstance(value, torch.Tensor) and is_strided(value) and is_inexact(value) \
+                and type(value) is torch.Tensor:
+            with torch.no_grad():
+                value.add_(shift)
+            moved = True
+    if not moved:
+        return None
+    try:
+        applied = calls.apply(ctx.info, args)
+    except Exception:  # noqa: BLE001 -- forward's own checks on moved inputs: not this probe's
+        return None
+    return _not_finite(ctx, applied.outputs, shift)
+
+
+def _not_finite(ctx: CheckContext, outputs: list[object], shift: float) -> Finding | None:
+    """GV023 for the first floating output holding NaN or inf on the case's inputs, moved by
+    ``shift``."""
+    from gradverify.checks import _tensors as tensors
+
+    for j, out in enumerate(outputs):
+        where = tensors.first_not_finite(out)
+        if where is None:
+            continue
+        value, index = where
+        at = f"output {j}" + (f"[{', '.join(map(str, index))}]" if index else "")
+        inputs = (f"the inputs of case {ctx.case.name!r}" if not shift else
+                  f"the inputs of case {ctx.case.name!r} moved by {shift:+g} (where finite "
+                  "differences evaluate it)")
+        return Finding(
+            "GV023", Severity.WARNING,
+            f"forward returned {value} at {at} on {inputs}: the inputs lie "
+            f"{'on the edge of' if shift else 'outside'} forward's domain (a zero vector "
+            "normalised, a sqrt or log at 0, a 0/0 on a self-loop), so no value is compared "
+            "on them",
+            output=j, location=ctx.forward_location,
+            hint="choose inputs forward is defined on, away from its edges (an `init` such as "
+                 "`positive` or `uniform` with low: 0.1, a factory that avoids the singular "
+                 "point); if they are in its domain, forward is wrong there",
+            data={"value": value, "index": list(index), "shift": shift})
     return None
 
 

@@ -178,6 +178,10 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
     forward_error = classify.forward_error(ctx)
+    if forward_error is not None and forward_error.code == "GV023":
+        rows.about.append(casenotes.not_finite_row(forward_error))
+        _run_static_only(ctx, checks, options, rows)
+        return
     carrier: str | None = None
     """The check whose row carries forward's error: the root cause is said once, and every
     other check that needs forward is skipped, pointing at it."""
@@ -201,6 +205,23 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
         result, outcome, internal = _run_one(ctx, check)
         if outcome.nothing_verified and rows.nothing_verified is None:
             rows.nothing_verified = outcome.summary
+        ctx.results[check.name] = result
+        rows.add(ctx, result, internal)
+
+
+def _run_static_only(ctx: CheckContext, checks: list[Check], options: RunOptions,
+                     rows: _Rows) -> None:
+    """Forward is not finite on the case's inputs (GV023, a row about the case): every check
+    that compares values is skipped, pointing at it; the checks that read the class run."""
+    for check in checks:
+        rows.restore()
+        if not check.static:
+            rows.add(ctx, CheckResult(check.name, Status.SKIP, 0.0, "skipped: forward is not "
+                                      "finite on or near these inputs (GV023)"), None)
+            continue
+        ctx.options = options.check_options(check.name, ctx.spec, ctx.case)
+        ctx.mode = options.mode_for(check.name, ctx.spec, ctx.case)
+        result, _, internal = _run_one(ctx, check)
         ctx.results[check.name] = result
         rows.add(ctx, result, internal)
 

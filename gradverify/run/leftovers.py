@@ -121,9 +121,35 @@ def since(before: Running) -> tuple[list[str], list[int]]:
     deadline = time.monotonic() + GRACE_S
     for thread in new_threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    new_processes = set(snapshot().processes - before.processes)
-    return ([t.name for t in new_threads if t.is_alive()],
-            sorted(new_processes - _torch_processes(new_processes, torch_dir)))
+    return [t.name for t in new_threads if t.is_alive()], _new_processes(before, torch_dir)
+
+
+def _new_processes(before: Running, torch_dir: str | None) -> list[int]:
+    """Processes started since ``before`` that are not torch's. A process forked a moment ago
+    may not have run ``exec`` yet (on a loaded machine that takes a while): its command line is
+    still this process's, so it cannot be told apart. Such processes get ``GRACE_S`` to become
+    what they will be (torch's compile workers, say) or to end."""
+    deadline = time.monotonic() + GRACE_S
+    while True:
+        new = set(snapshot().processes - before.processes)
+        left = new - _torch_processes(new, torch_dir)
+        if not any(_not_yet_exec(pid) for pid in left) or time.monotonic() > deadline:
+            return sorted(left)
+        time.sleep(0.02)
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
+def _not_yet_exec(pid: int) -> bool:
+    """A child forked from this process that still runs this process's program, or one whose
+    command line cannot be read yet (empty while ``exec`` replaces it)."""
+    own, theirs = _cmdline(os.getpid()), _cmdline(pid)
+    return own is not None and theirs is not None and theirs in (own, b"")
 
 
 def kill(pids: list[int]) -> None:

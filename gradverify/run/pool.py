@@ -14,16 +14,13 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 
 from gradverify.choices import cores, worker_count
 from gradverify.discover import Plan
@@ -32,6 +29,7 @@ from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
 from gradverify.run import leftovers, messages
 from gradverify.run import worker as worker_process
+from gradverify.run.output import Output, last_lines
 from gradverify.run.tasks import (
     Task,
     TaskOutcome,
@@ -43,12 +41,15 @@ from gradverify.run.tasks import (
     mark_interrupted,
     timed_out,
 )
-from gradverify.syspath import own_module_command
 from gradverify.targets.names import parse_target
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
 START_DEADLINE = 180.0
+IMPORT_DEADLINE = 120.0
+"""Seconds one target's import may take while targets are discovered (or the case timeout,
+when that is longer): a module that hangs on import is told apart from a slow one, and a
+tiny ``--timeout`` bounds cases, not imports (GV009, not GV003)."""
 """Seconds a worker may take to start (a fresh Python importing torch and gradverify, until
 it says ``Ready``), apart from the per-case ``--timeout``: on a loaded CI runner torch's import
 alone can take tens of seconds, and a case's limit starts when the case starts. A worker that
@@ -59,7 +60,7 @@ misses it is GV018 (no worker could start), never a case's timeout (GV009)."""
 class _Worker:
     process: subprocess.Popen[bytes]
     conn: Connection
-    log: Path
+    output: Output
     spawned: float
     """When it was started (``time.monotonic()``): its start deadline counts from here."""
     task: Task | None = None
@@ -86,8 +87,13 @@ class Pool:
         self.versions: dict[str, str] = {}
         self.start_error: ErrorEntry | None = None
         """Why a worker did not start (GV018); the cases no started worker can run get it."""
-        self._logs = tempfile.TemporaryDirectory(prefix="gradverify-")
         self._before = leftovers.descendants(os.getpid())
+        self._jobs = 0
+
+    def new_job_index(self) -> int:
+        """A job index no task run in this pool had (the pytest plugin runs one job a call)."""
+        self._jobs += 1
+        return self._jobs
 
     def fit(self, cases: int) -> str | None:
         """Run ``cases`` cases with no more workers than they need; the note that says so when
@@ -108,7 +114,6 @@ class Pool:
         # What a worker that died on its own left behind was adopted by this process (the
         # command line inherits orphans too): nothing outlives the run.
         leftovers.kill(sorted(leftovers.descendants(os.getpid()) - self._before))
-        self._logs.cleanup()
 
     def prestart(self, count: int) -> None:
         """Start workers now, without waiting for them to import torch."""
@@ -116,20 +121,9 @@ class Pool:
             self._start()
 
     def _start(self) -> _Worker:
-        mine, theirs = socket.socketpair()
-        log = Path(self._logs.name) / f"worker-{len(self.workers)}-{time.monotonic_ns()}.log"
-        # Its own session: the terminal's Ctrl-C reaches the parent alone (which stops the
-        # workers), and everything a worker starts can be killed with its process group.
         threads = max(1, cores() // self.jobs) if self.jobs > 1 else 0
-        with open(log, "ab") as output:  # from the start: what a failed start says is kept
-            process = subprocess.Popen(
-                own_module_command("gradverify.run.worker", str(theirs.fileno()), str(log),
-                                   str(threads)),
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, preexec_fn=worker_process.die_with_parent(),
-                start_new_session=True)
-        theirs.close()
-        worker = _Worker(process, Connection(mine.detach()), log, time.monotonic())
+        process, conn, output = worker_process.spawn(threads)
+        worker = _Worker(process, conn, output, time.monotonic())
         self.workers.append(worker)
         return worker
 
@@ -159,7 +153,7 @@ class Pool:
         self._retire(worker)
         return ErrorEntry(None, None, "GV018",
                           f"a worker process (a fresh Python that imports torch and gradverify "
-                          f"to run the cases) {how}{worker_process.log_tail(worker.log)}; the "
+                          f"to run the cases) {how}{last_lines(worker.output)}; the "
                           "cases it was to run did not run. Check that `python -c \"import "
                           "torch, gradverify\"` works in this environment (the interpreter "
                           f"{shown_path(sys.executable)})")
@@ -193,7 +187,8 @@ class Pool:
                                                     spec_file=plan.spec_file)))
             current = None
             while True:
-                message = self._receive(worker, self.timeout)
+                # an import is no case: the case timeout bounds it only when it is the longer
+                message = self._receive(worker, max(self.timeout, IMPORT_DEADLINE))
                 if isinstance(message, messages.Discovering):
                     # what the targets before it found, then the next target's name
                     found.jobs += message.jobs
@@ -217,14 +212,14 @@ class Pool:
             worker.process.wait(timeout=2)
             how = ended(worker.process.returncode)
         except subprocess.TimeoutExpired:
-            how = f"did not finish within {self.timeout:g} s"
+            how = f"did not finish within {max(self.timeout, IMPORT_DEADLINE):g} s"
         _kill(worker)
         self._retire(worker)
         module = parse_target(target).module or target
         return ErrorEntry(target, None, "GV003",
                           f"importing {module} {how}: the module ends or hangs the process "
                           "when imported (os._exit, a native abort, a wait)"
-                          + worker_process.log_tail(worker.log))
+                          + last_lines(worker.output))
 
     def run(self, tasks: list[Task],
             progress: Callable[[int, int, str], None] | None) -> TaskOutcomes:
@@ -312,7 +307,7 @@ class Pool:
                 ended += 1
                 continue
             worker.task, worker.started, worker.check = task, time.monotonic(), None
-            worker.log_offset = worker_process.log_size(worker.log)
+            worker.log_offset = worker.output.size
             worker.conn.send(messages.RunTask(task, self.options))
             if progress:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
@@ -366,12 +361,12 @@ class Pool:
             self.workers.remove(worker)
 
     def _lost(self, worker: _Worker, task: Task) -> TaskOutcome:
-        return lost(task, worker.check, worker_process.log_tail(worker.log, worker.log_offset))
+        return lost(task, worker.check, last_lines(worker.output, worker.log_offset))
 
     def _crashed(self, worker: _Worker, task: Task) -> TaskOutcome:
         _reap(worker)
         return crashed(task, worker.check, worker.process.returncode,
-                       worker_process.log_tail(worker.log, worker.log_offset))
+                       last_lines(worker.output, worker.log_offset))
 
     def _timed_out(self, worker: _Worker, task: Task) -> TaskOutcome:
         return timed_out(task, worker.check, self.timeout)

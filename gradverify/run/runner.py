@@ -18,7 +18,17 @@ from gradverify.discover import Job, Plan, resolve_deferred
 from gradverify.errors import RunInterrupted, interrupt_signal
 from gradverify.mutants.merge import scores
 from gradverify.options import RunOptions
-from gradverify.results import CaseResult, ErrorEntry, Report, ReportSettings
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    ErrorEntry,
+    Finding,
+    Report,
+    ReportSettings,
+    Severity,
+    Status,
+    worst,
+)
 from gradverify.run.execute import execute
 from gradverify.run.tasks import (
     UNSUPPORTED_ROW,
@@ -88,13 +98,21 @@ def run_tasks(tasks: list[Task], options: RunOptions, cache: dict[int, Any],
             outcomes[task.index] = execute(task, options, cache)
 
 
-def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None
-            ) -> tuple[list[CaseResult], list[ErrorEntry]]:
-    """Every selected case of one job, in this process, as a run gives them: the smallest case
-    marked, the findings across its cases added (GV124). The pytest plugin's one way to run."""
+def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None,
+            pool: Any = None) -> tuple[list[CaseResult], list[ErrorEntry]]:
+    """Every selected case of one job as a run gives them: the smallest case marked, the
+    findings across its cases added (GV124). In the ``pool``'s worker processes (a
+    ``gradverify.run.pool.Pool``: crashes and hangs become that case's error), else in this
+    process. The pytest plugin's one way to run."""
     tasks = plan_tasks([job], options)
     outcomes: dict[int, Any] = {}
-    run_tasks(tasks, options, {} if cache is None else cache, outcomes)
+    if pool is not None:
+        # a worker keeps each job's preparation by its index: a job new to the pool, a new one
+        index = pool.new_job_index()
+        tasks = [replace(t, job_index=index) for t in tasks]
+        outcomes = pool.run(tasks, None)
+    else:
+        run_tasks(tasks, options, {} if cache is None else cache, outcomes)
     return _collect(tasks, outcomes)
 
 
@@ -113,6 +131,8 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
         results=tuple(results), errors=tuple(dict.fromkeys([*plan.errors, *errors])),
         duration_s=time.perf_counter() - started, versions=version_info,
         notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options))
+        + (("--only (or `only =` in pyproject.toml) names no check: nothing was selected",)
+           if options.only == () else ())
         + tuple(_unsupported(results)), mutants=mutants)
 
 
@@ -128,8 +148,11 @@ def _unsupported(results: list[CaseResult]) -> list[str]:
 
 
 def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
-    """Cases to run, after --case and --shard, knowing only the specs (no import)."""
+    """Cases to run, after --case and --shard, knowing only the specs (no import). An empty
+    ``--only`` (an unset variable, ``only = []``) selects nothing: exit 5, as pytest does."""
     tasks: list[Task] = []
+    if options.only is not None and not options.only:
+        return tasks
     for job_index, job in enumerate(jobs):
         cases = job.spec.cases if job.spec else ()
         names = [c.name for c in cases] if job.spec else ["inferred"]
@@ -177,7 +200,8 @@ def _size(case: Case) -> float:
 
 def _in_shard(job: Job, case: str, shard: tuple[int, int]) -> bool:
     k, n = shard
-    key = f"{job.target}\0{job.spec.path if job.spec else ''}\0{case}".encode()
+    key = f"{job.target}\0{job.spec.path if job.spec else ''}\0{case}".encode(
+        "utf-8", "surrogateescape")  # the same bytes in every locale (see case_seed)
     return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") % n == k - 1
 
 
@@ -207,8 +231,21 @@ def _across_cases(results: list[CaseResult]) -> list[CaseResult]:
         if not found:
             continue
         first = next(i for i, r in enumerate(results) if any(c.name == name for c in r.checks))
-        checks = tuple(replace(c, findings=c.findings + found) if c.name == name else c
+        checks = tuple(_with_findings(c, found) if c.name == name else c
                        for c in results[first].checks)
-        results = [*results[:first], replace(results[first], checks=checks),
+        case = results[first]
+        status = worst([c.status for c in (*checks, *case.about_case)], Status.SKIP)
+        results = [*results[:first], replace(case, checks=checks, status=status),
                    *results[first + 1:]]
     return results
+
+
+def _with_findings(row: CheckResult, found: tuple[Finding, ...]) -> CheckResult:
+    """``row`` with findings about every case added: a warning among them makes a passing row
+    warn (its summary says so), as a check's own warning would."""
+    warning = next((f for f in found if f.severity == Severity.WARNING), None)
+    if warning is None or row.status != Status.PASS:
+        return replace(row, findings=row.findings + found)
+    clause = warning.message.split("; ")[0]
+    summary = clause if len(clause) <= 120 else clause[:117].rsplit(" ", 1)[0] + "..."
+    return replace(row, findings=row.findings + found, status=Status.WARN, summary=summary)

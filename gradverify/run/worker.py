@@ -1,16 +1,18 @@
-"""A worker process (``gradverify.run.worker FD LOG THREADS``, started with
+"""A worker process (``gradverify.run.worker FD THREADS``, started with
 ``syspath.own_module_command``): imports targets and runs one case at a time for the parent's
-``gradverify.run.pool.Pool``, sending back frozen results over its socket. Its output goes to the
-log file; it runs in a session of its own, and inherits what its descendants orphan."""
+``gradverify.run.pool.Pool``, sending back frozen results over its socket. Its stdout and stderr
+are a pipe the parent drains, keeping the first and last bytes (``run.output``); it runs in a
+session of its own, and inherits what its descendants orphan."""
 from __future__ import annotations
 
 import importlib
 import os
 import signal
+import socket
+import subprocess
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from gradverify.discover import Plan, resolve_deferred
@@ -25,14 +27,13 @@ from gradverify.run.messages import (
     RunTask,
     TaskResult,
 )
+from gradverify.run.output import Output
 from gradverify.run.tasks import Task, TaskOutcome
+from gradverify.syspath import own_module_command
 
 
-def worker_main(conn: Connection, log_path: str, threads: int) -> None:
+def worker_main(conn: Connection, threads: int) -> None:
     """The worker loop: answer the parent's messages until it closes its end."""
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
     leftovers.adopt_orphans()
     from gradverify.torchstate import import_torch
 
@@ -97,39 +98,54 @@ def _internal(task: Task, exc: BaseException) -> ErrorEntry:
                       "".join(traceback.format_exception(exc)), internal=True)
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """What the forked worker runs before exec so that the kernel kills it when the parent dies
-    for any reason, SIGKILL included (Linux ``prctl(PR_SET_PDEATHSIG)``): no path leaves an
-    orphan. libc is loaded here, in the parent, because the child between fork and exec must
-    not import or take locks (a progress-bar thread may hold them). Elsewhere, None: a worker
-    then notices its parent's death at its next read (end of file)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
+def spawn(threads: int) -> tuple[subprocess.Popen[bytes], Connection, Output]:
+    """Start a worker: its process, the parent's end of its socket, and its output (a pipe
+    drained into a bounded ``Output``). It runs in its own session: the terminal's Ctrl-C
+    reaches the parent alone (which stops the workers), and everything a worker starts can be
+    killed with its process group."""
+    mine, theirs = socket.socketpair()
+    output, (read, write) = Output(), os.pipe()
+    try:
+        process = subprocess.Popen(
+            own_module_command("gradverify.run.worker", str(theirs.fileno()), str(threads)),
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=write,
+            stderr=subprocess.STDOUT, preexec_fn=child_setup(), start_new_session=True)
+    finally:
+        os.close(write)
+        theirs.close()
+    output.read_from(read)
+    return process, Connection(mine.detach()), output
 
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+def child_setup() -> Callable[[], None] | None:
+    """What the forked worker runs before exec. Its core-dump limit is 0: a Function that
+    segfaults must not write a core file (hundreds of MB, named ``core``, over the user's own)
+    into the project. On Linux the kernel also kills it when the parent dies for any reason,
+    SIGKILL included (``prctl(PR_SET_PDEATHSIG)``): no path leaves an orphan. Everything is
+    loaded here, in the parent, because the child between fork and exec must not import or take
+    locks (a progress-bar thread may hold them). None where there is nothing to do."""
+    try:
+        import resource
+
+        no_core = (resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        setrlimit: Callable[..., None] | None = resource.setrlimit
+    except (ImportError, AttributeError, ValueError, OSError):
+        setrlimit = None
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     pr_set_pdeathsig, sigkill = 1, int(signal.SIGKILL)
-    return lambda: prctl(pr_set_pdeathsig, sigkill)
 
+    def setup() -> None:
+        if setrlimit is not None:
+            setrlimit(*no_core)
+        if prctl is not None:
+            prctl(pr_set_pdeathsig, sigkill)
 
-def log_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def log_tail(log: Path, offset: int = 0, lines: int = 5) -> str:
-    """The last lines a worker printed since ``offset`` (its current task's output)."""
-    try:
-        with log.open("rb") as handle:
-            handle.seek(offset)
-            text = handle.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    tail = [line for line in text if line.strip()][-lines:]
-    return ("; its last output: " + " | ".join(tail)) if tail else ""
+    return setup if setrlimit is not None or prctl is not None else None
 
 
 if __name__ == "__main__":
-    worker_main(Connection(int(sys.argv[1])), sys.argv[2], int(sys.argv[3]))
+    worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]))

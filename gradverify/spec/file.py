@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -48,13 +49,18 @@ def load_file(path: str | Path) -> list[Spec]:
     path = Path(path)
     shown = shown_path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise SpecError(f"not a spec: {size / 1024**2:.1f} MiB is far larger than a spec "
-                            f"(at most {MAX_SPEC_BYTES // 1024**2} MiB); move the file out of the "
-                            "spec folder or add it to `exclude` in [tool.gradverify]",
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise SpecError("not a spec: not a regular file (a device, a FIFO or a socket, which "
+                            "could be read forever); name a YAML file", file=shown, line=None,
+                            code="GV001")
+        with path.open("rb") as handle:  # bounded: the file may grow while it is read
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+        if len(raw) > MAX_SPEC_BYTES:
+            raise SpecError(f"not a spec: it is far larger than a spec (at most "
+                            f"{MAX_SPEC_BYTES // 1024**2} MiB); move the file out of the spec "
+                            "folder or add it to `exclude` in [tool.gradverify]",
                             file=shown, line=None, code="GV001")
-        raw = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read spec file: {exc.strerror or exc}", file=shown, line=None,
                         code="GV001") from None
@@ -181,6 +187,23 @@ class _Validator(ArgsReader):
                             f"\">=2.4.1\", got {value!r}", line, key)
         return tuple(int(n) for n in match.groups() if n is not None)
 
+    def declared(self, data: Any, at: Any, attempt: Any
+                 ) -> tuple[dict[str, str], tuple[str, ...]]:
+        """What the spec declares about its target's verdicts: ``expect:`` (failures it
+        accepts) and ``zero_grad:`` (inputs whose gradient is zero by design)."""
+        return (attempt(self.expect, data.get("expect", {}), at("expect"), "expect", default={}),
+                attempt(self.parameter_names, data.get("zero_grad", []), at("zero_grad"),
+                        "zero_grad", default=()))
+
+    def parameter_names(self, value: Any, line: int | None, key: str) -> tuple[str, ...]:
+        """``zero_grad:``: input names as reports give them (``weight``, ``xs[1]``)."""
+        names = self.strings(value, line, key)
+        for name in names:
+            if not re.match(r"^[A-Za-z_][\w.]*(\[\d+\])?$", name):
+                raise self.fail(f"expected input names like 'weight' or 'xs[1]', got {name!r}",
+                                line, key)
+        return names
+
     def imports(self, value: Any, line: int | None, key: str) -> tuple[str, ...]:
         names = self.strings(value, line, key)
         for name in names:
@@ -205,7 +228,8 @@ class _Validator(ArgsReader):
     def spec(self, doc: Any, doc_line: int | None) -> Spec:
         """A spec document. Every error in it is found, not only the first: each part (the
         top-level keys, each case) is validated on its own, and all errors are raised together
-        (the first, with the others attached)."""
+        (the first, with the others attached). Long because it reads every top-level key in
+        the order of the format, each through ``attempt``."""
         errors: list[SpecError] = []
 
         def attempt(read: Any, *args: Any, default: Any = None) -> Any:
@@ -236,7 +260,7 @@ class _Validator(ArgsReader):
         tolerance = attempt(self.tolerance, data.get("tolerance", {}), at("tolerance"),
                             "tolerance", default=Tolerance())
         checks = attempt(self.checks, data.get("checks", {}), at("checks"), "checks", default={})
-        expect = attempt(self.expect, data.get("expect", {}), at("expect"), "expect", default={})
+        expect, zero_grad = self.declared(data, at, attempt)
         cases: list[Case] = []
         raw_cases = data.get("cases")
         if "cases" not in data:
@@ -261,7 +285,8 @@ class _Validator(ArgsReader):
             raise _together(errors)
         return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
                     reference=reference, tolerance=tolerance, checks=checks, expect=expect,
-                    imports=imports, init_args=init_args, requires_torch=requires_torch)
+                    zero_grad=zero_grad, imports=imports, init_args=init_args,
+                    requires_torch=requires_torch)
 
     def dims(self, value: Any, line: int | None, key: str) -> dict[str, tuple[int, ...]]:
         data = self.mapping(value, line, key, "named sizes like {N: [1, 4], D: 3}")

@@ -98,7 +98,10 @@ def describe(name: str, value: Any) -> InputInfo:
 
 
 def case_seed(seed: int, target: str, case: str) -> int:
-    digest = hashlib.sha256(f"{seed}\0{target}\0{case}".encode()).digest()
+    # surrogateescape: a name read from argv under an ASCII locale holds its UTF-8 bytes as
+    # escapes, which give back the same bytes, so the seed is the same in every locale
+    digest = hashlib.sha256(f"{seed}\0{target}\0{case}".encode("utf-8", "surrogateescape")
+                            ).digest()
     return int.from_bytes(digest[:8], "little") & (2**63 - 1)
 
 

@@ -5,6 +5,7 @@ inits, keys) they are validated against. Reading and validating spec files is
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,10 +47,13 @@ TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "d
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
-             "tolerance", "checks", "expect", "cases")
+             "tolerance", "checks", "expect", "zero_grad", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 SPEC_SUFFIXES = (".yaml", ".yml")
 """What a spec file's name ends with."""
+NAMED_SPEC_SUFFIXES = (*SPEC_SUFFIXES, ".json")
+"""What a spec file named on the command line may end with: JSON is YAML, so a spec a tool
+wrote as JSON reads as it is (spec folders hold ``.yaml``/``.yml`` files only)."""
 _MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
 OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
 """An operator's name, ``namespace::op`` or ``namespace::op.overload``."""
@@ -199,6 +203,9 @@ class Spec:
     """Modules whose import registers the op an op-name target (``ns::op``) names."""
     init_args: Mapping[str, Any] = field(default_factory=dict)
     """Constructor arguments of an ``nn.Module`` target."""
+    zero_grad: tuple[str, ...] = ()
+    """Inputs whose gradient is zero by design (``zero_grad: [mask_logits]``): a gradient that
+    is zero on every case is no warning for them (GV129)."""
     inferred: bool = False
     """Built from forward's signature because no spec file names the target."""
     requires_torch: tuple[int, ...] = ()
@@ -240,9 +247,16 @@ def is_op_name(text: str) -> bool:
 
 def canonical_target(text: str) -> str:
     """``torch.ops.ns:op`` or ``torch.ops.ns.op[.overload]`` (as Python spells an op) as the
-    op's name ``ns::op[.overload]``; any other target as it is."""
+    op's name ``ns::op[.overload]``; any other target as it is, its ``:Name`` normalised as
+    Python normalises identifiers (NFKC: ``Café`` typed as ``Cafe`` + a combining accent is
+    the class ``Café``). A file path keeps the file system's spelling."""
     spelt = re.fullmatch(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)", text)
-    return f"{spelt.group(1)}::{spelt.group(2)}" if spelt else text
+    if spelt:
+        return f"{spelt.group(1)}::{spelt.group(2)}"
+    module, sep, name = text.rpartition(":")
+    if sep and module and not is_op_name(text):
+        return f"{module}:{unicodedata.normalize('NFKC', name)}"
+    return text
 
 
 def is_target_string(text: str) -> bool:

@@ -9,7 +9,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradverify.spec.model import SPEC_SUFFIXES, canonical_target, is_op_name, is_target_string
+from gradverify.spec.model import (
+    NAMED_SPEC_SUFFIXES,
+    SPEC_SUFFIXES,
+    canonical_target,
+    is_op_name,
+    is_target_string,
+)
 
 OP = "op"
 ATTRIBUTE = "attribute"
@@ -53,14 +59,14 @@ def parse_target(text: str) -> TargetName:
         return TargetName(text, OP)
     if path.is_dir() and not is_package_folder(text):
         return TargetName(text, SPECS)
-    if text.endswith(SPEC_SUFFIXES):
+    if text.endswith(NAMED_SPEC_SUFFIXES):
         return TargetName(text, SPECS)
     if ":" in text and not path.exists():
         return TargetName(text, ATTRIBUTE)
-    if text.endswith(".py") or path.is_file() or (is_target_string(f"{text}:X")
-                                                  and "/" not in text):
+    if text.endswith(".py") or (is_target_string(f"{text}:X") and "/" not in text
+                                and not path.is_file()):
         return TargetName(text, MODULE)
-    return TargetName(text, UNKNOWN)
+    return TargetName(text, UNKNOWN)  # a file of another kind (a name without .py or .yaml)
 
 
 def is_package_folder(name: str) -> bool:

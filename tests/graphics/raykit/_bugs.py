@@ -1,0 +1,3 @@
+import os
+
+PLANTED = os.environ.get("RAYKIT_BUGS") == "1"

@@ -1,0 +1,114 @@
+"""Whatever the environment a run starts in, its verdict is the Function's: a deleted working
+directory, a POSIX locale with UTF-8 mode off, a tiny ``--timeout`` (a case timeout, never an
+import problem), ``verify()`` called inside ``with torch.device("meta")`` or another
+torch-function mode, and ``verify()`` given arguments of the wrong type (a TypeError naming the
+argument; a string is one name)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradverify import verify
+from hostile import GOOD, GRADVERIFY, gv, make_project, unwrap
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
+
+
+def _installed() -> None:
+    if not GRADVERIFY:
+        pytest.skip("the gradverify command is not installed")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a deleted cwd as Linux has it")
+def test_a_deleted_working_directory_is_a_clear_error_not_a_bug(tmp_path):
+    _installed()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"cd {gone} && rmdir {gone} && {GRADVERIFY} check"
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 2, result.stderr
+    assert "the current directory no longer exists" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX locale as Linux has it")
+def test_a_non_ascii_target_under_a_posix_locale(project):
+    _installed()
+    (project / "ünï.py").write_text(GOOD.replace("class Good", "class Café"), encoding="utf-8")
+    env = {"LC_ALL": "POSIX", "LANG": "", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    for target in ("ünï.py:Café", "ünï:Café"):
+        result = gv(project, "check", target, "--json", "r.json", env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads((project / "r.json").read_text(encoding="utf-8"))
+        assert report["results"][0]["status"] == "pass"
+    utf8 = gv(project, "check", "ünï:Café", "--json", "u.json")
+    seeded = [json.loads((project / n).read_text(encoding="utf-8"))["results"][0]["inputs"]
+              for n in ("r.json", "u.json")]
+    assert seeded[0] == seeded[1] and utf8.returncode == 0  # the same case in every locale
+
+
+def test_a_tiny_timeout_is_a_case_timeout_not_an_import_problem(project):
+    _installed()
+    result = gv(project, "check", "good:Good", "--timeout", "1e-9")
+    assert result.returncode == 1, result.stdout
+    assert "GV009" in result.stdout and "GV003" not in result.stdout
+    assert "importing good" not in unwrap(result.stdout)
+
+
+SPEC = {"cases": [{"name": "c", "args": {"x": {"shape": [3]}}}]}
+
+
+def _good():
+    namespace: dict = {}
+    exec(compile(GOOD, "good_inline.py", "exec"), namespace)
+    return namespace["Good"]
+
+
+def test_verify_inside_a_meta_device_context_verifies_on_the_cpu():
+    good = _good()
+    with torch.device("meta"):
+        report = verify(good, spec=SPEC)
+        assert torch.zeros(1).device.type == "meta"  # the caller's context is given back
+    assert report.ok and not report.errors
+    assert {c.status.value for case in report.results for c in case.rows} <= {"pass", "skip"}
+
+
+def test_verify_inside_a_torch_function_mode_is_not_changed_by_it():
+    good = _good()
+    seen: list[object] = []
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Spy():
+        report = verify(good, spec=SPEC)
+        assert torch.overrides._get_current_function_mode_stack()  # still the caller's
+    assert report.ok and seen == []
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"spec": 42}, "verify(spec=...) takes a spec file's path"),
+    ({"spec": [{"args": {}}]}, "got list"),
+    ({"checks": 5}, "verify(checks=...) takes a name or an iterable of names, got int"),
+    ({"skip": ["lint", 3]}, "verify(skip=...) takes names (strings), got int 3"),
+])
+def test_verify_with_arguments_of_the_wrong_type_raises_a_type_error(kwargs, message):
+    with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("...", r"\.\.\.")):
+        verify(_good(), **kwargs)
+
+
+def test_verify_takes_a_string_as_one_check_name():
+    report = verify(_good(), spec=SPEC, checks="gradcheck")
+    assert [c.name for case in report.results for c in case.checks] == ["gradcheck"]
