@@ -25,7 +25,10 @@ def merge(target: str, spec: str | None, runs: Iterable[MutantRun]) -> MutationS
         note = note or first.data.get("note")
         if "killed" in verdicts:
             killed += 1
-        elif verdicts - {"inapplicable", "unexecuted"} == {"equivalent"}:
+        elif verdicts - {"inapplicable", "unexecuted"} == {"equivalent"} or (
+                "equivalent" in verdicts and all(r.data.get("difference") == 0.0 for r in seen
+                                                 if r.verdict == "survived")):
+            # equivalent where a case could tell, and no change at all in the others
             same = next(r for r in seen if r.verdict == "equivalent")
             equivalent.append(_line(same, str(same.data.get("why", "equivalent"))))
         elif verdicts <= {"inapplicable"}:
