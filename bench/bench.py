@@ -115,6 +115,12 @@ def main() -> None:
     rows.append(("record: 100 training steps, 5 Functions", recorded, plain,
                  "<= 1.05x without recording", "ok" if recorded / plain <= 1.05 else "MISSED"))
 
+    check_s, mutate_s = (float(v) for v in subprocess.run(
+        [PY, "mutate.py", str(repeat)], cwd=HERE, capture_output=True, text=True, check=True
+    ).stdout.split())
+    rows.append(("check --mutate vs check, bundled specs", mutate_s, check_s, "<= 3x check",
+                 "ok" if mutate_s / check_s <= 3 else "MISSED"))
+
     # A custom op (opcheck's four tests included) against the same math as a Function class,
     # whole command. The first call of any custom op in a process imports torch._dynamo (torch's
     # custom-op dispatch is wrapped in `torch._compile._disable_dynamo`): a bare script that

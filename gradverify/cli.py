@@ -92,6 +92,8 @@ def cli() -> None:
               "whose target, reference, factory or imports: is a changed .py file; ignore other "
               "files; nothing to check is success.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
+@click.option("--mutate", is_flag=True, default=None, help="Also run mutants of each backward "
+              "against its cases: each spec's mutation score, and why each survivor lived.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Every case's check table, notes and details such as full Jacobian blocks.")
 @click.option("-q", "--quiet", is_flag=True,
@@ -101,9 +103,9 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
           only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
           fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,
           fmt: str | None, output: str | None, json_file: str | None, junit_file: str | None,
-          repro_dir: str | None, jobs: str | None,
-          timeout: float | None, shard: str | None, no_isolate: bool, changed: bool,
-          strict: bool | None,
+          repro_dir: str | None, jobs: str | None, timeout: float | None,
+          shard: str | None, no_isolate: bool, changed: bool, strict: bool | None,
+          mutate: bool | None,
           verbose: bool, quiet: bool, no_color: bool) -> int:
     """Verify Functions, custom ops, functions and modules.
 
@@ -131,7 +133,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
         shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose,
-        repro=repro is not None)
+        repro=repro is not None, mutate=mutate)
     fmt = fmt or config.format
     color = terminal.color(no_color)
     interrupted: RunInterrupted | None = None

@@ -21,7 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 KEYS = ("specs", "exclude", "checks", "only", "skip", "tolerance", "seed", "device", "mode",
-        "jobs", "timeout", "fail-on-warnings", "strict", "format")
+        "jobs", "timeout", "fail-on-warnings", "strict", "format", "mutate")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Config:
     jobs: str | None = None
     timeout: float | None = None
     strict: bool | None = None
+    mutate: bool | None = None
     format: str | None = None
 
     def spec_dirs(self) -> list[Path]:
@@ -136,6 +137,8 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
     for key in ("strict", "fail-on-warnings"):  # fail-on-warnings: the documented name
         if key in section:
             values["strict"] = read.boolean(section[key], None, key)
+    if "mutate" in section:
+        values["mutate"] = read.boolean(section["mutate"], None, "mutate")
     if "device" in section:
         values["device"] = read.string(section["device"], None, "device")
         if not DEVICE_RE.match(values["device"]):

@@ -69,6 +69,8 @@ class RunOptions:
     repro: bool = False
     """``--repro DIR``: failures shrunk get a bare-torch script (``run.repro``), which the
     command line writes under DIR."""
+    mutate: bool = False
+    """Run mutants of each target's backward against its cases (``gradverify.mutants``)."""
     mode_flag: bool = False
     """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
     check's own ``mode`` option, in specs too."""
@@ -81,7 +83,8 @@ class RunOptions:
                     eps: float | None = None, strict: bool | None = None,
                     jobs: int | str | None = None, timeout: float | None = None,
                     shard: str | None = None, isolate: bool = False, changed: bool = False,
-                    verbose: bool = False, repro: bool = False) -> RunOptions:
+                    verbose: bool = False, repro: bool = False,
+                    mutate: bool | None = None) -> RunOptions:
         """The options of a run: each flag given (not None) over ``config`` (pyproject) over
         the default. Raises ``UsageError`` for a value no run can take."""
         from gradverify.registry import unknown_check
@@ -114,7 +117,7 @@ class RunOptions:
             timeout=timeout if timeout is not None else
             config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
             shard=parse_shard(shard), changed=changed, mode_flag=mode is not None,
-            repro=repro)
+            repro=repro, mutate=bool(mutate if mutate is not None else config.mutate))
 
     # -- the levels of a spec and a case
 

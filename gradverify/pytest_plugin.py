@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from gradverify.config import Config
     from gradverify.options import RunOptions
+    from gradverify.results import MutationScore
 
 
 class GradverifyWarning(UserWarning):
@@ -43,10 +44,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gradverify-no-isolate", action="store_true", default=False,
                     help="run the cases in the pytest process (for debuggers; a crash or hang "
                          "of a Function then ends the session), not in worker processes")
+    group.addoption("--gradverify-mutate", action="store_true", default=None,
+                    help="also run mutants of each target's backward against its spec's cases "
+                         "and show each spec's mutation score (as `gradverify check --mutate`)")
 
 
 _CONFIG = pytest.StashKey["Config"]()
 _OPTIONS = pytest.StashKey["RunOptions"]()
+_SCORES = pytest.StashKey["list[MutationScore]"]()
 
 
 def _config(config: pytest.Config) -> Config:
@@ -69,8 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:  # once per session: a bad setting stops it before anything is collected
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
         config.stash[_OPTIONS] = replace(RunOptions.from_config(
-            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate")),
-            user_paths=_user_paths())
+            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"),
+            mutate=config.getoption("gradverify_mutate")), user_paths=_user_paths())
+        config.stash[_SCORES] = []
     except (InputError, UsageError) as exc:
         code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""
         raise pytest.UsageError(f"gradverify: {exc}{code}") from None
@@ -209,6 +215,9 @@ class TargetNode(pytest.Collector):
                 with torchstate.isolated():
                     results, errors = run_job(job, options, {0: self.prepared()})
             self._results = ({r.case: r for r in results}, errors)
+            from gradverify.mutants.merge import scores
+
+            self.config.stash[_SCORES].extend(scores(results))
         return self._results
 
     def prepared(self) -> Any:
@@ -296,6 +305,18 @@ class CheckItem(pytest.Item):
         assert isinstance(case, CaseNode) and case.parent is not None
         line = case.case.line - 1 if case.case.line else None
         return self.path, line, f"{case.parent.name} {case.name} {self.name}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """``--gradverify-mutate``: each spec's mutation score, after the tests."""
+    from gradverify.report.text import score_lines
+
+    found: list[MutationScore] = config.stash.get(_SCORES, [])
+    if found:
+        terminalreporter.section("gradverify mutation score")
+        for score in found:
+            for line in score_lines(score, config.getoption("verbose") > 0):
+                terminalreporter.write_line(line)
 
 
 def _case_row(result: Any, checks: list[str]) -> CheckResult:

@@ -159,6 +159,51 @@ class InputInfo:
 
 
 @dataclass(frozen=True)
+class MutantRun:
+    """One mutant of a target's backward as one case saw it (``gradverify.mutants``)."""
+
+    key: str
+    """The mutant's name, the same in every case of the run."""
+    mutation: str
+    """What changed: ```grad * w` -> `grad```, ``gradient of 'x' negated``."""
+    location: Location | None
+    verdict: str
+    """``killed``, ``survived``, ``unexecuted`` (its line did not run), ``equivalent`` (the
+    same function, certainly) or ``inapplicable`` (nothing it could change in this case)."""
+    killed_by: str | None = None
+    """The check that failed (or warned) on it where the original did not."""
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """The facts behind why it lived (JSON-safe): the operand a drop removed, the largest
+    difference from the original's gradients, the tolerance."""
+
+
+@dataclass(frozen=True)
+class MutantLine:
+    """A mutant that was not killed: what changed, where, and why it lived."""
+
+    mutation: str
+    location: Location | None
+    why: str
+
+
+@dataclass(frozen=True)
+class MutationScore:
+    """How much one spec proves about one target (``--mutate``): of ``total`` mutants of its
+    backward, ``killed`` made some check fail or warn where the original passed. Equivalent
+    mutants and those on lines no case runs are listed apart, not counted."""
+
+    target: str
+    spec: str | None
+    total: int
+    killed: int
+    survived: tuple[MutantLine, ...] = ()
+    equivalent: tuple[MutantLine, ...] = ()
+    unexecuted: tuple[MutantLine, ...] = ()
+    note: str | None = None
+    """What kind of mutants it got, when not every kind (``no source of backward``)."""
+
+
+@dataclass(frozen=True)
 class CaseResult:
     target: str
     spec: str | None
@@ -170,6 +215,9 @@ class CaseResult:
     """One row per check selected for the case, in run order."""
     inferred: bool = False
     """True when no spec was found and the inputs were inferred from forward's signature."""
+    mutants: tuple[MutantRun, ...] = ()
+    """With ``--mutate``: what this case did to each mutant of the target's backward; the run
+    merges them into ``Report.mutants`` (and the report's results do not carry them)."""
     about_case: tuple[CheckResult, ...] = ()
     """What is found about the case as a whole, not by one check (``run.casenotes``): its
     inputs could not be made, it verified nothing, its spec is unfinished, it changed torch's
@@ -228,6 +276,9 @@ class Report:
     """gradverify, torch and python versions."""
     notes: tuple[str, ...] = ()
     """Messages about what was (not) selected; they never change the exit code."""
+    mutants: tuple[MutationScore, ...] = ()
+    """With ``--mutate``: each target's mutation score, per spec; never changes the exit
+    code (a measure of the spec, not a defect of the target)."""
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status}

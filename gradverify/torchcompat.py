@@ -88,6 +88,23 @@ def custom_op_def(qualified_name: str) -> Any:
     return OPDEFS.get(qualified_name)
 
 
+def registered_autograd(generated: type) -> Any:
+    """What holds the backward of an op whose autograd was registered by name
+    (``torch.library.register_autograd("ns::op", backward)``, no ``CustomOpDef``): the object
+    whose ``_backward_fn`` the autograd.Function torch generated (``generated``) reads at each
+    call, found in its backward's closure; None where torch builds it otherwise."""
+    backward = vars(generated).get("backward")
+    function = getattr(backward, "__func__", backward)
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(getattr(value, "_backward_fn", None)):
+            return value
+    return None
+
+
 def op_overload_types() -> tuple[Any, Any]:
     """(OpOverload, OpOverloadPacket): an op name's single overload and its packet."""
     torch = _torch()

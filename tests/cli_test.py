@@ -469,8 +469,8 @@ def test_changed_factory_modules_rerun_their_specs(ops):
 
 
 def test_case_named_as_the_report_prints_it():
-    from gradverify.run.runner import _selected_case
+    from gradverify.run.runner import selected_case
 
-    assert _selected_case("basic[S=3]", ("basic[S=3]",))
-    assert not _selected_case("basic[S=1]", ("basic[S=3]",))
-    assert _selected_case("basic[S=1]", ("basic",)) and _selected_case("basic[S=1]", ("b*",))
+    assert selected_case("basic[S=3]", ("basic[S=3]",))
+    assert not selected_case("basic[S=1]", ("basic[S=3]",))
+    assert selected_case("basic[S=1]", ("basic",)) and selected_case("basic[S=1]", ("b*",))

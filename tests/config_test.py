@@ -165,3 +165,16 @@ def test_verify_honours_pyproject_checks_and_their_options(project):
     # a flag still wins over pyproject
     report = gradverify.verify("scaled:Scaled", spec="specs/scaled.yaml", checks=["gradgradcheck"])
     assert [c.name for r in report.results for c in r.checks] == ["gradgradcheck"]
+
+
+def test_mutate_from_config(configured):
+    """`mutate = true` is --mutate; a score never changes the exit code (here the warning's)."""
+    text = (configured.root / "pyproject.toml").read_text()
+    configured.write("pyproject.toml", text + "mutate = true\n")
+    result = run_cli("check", "--format", "json")
+    (score,) = json.loads(result.stdout)["mutants"]
+    assert score["target"] == "ops:Twice" and score["total"] >= 10
+    assert result.code == 1
+    configured.write("pyproject.toml", text + 'mutate = "yes"\n')
+    result = run_cli("check")
+    assert result.code == 3 and "mutate" in result.stderr

@@ -137,7 +137,7 @@ def test_json_dumps_every_field_of_the_data_model():
     import dataclasses
 
     from gradverify.report.jsonfmt import to_dict
-    from gradverify.results import InputInfo
+    from gradverify.results import InputInfo, MutantLine, MutantRun, MutationScore
 
     finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
                       location=Location("f.py", 1), data={"k": 1},
@@ -151,8 +151,13 @@ def test_json_dumps_every_field_of_the_data_model():
                       (check,), inferred=True)
     error = ErrorEntry("m:G", "s.yaml", "GV011", "bug", internal=True,
                        location=Location("s.yaml", 4))
+    run = MutantRun("negate:3:0", "`g` -> `-g`", Location("f.py", 2), "killed", "gradcheck",
+                    {"difference": 1.0})
+    case = dataclasses.replace(case, mutants=(run,))
+    line = MutantLine("`a * w` -> `a`", Location("f.py", 3), "every case has w = 1")
+    score = MutationScore("m:F", "s.yaml", 2, 1, (line,), (line,), (line,), note="n")
     report = Report(ReportSettings(strict=True, empty_ok=True), (case,), (error,), 0.3,
-                    {"gradverify": "0", "torch": "t", "python": "p"}, ("note",))
+                    {"gradverify": "0", "torch": "t", "python": "p"}, ("note",), (score,))
     dumped = to_dict(report)
     fields = {cls: {f.name for f in dataclasses.fields(cls)} for cls in (
         Finding, CheckResult, CaseResult, InputInfo, ErrorEntry, ReportSettings, Smallest)}
@@ -169,7 +174,13 @@ def test_json_dumps_every_field_of_the_data_model():
     # the report's own fields: settings, results, errors and notes as such; its duration in the
     # summary, its versions at the top
     assert {f.name for f in dataclasses.fields(Report)} == {
-        "settings", "results", "errors", "notes", "duration_s", "versions"}
+        "settings", "results", "errors", "notes", "duration_s", "versions", "mutants"}
+    # the mutation score (--mutate): as the issue gives it, a place as {"file", "line"}
+    mutants = dumped["mutants"][0]
+    assert {f.name for f in dataclasses.fields(MutationScore)} <= set(mutants)
+    assert {f.name for f in dataclasses.fields(MutantLine)} <= set(mutants["survived"][0])
+    assert mutants["survived"][0]["location"] == {"file": "f.py", "line": 3}
+    assert {f.name for f in dataclasses.fields(MutantRun)} <= set(result["mutants"][0])
     assert {"settings", "results", "errors", "notes"} <= set(dumped)
     assert dumped["summary"]["duration_s"] == 0.3 and dumped["notes"] == ["note"]
     assert (dumped["gradverify"], dumped["torch"], dumped["python"]) == ("0", "t", "p")
@@ -241,3 +252,37 @@ def test_quiet_reaches_the_report_file(broken):
     written = (broken.root / "out/report.txt").read_text()
     assert "specs/neg.yaml  ops:Neg" not in written  # -q: no overview line
     assert "[GV121 gradcheck]" in written and written == result.stdout
+
+
+# ----------------------------------------------------------------------------- --mutate
+
+
+def _scored() -> Report:
+    from dataclasses import replace
+
+    from gradverify.results import MutantLine, MutationScore
+
+    lived = MutantLine("`grad * w` -> `grad`", Location("pkg/ops.py", 13),
+                       "every case has w = 1; give w random values")
+    gone = MutantLine("`grad` -> `ones_like(grad)`", Location("pkg/ops.py", 12),
+                      "backward never reads grad")
+    score = MutationScore("pkg.ops:F\n::error", "specs/f.yaml", 14, 13, (lived,), (gone,))
+    return replace(_report(), mutants=(score,))
+
+
+def test_every_text_format_gives_the_mutation_score():
+    report = _scored()
+    plain = " ".join(RENDERERS["plain"].render(report).split())  # whatever width COLUMNS sets
+    assert "specs/f.yaml pkg.ops:F\\n::error: 13/14 mutants killed (1 equivalent)" in plain
+    assert ("pkg/ops.py:13: survived: `grad * w` -> `grad`: every case has w = 1; give w random "
+            "values") in plain
+    assert "backward never reads grad" not in plain  # equivalent ones with -v only
+    assert "backward never reads grad" in " ".join(
+        RENDERERS["plain"].render(report, Verbosity.VERBOSE).split())
+    markdown = RENDERERS["markdown"].render(report)
+    assert "| specs/f.yaml | `pkg.ops:F\\n::error` | 13/14 | pkg/ops.py:13: `grad * w` -> " \
+           "`grad`: every case has w = 1; give w random values |" in markdown
+    notice = [line for line in RENDERERS["github"].render(report).splitlines()
+              if line.startswith("::notice")]
+    assert notice == ["::notice file=pkg/ops.py,line=13,title=mutant survived::pkg.ops:F\\n::error:"
+                      " `grad * w` -> `grad` survives: every case has w = 1; give w random values"]

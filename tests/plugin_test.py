@@ -46,6 +46,15 @@ def test_keyword_and_junit(suite):
     assert "testcase" in suite.path.joinpath("j.xml").read_text()
 
 
+def test_mutation_score_after_the_tests(suite):
+    """--gradverify-mutate: each spec's score as a section of the summary; it fails no test."""
+    result = suite.runpytest("--gradverify", "--gradverify-mutate", "--gradverify-no-isolate",
+                             "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, passed=23, skipped=4)
+    result.stdout.fnmatch_lines(["*gradverify mutation score*",
+                                 "specs/*.yaml ops:*: */* mutants killed*"])
+
+
 def test_nothing_without_the_flag(suite):
     result = suite.runpytest("-p", "no:cacheprovider", "specs")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED

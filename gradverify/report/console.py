@@ -19,11 +19,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import CHAR, LABEL, escaped, finding_line, smallest_lines
+from gradverify.report.line import Line, plain
+from gradverify.report.text import (
+    CHAR,
+    LABEL,
+    finding_line,
+    mutation_lines,
+    smallest_lines,
+)
 from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
 
 if TYPE_CHECKING:
-    from rich.text import Text
 
     from gradverify.results import Location, Report
 
@@ -34,44 +40,6 @@ STYLE = {
     Status.WARN: "yellow", Status.SKIP: "dim", Status.XFAIL: "cyan", Status.XPASS: "magenta",
 }
 SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
-
-
-class _Line:
-    """A line as (text, style) segments; plain rendering ignores styles. What a user named (a
-    case, a target, a path, an exception's text) never breaks a line: control characters are
-    escaped."""
-
-    def __init__(self, *segments: tuple[str, str]) -> None:
-        self.segments = [(escaped(text), style) for text, style in segments if text]
-        self._never_a_command()
-
-    def _never_a_command(self) -> None:
-        """A line whose text starts with ``::`` once leading spaces are stripped is a workflow
-        command to a CI runner (``::set-env``, ``::error file=...``): user text wrapped onto
-        the start of a line gets a backslash there, ``\\::``, and stays one line of text."""
-        for index, (text, style) in enumerate(self.segments):
-            stripped = text.lstrip()
-            if not stripped:
-                continue
-            if stripped.startswith("::"):
-                at = len(text) - len(stripped)
-                self.segments[index] = (f"{text[:at]}\\{stripped}", style)
-            return
-
-    def plain(self) -> str:
-        return "".join(text for text, _ in self.segments).rstrip()
-
-    def rich(self) -> Text:
-        from rich.text import Text
-
-        text = Text()
-        for part, style in self.segments:
-            text.append(part, style=style or None)
-        return text
-
-
-def _p(text: str, style: str = "") -> _Line:
-    return _Line((text, style))
 
 
 def default_width() -> int:
@@ -96,43 +64,46 @@ class _Writer:
 
     # -- the report
 
-    def lines(self, report: Report) -> Iterator[_Line]:
-        yield _p(_header(report), "bold")
+    def lines(self, report: Report) -> Iterator[Line]:
+        yield plain(_header(report), "bold")
         if self.verbosity == Verbosity.NORMAL and report.results:
-            yield _p("")
+            yield plain("")
             yield from self.overview(report)
         shown = [c for c in report.results
                  if self.verbosity == Verbosity.VERBOSE or _needs_detail(c)]
         for case in shown:
-            yield _p("")
+            yield plain("")
             yield from self.case(case)
         if self.verbosity != Verbosity.VERBOSE:
             yield from self.strength_notes([c for c in report.results if c not in shown])
         if report.errors:
-            yield _p("")
-            yield _p("errors", "bold underline")
+            yield plain("")
+            yield plain("errors", "bold underline")
             for error in report.errors:
                 label = "internal error" if error.internal else "error"
                 # a traceback keeps its lines; any other message is one paragraph
                 message, *details = error.message.rstrip().split("\n") if error.internal \
                     else (error.message,)
                 wrapped = self.wrap(f"{label}: {message}  [{error.code}]", "    ")
-                yield _Line((f"{label}: ", "bold red"), (wrapped[0][len(label) + 2:], ""))
+                yield Line((f"{label}: ", "bold red"), (wrapped[0][len(label) + 2:], ""))
                 for rest in wrapped[1:] + details:
-                    yield _p(rest)
+                    yield plain(rest)
                 if error.internal:
-                    yield _p("gradverify hit a bug (exit 4): please report it at the project's "
+                    yield plain("gradverify hit a bug (exit 4): please report it at the project's "
                              "issue tracker with the traceback above and the spec.", "red")
+        verbose = self.verbosity == Verbosity.VERBOSE
+        for text, style in mutation_lines(report.mutants, verbose, self.width):  # --mutate
+            yield plain(text, style)
         for note in report.notes:
-            yield _p("")
+            yield plain("")
             wrapped = self.wrap(f"note: {note}", "      ")
-            yield _Line(("note: ", "blue"), (wrapped[0][6:], ""))
+            yield Line(("note: ", "blue"), (wrapped[0][6:], ""))
             for rest in wrapped[1:]:
-                yield _p(rest)
-        yield _p("")
+                yield plain(rest)
+        yield plain("")
         yield summary_line(report)
 
-    def strength_notes(self, cases: list[CaseResult]) -> Iterator[_Line]:
+    def strength_notes(self, cases: list[CaseResult]) -> Iterator[Line]:
         """Notes about what a spec cannot show (``STRENGTH_NOTES``), said for cases that pass
         too: a PASS with a weight of ones proves less than it seems."""
         for case in cases:
@@ -140,12 +111,12 @@ class _Writer:
                 for finding in check.findings:
                     if finding.code not in STRENGTH_NOTES:
                         continue
-                    yield _p("")
+                    yield plain("")
                     where = f"  ({case.spec})" if case.spec else ""
-                    yield _Line((case.target, "bold"), (where, "dim"))
+                    yield Line((case.target, "bold"), (where, "dim"))
                     yield from self.finding(check, finding)
 
-    def overview(self, report: Report) -> Iterator[_Line]:
+    def overview(self, report: Report) -> Iterator[Line]:
         """One line per spec file and target, a status character per case; the characters
         wrap under the label when they do not fit beside it."""
         groups: dict[tuple[str | None, str], list[CaseResult]] = {}
@@ -158,26 +129,26 @@ class _Writer:
         for key, cases in groups.items():
             label = labels[key]
             if len(label) + 2 + len(cases) > self.width:
-                yield _p(label, "bold")
+                yield plain(label, "bold")
                 label, indent = "", "    "
             else:
                 label, indent = f"{label:<{pad}}  ", ""
             room = self.width - len(label or indent)
             for start in range(0, len(cases), room):
-                yield _Line((label or indent, "bold"),
+                yield Line((label or indent, "bold"),
                             *((CHAR[c.status], STYLE[c.status]) for c in cases[start:start + room]))
                 label = ""
 
-    def case(self, case: CaseResult) -> Iterator[_Line]:
+    def case(self, case: CaseResult) -> Iterator[Line]:
         where = f"  ({case.spec})" if case.spec else ("  (inferred spec)" if case.inferred else "")
-        yield _Line((f"{case.target} :: {case.case}", "bold"), (where, "dim"),
+        yield Line((f"{case.target} :: {case.case}", "bold"), (where, "dim"),
                     ("  ", ""), (case.status.value.upper(), STYLE[case.status]),
                     (f"  {case.duration_s:.2f}s", "dim"))
         if self.verbosity > Verbosity.QUIET:
             shapes = ", ".join(_input(i) for i in case.inputs)
             if shapes:
                 for line in self.wrap(f"inputs: {shapes}", "    ", "  "):
-                    yield _p(line, "dim")
+                    yield plain(line, "dim")
             rows = [c for c in case.rows
                     if self.verbosity == Verbosity.VERBOSE or _row_needed(c)]
             if self.verbosity != Verbosity.VERBOSE:
@@ -190,7 +161,7 @@ class _Writer:
             if rest:
                 passed = sum(1 for c in rest if c.status == Status.PASS)
                 skipped = len(rest) - passed
-                yield _p("  (" + ", ".join(part for part in (
+                yield plain("  (" + ", ".join(part for part in (
                     f"{passed} other check{'s' * (passed != 1)} passed" if passed else "",
                     f"{skipped} skipped" if skipped else "") if part) + "; -v shows them)",
                     "dim")
@@ -204,26 +175,26 @@ class _Writer:
                     self.noted.add(said)
                 yield from self.finding(check, finding)
 
-    def check_row(self, check: CheckResult, name_width: int) -> Iterator[_Line]:
+    def check_row(self, check: CheckResult, name_width: int) -> Iterator[Line]:
         summary = check.summary
         if check.expect and check.status in (Status.XFAIL, Status.XPASS):
             summary = f"{summary} (expected: {check.expect})"
         if ", " in check.name:  # skipped together: the names, then the reason
             rows = self.wrap(f"{check.name}: {summary}", "         ", "  SKIP   ")
-            yield _Line(("  ", ""), ("SKIP  ", STYLE[Status.SKIP]), (rows[0][8:], "dim"))
+            yield Line(("  ", ""), ("SKIP  ", STYLE[Status.SKIP]), (rows[0][8:], "dim"))
             for rest in rows[1:]:
-                yield _p(rest, "dim")
+                yield plain(rest, "dim")
             return
         head = f"  {check.status.value.upper():<6} {check.name:<{name_width}} " \
                f"{check.duration_s:6.2f}s "
         rows = self.wrap(summary, " " * len(head), head)
-        yield _Line(("  ", ""), (f"{check.status.value.upper():<6}", STYLE[check.status]),
+        yield Line(("  ", ""), (f"{check.status.value.upper():<6}", STYLE[check.status]),
                     (f" {check.name:<{name_width}} ", ""), (f"{check.duration_s:6.2f}s ", "dim"),
                     (rows[0][len(head):], ""))
         for rest in rows[1:]:
-            yield _p(rest)
+            yield plain(rest)
 
-    def finding(self, check: CheckResult, finding: Finding) -> Iterator[_Line]:
+    def finding(self, check: CheckResult, finding: Finding) -> Iterator[Line]:
         expected = check.status == Status.XFAIL
         text = finding_line(finding, check.name, expected=expected)
         where = f"{finding.location}: " if finding.location else ""
@@ -235,26 +206,26 @@ class _Writer:
         body = [line.replace("\0", " ") for line in
                 self.wrap(text.replace(tag, tag.replace(" ", "\0")), "    ")]
         first = body[0]
-        yield _Line((where, "bold"), (f"{label}: ", SEVERITY_STYLE[finding.severity]),
+        yield Line((where, "bold"), (f"{label}: ", SEVERITY_STYLE[finding.severity]),
                     (first[len(head):].removesuffix(tag), ""),
                     (tag if first.endswith(tag) else "", "dim"))
         for rest in body[1:]:
-            yield _Line((rest.removesuffix(tag), ""), (tag if rest.endswith(tag) else "", "dim"))
+            yield Line((rest.removesuffix(tag), ""), (tag if rest.endswith(tag) else "", "dim"))
         if finding.hint:
             hint = self.wrap("  note: " + finding.hint, "        ")
-            yield _Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
+            yield Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
             for rest in hint[1:]:
-                yield _p(rest)
+                yield plain(rest)
         heat = finding.data.get("heatmap") if finding.data else None
         if heat:
             cols = f"'{finding.input}'" if finding.input else "input"
-            yield _p(f"  |analytical - numerical| (rows: output elements, columns: {cols} "
+            yield plain(f"  |analytical - numerical| (rows: output elements, columns: {cols} "
                      "elements)", "dim")
             for row in heat:
-                yield _p(f"    |{row}|", "red")
+                yield plain(f"    |{row}|", "red")
         if self.verbosity != Verbosity.VERBOSE and finding.data \
                 and finding.data.get("blocks_with_verbose"):
-            yield _p("  (-v shows the analytical and numerical Jacobian blocks)", "dim")
+            yield plain("  (-v shows the analytical and numerical Jacobian blocks)", "dim")
         if self.verbosity == Verbosity.VERBOSE and finding.data:
             for key in ("analytical_block", "numerical_block"):
                 if key in finding.data:
@@ -263,26 +234,26 @@ class _Writer:
                 for row in str(finding.data["traceback"]).rstrip().splitlines():
                     for line in self.wrap(row.strip(), "      ",
                                           "    " + " " * (len(row) - len(row.lstrip()))):
-                        yield _p(line, "dim")
+                        yield plain(line, "dim")
         yield from self.smallest(finding)
         if finding.severity != Severity.INFO:
-            yield _p(f"  explain: gradverify explain {finding.code}", "dim")
+            yield plain(f"  explain: gradverify explain {finding.code}", "dim")
 
-    def smallest(self, finding: Finding) -> Iterator[_Line]:
+    def smallest(self, finding: Finding) -> Iterator[Line]:
         """The smallest failing case, as a spec case; why it has no repro, when asked for."""
         for line in smallest_lines(finding):
-            yield _p(line, "" if line.startswith("    ") else "dim")
+            yield plain(line, "" if line.startswith("    ") else "dim")
 
 
-    def block(self, title: str, rows: list[list[float]]) -> Iterator[_Line]:
+    def block(self, title: str, rows: list[list[float]]) -> Iterator[Line]:
         """A Jacobian block, its columns in groups that fit the width."""
         per = max(1, (self.width - 4) // 10)
         columns = len(rows[0]) if rows else 0
         for start in range(0, max(columns, 1), per):
             part = f" (columns {start}-{min(start + per, columns) - 1})" if columns > per else ""
-            yield _p(f"  {title}{part}:", "dim")
+            yield plain(f"  {title}{part}:", "dim")
             for row in rows:
-                yield _p("    " + " ".join(f"{x:9.4f}" for x in row[start:start + per]), "dim")
+                yield plain("    " + " ".join(f"{x:9.4f}" for x in row[start:start + per]), "dim")
 
 
 def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
@@ -338,7 +309,7 @@ def _input(info: InputInfo) -> str:
     return f"{info.name}: {info.kind}"
 
 
-def summary_line(report: Report) -> _Line:
+def summary_line(report: Report) -> Line:
     counts = report.counts()
     errors = counts["error"] + len(report.errors)
     words = [
@@ -361,11 +332,11 @@ def summary_line(report: Report) -> _Line:
     segments.append((f" in {report.duration_s:.2f}s", ""))
     if report.settings.strict and (counts["warn"] or counts["xpass"]):
         segments.append((" (--strict: warnings and xpasses fail the run)", "bold red"))
-    return _Line(*segments)
+    return Line(*segments)
 
 
 def lines(report: Report, verbosity: Verbosity = Verbosity.NORMAL,
-          width: int | None = None) -> Iterator[_Line]:
+          width: int | None = None) -> Iterator[Line]:
     return _Writer(verbosity, width or default_width()).lines(report)
 
 

@@ -66,6 +66,11 @@ def _render(report: Report) -> str:
                 if f.hint:
                     message += f"\nfix: {_text(f.hint)} (gradverify explain {f.code})"
                 lines.append(_annotation(kind, f.location, f"{f.code} {check.name}", message))
+    for score in report.mutants:  # --mutate: a survivor is a weakness of the spec, a notice
+        for survivor in score.survived:
+            lines.append(_annotation(
+                "notice", survivor.location, "mutant survived",
+                f"{escaped(score.target)}: {survivor.mutation} survives: {survivor.why}"))
     for error in report.errors:
         lines.append(_annotation("error", error.location, error.code, _text(error.message)))
     lines.append(summary_line(report).plain())

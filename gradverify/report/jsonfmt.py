@@ -7,7 +7,14 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gradverify.report.interface import Verbosity
-from gradverify.results import CaseResult, CheckResult, Finding, Smallest
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    Finding,
+    MutantLine,
+    MutationScore,
+    Smallest,
+)
 
 if TYPE_CHECKING:
     from gradverify.results import Location, Report
@@ -60,7 +67,28 @@ def _case(r: CaseResult) -> dict[str, Any]:
                         "dtype": i.dtype, "requires_grad": i.requires_grad} for i in r.inputs],
             # every row a report shows, as before; the names of those about the case as a whole
             "checks": [_check(c) for c in r.rows],
-            "about_case": [c.name for c in r.about_case]}
+            "about_case": [c.name for c in r.about_case],
+            # what the case did to each mutant; a run merges them into `mutants`, so a report's
+            # cases carry none
+            "mutants": [{"key": m.key, "mutation": m.mutation, "location": _place(m.location),
+                         "verdict": m.verdict, "killed_by": m.killed_by,
+                         "data": _clean(dict(m.data))} for m in r.mutants]}
+
+
+def _place(location: Location | None) -> dict[str, Any] | None:
+    """A mutant's place, as the mutation score's JSON gives it: ``{"file", "line"}``."""
+    return {"file": location.file, "line": location.line} if location else None
+
+
+def _mutants(score: MutationScore) -> dict[str, Any]:
+    def listed(lines: tuple[MutantLine, ...]) -> list[dict[str, Any]]:
+        return [{"mutation": m.mutation, "location": _place(m.location), "why": m.why}
+                for m in lines]
+
+    return {"target": score.target, "spec": score.spec, "total": score.total,
+            "killed": score.killed, "survived": listed(score.survived),
+            "equivalent": listed(score.equivalent), "unexecuted": listed(score.unexecuted),
+            "note": score.note}
 
 
 def to_dict(report: Report) -> dict[str, Any]:
@@ -80,6 +108,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "internal": e.internal, "location": _location(e.location)}
                    for e in report.errors],
         "notes": list(report.notes),
+        "mutants": [_mutants(score) for score in report.mutants],
     }
 
 

@@ -50,6 +50,12 @@ def _render(report: Report) -> str:
                          f"({check.name}){where}: {_cell(f.message)}")
             if f.hint:
                 lines.append(f"  - fix: {_cell(f.hint)} (`gradverify explain {f.code}`)")
+    if report.mutants:  # --mutate
+        lines += ["", "### Mutation score", "", "| spec | target | killed | not killed |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_cell(m.spec or '')} | `{_cell(m.target)}` | {m.killed}/{m.total} | "
+                  + _cell("; ".join(f"{s.location}: {s.mutation}: {s.why}"
+                                    for s in m.survived)) + " |" for m in report.mutants]
     if report.errors:
         lines += ["", "### Errors", ""]
         lines += [f"- **{e.code}** {_cell(e.message)}" for e in report.errors]

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
+import textwrap
+from collections.abc import Sequence
 
-from gradverify.results import Finding, Severity, Status
+from gradverify.results import Finding, MutantLine, MutationScore, Severity, Status
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 """Control characters and line breaks (the tab excepted)."""
@@ -64,4 +66,48 @@ def smallest_lines(finding: Finding) -> list[str]:
     lines += [f"    {escaped(line)}" for line in finding.smallest.case.splitlines()]
     if finding.smallest.no_repro:
         lines.append(f"  {escaped(finding.smallest.no_repro)}")
+    return lines
+
+
+def score_line(score: MutationScore) -> str:
+    """``specs/linear.yaml mod:Linear: 11/12 mutants killed (1 equivalent)``."""
+    where = f"{score.spec} " if score.spec else ""
+    apart = [f"{len(score.equivalent)} equivalent" if score.equivalent else "",
+             f"{len(score.unexecuted)} on lines no case runs" if score.unexecuted else "",
+             score.note or ""]
+    extra = "; ".join(a for a in apart if a)
+    return f"{where}{score.target}: {score.killed}/{score.total} mutants killed" + (
+        f" ({extra})" if extra else "")
+
+
+def mutant_line(kind: str, mutant: MutantLine) -> str:
+    """``file:line: survived: `grad * w` -> `grad`: every case has w = 1; ...``."""
+    where = f"{mutant.location}: " if mutant.location else ""
+    return f"{where}{kind}: {mutant.mutation}: {mutant.why}"
+
+
+def score_lines(score: MutationScore, verbose: bool = False, width: int | None = None
+                ) -> list[str]:
+    """A score, then its survivors and unexecuted mutants (equivalent ones with ``verbose``),
+    indented; names escaped, then wrapped to ``width`` (None: not wrapped)."""
+    shown = [("survived", score.survived), ("unexecuted", score.unexecuted)]
+    if verbose:
+        shown.append(("equivalent", score.equivalent))
+    items = [(escaped(score_line(score)), "", "    ")] + [
+        (escaped(mutant_line(kind, m)), "  ", "      ") for kind, found in shown for m in found]
+    if width is None:
+        return [first + text for text, first, _ in items]
+    return [line for text, first, rest in items
+            for line in textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                                      break_long_words=False, break_on_hyphens=False)]
+
+
+def mutation_lines(scores: Sequence[MutationScore], verbose: bool, width: int
+                   ) -> list[tuple[str, str]]:
+    """The console's ``mutation score`` section, as (text, style): a heading, then each
+    score's lines (``score_lines``), the score itself highlighted when a mutant survived."""
+    lines = [("", ""), ("mutation score", "bold underline")] if scores else []
+    for score in scores:
+        for k, text in enumerate(score_lines(score, verbose, width)):
+            lines.append((text, "yellow" if k == 0 and score.survived else ""))
     return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,16 @@ from gradverify.context import CheckContext
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
-from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status, worst
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    ErrorEntry,
+    Finding,
+    MutantRun,
+    Severity,
+    Status,
+    worst,
+)
 from gradverify.run import casenotes, classify, leftovers
 from gradverify.run.prepare import prepare
 from gradverify.run.select import select
@@ -85,6 +95,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
     inputs: tuple[Any, ...] = ()
+    mutants: tuple[MutantRun, ...] = ()
     try:
         if on_check:
             on_check("inputs")
@@ -94,6 +105,10 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
         ctx = dataclasses.replace(ctx, info=opcalls.for_case(info, ctx.maker.groups))
         _run_checks(ctx, checks, options, on_check, rows)
         rows.about += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
+        if options.mutate:
+            if on_check:
+                on_check("mutants")
+            mutants = _mutants(ctx, checks, options, rows)
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc),
                                 location=exc.location)
@@ -109,8 +124,35 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     return CaseResult(target=info.target, spec=spec.path, case=case.name,
                       status=worst([c.status for c in [*checked, *about]], Status.SKIP),
                       duration_s=time.perf_counter() - started, inputs=inputs,
-                      checks=tuple(checked), inferred=spec.inferred,
+                      checks=tuple(checked), inferred=spec.inferred, mutants=mutants,
                       about_case=tuple(about)), rows.internal
+
+
+def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: _Rows
+             ) -> tuple[MutantRun, ...]:
+    """With ``--mutate``: this case against each mutant of the target's backward; a mutant
+    the shared Jacobian comparison does not kill runs through the case's checks again."""
+    from gradverify.mutants.engine import case_mutants
+
+    again = [c for c in checks if not c.static]
+    plain = dataclasses.replace(options, mutate=False)
+
+    def rerun(info: Target) -> list[CheckResult]:
+        rerun_rows = _Rows(state=[])
+        _run_checks(dataclasses.replace(ctx, info=info, results={}), again, plain, None,
+                    rerun_rows)
+        rerun_rows.restore()
+        return rerun_rows.checks
+
+    try:
+        return case_mutants(ctx, rows.checks, rerun)
+    except Exception:  # noqa: BLE001 -- a bug of ours: exit 4, the case's verdicts kept
+        if rows.internal is None:
+            rows.internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011",
+                                       f"--mutate: {traceback.format_exc()}", internal=True)
+        return ()
+    finally:
+        rows.restore()
 
 
 @dataclass

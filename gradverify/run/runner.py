@@ -16,6 +16,7 @@ from typing import Any
 from gradverify._version import __version__
 from gradverify.discover import Job, Plan, resolve_deferred
 from gradverify.errors import RunInterrupted, interrupt_signal
+from gradverify.mutants.merge import scores
 from gradverify.options import RunOptions
 from gradverify.results import (
     CaseResult,
@@ -118,6 +119,8 @@ def run_job(job: Job, options: RunOptions, cache: dict[int, Any] | None = None,
 def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options: RunOptions,
             torch_version: str | None, started: float) -> Report:
     results, errors = _collect([t for t in tasks if t.index in outcomes], outcomes)
+    mutants = scores(results, every=options.mutate)  # the cases' verdicts, merged per spec
+    results = [replace(r, mutants=()) for r in results]
     version_info = {"gradverify": __version__, "python": platform.python_version()}
     if torch_version:
         version_info["torch"] = torch_version
@@ -130,7 +133,7 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
         notes=tuple(plan.notes) + tuple(_unmatched_cases(plan.jobs, options))
         + (("--only (or `only =` in pyproject.toml) names no check: nothing was selected",)
            if options.only == () else ())
-        + tuple(_unsupported(results)))
+        + tuple(_unsupported(results)), mutants=mutants)
 
 
 def _unsupported(results: list[CaseResult]) -> list[str]:
@@ -153,7 +156,7 @@ def plan_tasks(jobs: list[Job], options: RunOptions) -> list[Task]:
     for job_index, job in enumerate(jobs):
         cases = job.spec.cases if job.spec else ()
         names = [c.name for c in cases] if job.spec else ["inferred"]
-        selected = [n for n in names if _selected_case(n, options.cases)]
+        selected = [n for n in names if selected_case(n, options.cases)]
         sizes = {c.name: _size(c) for c in cases}
         smallest = min(selected, key=lambda n: sizes.get(n, 0)) if selected else None
         for position, name in enumerate(selected):
@@ -170,7 +173,7 @@ def _unmatched_cases(jobs: list[Job], options: RunOptions) -> list[str]:
         return []
     names = {job.target: [c.name for c in job.spec.cases] if job.spec else ["inferred"]
              for job in jobs}
-    if any(_selected_case(n, options.cases) for cases in names.values() for n in cases):
+    if any(selected_case(n, options.cases) for cases in names.values() for n in cases):
         return []
     shown = "; ".join(f"{target}: {', '.join(cases[:12])}{', ...' if len(cases) > 12 else ''}"
                       for target, cases in names.items())
@@ -178,7 +181,7 @@ def _unmatched_cases(jobs: list[Job], options: RunOptions) -> list[str]:
             f"before [dims]; globs allowed). The cases are: {shown}"]
 
 
-def _selected_case(name: str, patterns: tuple[str, ...]) -> bool:
+def selected_case(name: str, patterns: tuple[str, ...]) -> bool:
     if not patterns:
         return True
     base = name.split("[", 1)[0]

@@ -1,0 +1,136 @@
+"""A target's mutation score from what each case of its spec did to each mutant: killed where
+any case killed it; equivalent, unexecuted or not applicable where every case says so; else a
+survivor, with the reason its cases give. Pure: no torch."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gradverify.results import Location, MutantLine, MutantRun, MutationScore
+
+
+def merge(target: str, spec: str | None, runs: Iterable[MutantRun]) -> MutationScore:
+    """One score from the runs of every case (each mutant once per case, same keys)."""
+    by_key: dict[str, list[MutantRun]] = {}
+    for run in runs:
+        by_key.setdefault(run.key, []).append(run)
+    killed = 0
+    survived: list[MutantLine] = []
+    equivalent: list[MutantLine] = []
+    unexecuted: list[MutantLine] = []
+    note = None
+    for seen in by_key.values():
+        verdicts = {r.verdict for r in seen}
+        first = seen[0]
+        note = note or first.data.get("note")
+        if "killed" in verdicts:
+            killed += 1
+        elif verdicts - {"inapplicable", "unexecuted"} == {"equivalent"} or (
+                "equivalent" in verdicts and all(r.data.get("difference") == 0.0 for r in seen
+                                                 if r.verdict == "survived")):
+            # equivalent where a case could tell, and no change at all in the others
+            same = next(r for r in seen if r.verdict == "equivalent")
+            equivalent.append(_line(same, str(same.data.get("why", "equivalent"))))
+        elif verdicts <= {"inapplicable"}:
+            continue  # nothing it could change: a swap of two shapes, an input with no gradient
+        elif verdicts <= {"unexecuted", "inapplicable"}:
+            unexecuted.append(_line(first, "no case runs this line"))
+        else:
+            lived = [r for r in seen if r.verdict == "survived"]
+            survived.append(_line(first, why(lived, everywhere=len(lived) == len(seen))))
+    return MutationScore(target, spec, killed + len(survived), killed, tuple(survived),
+                         tuple(equivalent), tuple(unexecuted), note)
+
+
+def _line(run: MutantRun, why: str) -> MutantLine:
+    return MutantLine(run.mutation, run.location, why)
+
+
+def _all(facts: Sequence[Mapping[str, Any]], key: str, value: Any) -> bool:
+    return bool(facts) and all(f.get(key) == value for f in facts)
+
+
+def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
+    """Why a mutant survived, from the facts of the cases where it ran (``everywhere``: every
+    case of the spec ran it)."""
+    facts = [r.data for r in lived]
+    operand = facts[0].get("operand_text") if facts else None
+    cases = "every case" if everywhere else "every case that runs it"
+    neutral = {"drop-factor": ("ones", 1), "drop-term": ("zeros", 0)}.get(
+        str(facts[0].get("operator")) if facts else "")
+    if operand and neutral and _all(facts, "operand", neutral[0]):
+        value = neutral[1]
+        if _all(facts, "operand_is_input", True):
+            return f"{cases} has {operand} = {value}; give {operand} random values"
+        return (f"{cases} has {operand} = {value} here, so dropping it changes nothing; if it "
+                f"can be other than {value}, choose inputs that make it so")
+    name = facts[0].get("input") if facts else None
+    if name is not None and _all(facts, "requires_grad", False):
+        return (f"no case has {name!r} requiring grad, so its gradient is never checked; "
+                f"give {name!r} requires_grad: true in a case")
+    if _all(facts, "operator", "gate"):
+        checked = {f.get("needs_input_grad") for f in facts}
+        if checked <= {None, "skip"}:
+            return ("the needs_input_grad check, which closes the gate, did not run; turn it on "
+                    "(it is off in `checks:` or by --only/--skip)")
+        if checked <= {"fail", "error"}:
+            return ("needs_input_grad already fails on the original, so it cannot tell what the "
+                    "gate changes; fix the target first")
+    if name is not None and _all(facts, "zero_gradient", True):
+        return (f"the gradient of {name!r} is zero in every case; choose inputs that give "
+                f"{name!r} a nonzero gradient")
+    if name is not None and _all(facts, "uniform", True):
+        return (f"every element of the gradient of {name!r} is the same in every case, so "
+                "permuting it changes nothing; choose inputs that give it distinct values")
+    if _all(facts, "gradcheck", "xfail"):
+        return ("the spec expects gradcheck to fail (`expect:`), so finite differences cannot "
+                "tell this gradient from the intended one; name a `reference:` whose autograd "
+                "gives the intended gradient")
+    if facts and all(f.get("gradcheck") in ("fail", "error") for f in facts):
+        return ("gradcheck already fails on the original, so a changed gradient cannot be told "
+                "from the wrong one; fix the target first")
+    return _by_difference(facts)
+
+
+def _by_difference(facts: Sequence[Mapping[str, Any]]) -> str:
+    known = [f for f in facts if isinstance(f.get("difference"), (int, float))]
+    if not known:
+        return "no check fails or warns on it, and no case has a gradient to compare"
+    largest = max(f["difference"] for f in known)
+    if largest == 0:
+        return ("its gradients equal the original's exactly in every case: on these inputs "
+                "the change has no effect; choose inputs (and requires_grad) under which it "
+                "has one")
+    atol, rtol = known[0]["atol"], known[0]["rtol"]
+    if all(f["difference"] <= atol + rtol * f.get("scale", 0.0) for f in known):
+        return (f"its gradients differ from the original's by at most {largest:.2g}, within "
+                f"the tolerance (atol {atol:g}, rtol {rtol:g}); choose inputs where the change "
+                "is larger, or tighten the tolerance")
+    statuses = {f.get("gradcheck") for f in known}
+    because = ("gradcheck is off for these cases" if statuses == {None} else
+               "gradcheck skipped these cases" if statuses <= {None, "skip"} else
+               "the finite differences decide nothing where it differs (a kink or a tie in the "
+               "inputs: fix the spec's `init`)")
+    return (f"its gradients differ from the original's by up to {largest:.2g}, yet no check "
+            f"failed or warned on it: {because}")
+
+
+def scores(results: Iterable[Any], every: bool = False) -> tuple[MutationScore, ...]:
+    """Each (target, spec)'s score from its cases' results (``CaseResult.mutants``), in the
+    order the results come; with ``every`` (a ``--mutate`` run), also for a target none of
+    whose cases tried a mutant, saying so."""
+    grouped: dict[tuple[str, str | None], list[MutantRun]] = {}
+    for result in results:
+        if result.mutants or every:
+            grouped.setdefault((result.target, result.spec), []).extend(result.mutants)
+    return tuple(merge(target, spec, runs) if runs else MutationScore(
+        target, spec, 0, 0, note=NONE_TRIED) for (target, spec), runs in grouped.items())
+
+
+NONE_TRIED = ("no mutant was tried: no case ran the original's forward and backward to the end "
+              "(see the cases' errors and skips)")
+
+
+def place(location: Location | None) -> str:
+    """``file:line`` of a mutant, for the text formats."""
+    return f"{location.file}:{location.line}" if location is not None else "?"

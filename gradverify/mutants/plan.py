@@ -1,0 +1,135 @@
+"""The mutants of one target, the same list in every case of a run: source mutants of its
+backward where its source can be read, value mutants of each input's gradient for every kind;
+and how each is put in place (``install``)."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradverify.errors import shown_path
+from gradverify.mutants.install import Holder, holder, tapped
+from gradverify.mutants.operators import probed, source_mutants
+from gradverify.mutants.source import BackwardSource, SourceMutant, read_backward
+from gradverify.mutants.values import ValueChange, value_changes
+from gradverify.results import Location
+from gradverify.targets import Capability, Target
+
+
+@dataclass
+class Mutant:
+    """One mutant: its name, what it changes, where, and how to put it in place."""
+
+    key: str
+    mutation: str
+    location: Location | None
+    install: Callable[[Target], ContextManager[Target]]
+    source: SourceMutant | None = None
+    value: ValueChange | None = None
+    ran: set[int] = field(default_factory=set)
+    """The lines of backward's source its compiled code ran (``source.marked``)."""
+
+    @property
+    def equivalent(self) -> str | None:
+        return self.source.equivalent if self.source is not None else None
+
+
+@dataclass
+class Plan:
+    """A target's mutants, and what observing the original needs."""
+
+    mutants: list[Mutant]
+    source: BackwardSource | None
+    place: Holder | None
+    """Where the target's backward is swapped (None: it has none to swap)."""
+    note: str | None
+    probes: dict[str, list[str]] = field(default_factory=dict)
+    """What each probed operand was, per call (``facts``), filled by a run of ``observe``."""
+    ran: set[int] = field(default_factory=set)
+    """The lines of backward's source the original ran, filled by a run of ``observe``."""
+
+    def observe(self, info: Target) -> ContextManager[Target]:
+        """The original backward with its dropped operands probed (the same function), or the
+        original itself where there is no source."""
+        if self.source is None or self.place is None:
+            return contextlib.nullcontext(info)
+        tree = probed(self.source, [m.source for m in self.mutants if m.source is not None])
+        function = self.source.compile(tree, helpers(self.probes, self.ran))
+        return self.place.installed(info, lambda _: function)
+
+def plan(info: Target, names: list[str], location: Location | None, node: Any = None) -> Plan:
+    """The mutants of ``info``, whose inputs are ``names``; ``location``: where a value mutant
+    points (backward's ``def``, else the code a finding about gradients points at); ``node``:
+    a graph node of a call of it (``install.holder``)."""
+    place = holder(info, node)
+    source = read_backward(place.function, place.skip) if place is not None else None
+    mutants: list[Mutant] = []
+    if source is not None and place is not None:
+        for found in source_mutants(source):
+            ran: set[int] = set()
+            mutants.append(Mutant(found.key, found.mutation, Location(
+                location.file if location else shown_path(source.file), found.line),
+                _source_install(place, source, found, ran), source=found, ran=ran))
+    for change in value_changes(names):
+        install = (lambda i, c=change: place.installed(i, c.returning)) if place is not None \
+            else (lambda i, c=change: contextlib.nullcontext(tapped(i, c.position, c)))
+        mutants.append(Mutant(change.key, change.mutation, location, install, value=change))
+    note = None
+    if place is None and info.has(Capability.OWN_BACKWARD):
+        note = ("its backward cannot be reached to swap (an autograd kernel written at the "
+                "Autograd key): value mutants of its inputs' gradients only")
+    elif place is None:
+        note = "no backward of its own: value mutants of its inputs' gradients only"
+    elif source is None:
+        note = "backward's source cannot be read: value mutants only"
+    return Plan(mutants, source, place, note)
+
+
+def _source_install(place: Holder, source: BackwardSource, found: SourceMutant, ran: set[int]
+                    ) -> Callable[[Target], ContextManager[Target]]:
+    def install(info: Target) -> ContextManager[Target]:
+        function = source.compile(found.tree, helpers({}, ran))
+        return place.installed(info, lambda _: function)
+
+    return install
+
+
+def helpers(probes: dict[str, list[str]], ran: set[int]) -> dict[str, Any]:
+    """What mutated code calls (``source.HELPERS``), recording into ``probes`` and ``ran``."""
+    def neg(value: Any) -> Any:
+        return None if value is None else -value
+
+    def ones(value: Any) -> Any:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return torch.ones_like(value)
+        if isinstance(value, (tuple, list)):
+            return type(value)(ones(v) for v in value)
+        return value
+
+    def probe(key: str, value: Any) -> Any:
+        probes.setdefault(key, []).append(fact(value))
+        return value
+
+    return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe, "_gv_line": ran.add}
+
+
+def fact(value: Any) -> str:
+    """What an operand was: ``ones``, ``zeros``, or ``varies`` (anything else)."""
+    import torch
+
+    from gradverify.checks._tensors import is_strided
+
+    if isinstance(value, torch.Tensor):
+        if not is_strided(value) or value.numel() == 0:
+            return "varies"
+        with torch.no_grad():
+            if bool((value == 1).all()):
+                return "ones"
+            return "zeros" if bool((value == 0).all()) else "varies"
+    if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+        return "ones" if value == 1 else "zeros" if value == 0 else "varies"
+    return "varies"

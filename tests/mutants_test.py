@@ -1,0 +1,386 @@
+"""--mutate (gradverify/mutants/): the mutation operators on small sources, a compiled mutant,
+the merge of the cases' verdicts, and the score of small Functions, a function and a custom op
+end to end."""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import textwrap
+
+import pytest
+import torch
+
+from gradverify.mutants import operators
+from gradverify.mutants.merge import merge, why
+from gradverify.mutants.plan import helpers
+from gradverify.mutants.source import BackwardSource, read_backward
+from gradverify.results import Location, MutantRun
+from tests.conftest import run_cli
+
+
+def _source(text: str, grads: tuple[str, ...] = ("g",)) -> BackwardSource:
+    tree = ast.parse(textwrap.dedent(text)).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    return BackwardSource(function=None, file="<test>", tree=tree, grads=grads)
+
+
+@pytest.mark.parametrize(("operator", "text", "expected"), [
+    pytest.param(operators.negate_returned, "def b(ctx, g):\n    return g * 2, None\n",
+                 ["`g * 2` -> `-(g * 2)`"], id="negate-skips-None"),
+    pytest.param(operators.negate_returned, "def b(ctx, g):\n    return g\n",
+                 ["`g` -> `-g`"], id="negate-single"),
+    pytest.param(operators.drop_factor, "def b(ctx, g):\n    return g * ctx.w\n",
+                 ["`g * ctx.w` -> `g`", "`g * ctx.w` -> `ctx.w`"], id="drop-factor"),
+    pytest.param(operators.drop_factor, "def b(ctx, g):\n    return g / ctx.n\n",
+                 ["`g / ctx.n` -> `g`"], id="drop-divisor"),
+    pytest.param(operators.drop_term, "def b(ctx, g):\n    return g + 1\n",
+                 ["`g + 1` -> `g`", "`g + 1` -> `1`"], id="drop-term"),
+    pytest.param(operators.drop_term, "def b(ctx, g):\n    return g - ctx.x\n",
+                 ["`g - ctx.x` -> `g`", "`g - ctx.x` -> `-ctx.x`"], id="drop-subtracted"),
+    pytest.param(operators.drop_term, "def b(ctx, g):\n    gx = g\n    gx += g\n    return gx\n",
+                 ["`gx += g` removed"], id="drop-augmented"),
+    pytest.param(operators.swap_returned, "def b(ctx, g):\n    return g * 2, None, g * 3\n",
+                 ["returned `g * 2` and `g * 3` swapped"], id="swap-skips-None"),
+    pytest.param(operators.drop_transpose, "def b(ctx, g):\n    return g.t() @ ctx.x\n",
+                 ["`g.t()` -> `g`"], id="drop-t"),
+    pytest.param(operators.drop_transpose, "def b(ctx, g):\n    return torch.transpose(g, 0, 1)\n",
+                 ["`torch.transpose(g, 0, 1)` -> `g`"], id="drop-torch-transpose"),
+    pytest.param(operators.drop_transpose, "def b(ctx, g):\n    return g.mT\n",
+                 ["`g.mT` -> `g`"], id="drop-mT"),
+    pytest.param(operators.ones_incoming, "def b(ctx, g):\n    return g * 2\n",
+                 ["`g` -> `ones_like(g)`"], id="ones"),
+    pytest.param(operators.ignore_gate,
+                 "def b(ctx, g):\n    if ctx.needs_input_grad[1]:\n        return None, g\n",
+                 ["`ctx.needs_input_grad[1]` -> `True`"], id="gate"),
+    pytest.param(operators.ignore_gate,
+                 "def b(ctx, g):\n    a, c = ctx.needs_input_grad\n    return g, g\n",
+                 ["`ctx.needs_input_grad` -> `(True, ...)`"], id="gate-unpacked"),
+    # nothing to mutate
+    pytest.param(operators.negate_returned, "def b(ctx, g):\n    return None\n", [],
+                 id="noop-negate-None"),
+    pytest.param(operators.drop_factor, "def b(ctx, g):\n    return g @ ctx.w\n", [],
+                 id="noop-matmul-is-no-factor"),
+    pytest.param(operators.drop_transpose, "def b(ctx, g):\n    return g.T_ish\n", [],
+                 id="noop-not-a-transpose"),
+    pytest.param(operators.drop_factor,
+                 "def b(ctx, g):\n    f = lambda t: t * 2\n    return f(g)\n", [],
+                 id="noop-inside-a-lambda"),
+])
+def test_operator(operator, text, expected):
+    found = operator(operators._Site(_source(text)))
+    assert [m.mutation for m in found] == expected
+    assert all(m.line >= 1 and m.span[0] <= m.line <= m.span[1] for m in found)
+
+
+@pytest.mark.parametrize(("operator", "text", "why"), [
+    pytest.param(operators.drop_factor, "def b(ctx, g):\n    return g * 1\n",
+                 "the factor dropped is the constant 1", id="factor-1"),
+    pytest.param(operators.drop_term, "def b(ctx, g):\n    return g + 0\n",
+                 "the term dropped is the constant 0", id="term-0"),
+    pytest.param(operators.swap_returned, "def b(ctx, g):\n    return g * 2, g * 2\n",
+                 "the two gradients swapped are the same expression", id="same-swap"),
+    pytest.param(operators.ones_incoming, "def b(ctx, g):\n    return None\n",
+                 "backward never reads g", id="unread-gradient"),
+])
+def test_equivalent_mutants_say_why(operator, text, why):
+    assert next(m.equivalent for m in operator(operators._Site(_source(text)))) == why
+
+
+def test_no_term_is_dropped_inside_a_while_loop():
+    source = _source("def b(ctx, g):\n    i = 0\n    while i < 3:\n        i = i + 1\n"
+                     "    return g * 2 + 1\n")
+    lines = {m.line for m in operators.source_mutants(source)
+             if m.operator in ("drop-term", "drop-factor")}
+    assert lines == {5}
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        big = x.dim() > 3
+        if big:
+            return grad * w * 1, grad * x  # no case has 4 dims: never runs
+        return grad * w, grad * x
+
+
+def test_a_mutant_compiles_at_the_lines_of_the_original_and_runs():
+    source = read_backward(Scale.backward, 1)
+    assert source is not None and source.grads == ("grad",)
+    assert source.tree.lineno == Scale.backward.__code__.co_firstlineno + 1  # after @staticmethod
+    negated = next(m for m in operators.source_mutants(source) if m.line > source.tree.lineno + 4
+                   and m.mutation == "`grad * x` -> `-(grad * x)`")
+    mutant = source.compile(negated.tree, helpers({}, set()))
+    assert mutant.__code__.co_filename == Scale.backward.__code__.co_filename
+    x, w = torch.tensor([2.0]), torch.tensor([3.0])
+
+    class Ctx:
+        saved_tensors = (x, w)
+
+    assert [t.item() for t in mutant(Ctx(), torch.ones(1))] == [3.0, -2.0]
+
+
+def test_a_lambda_backward_is_read_as_a_def():
+    """``register_autograd(lambda ctx, g: ...)`` is common: its body is mutated as a def's."""
+    backward = lambda ctx, g: g * ctx.k  # noqa: E731
+    source = read_backward(backward, 1)
+    assert source is not None and source.grads == ("g",)
+    assert ast.unparse(source.tree.body[0]) == "return g * ctx.k"
+    assert source.tree.lineno == backward.__code__.co_firstlineno
+    assert [m.mutation for m in operators.drop_factor(operators._Site(source))] == [
+        "`g * ctx.k` -> `g`", "`g * ctx.k` -> `ctx.k`"]
+    two = [lambda ctx, g: g, lambda ctx, g: -g]  # one line, the same parameters: which is it?
+    assert read_backward(two[0], 1) is None
+
+
+def test_marked_code_says_which_lines_ran_in_any_thread():
+    """Lines are counted by markers in the compiled code, not a tracer: a backward the engine
+    runs on another thread (CUDA's) is seen too."""
+    import threading
+
+    source = read_backward(Scale.backward, 1)
+    assert source is not None
+    ran: set[int] = set()
+    function = source.compile(source.tree, helpers({}, ran))
+    x, w = torch.tensor([2.0]), torch.tensor([3.0])
+
+    class Ctx:
+        saved_tensors = (x, w)
+
+    thread = threading.Thread(target=function, args=(Ctx(), torch.ones(1)))
+    thread.start()
+    thread.join()
+    first = source.tree.lineno
+    assert ran == {first + 1, first + 2, first + 3, first + 5}  # not the `if big:` branch
+
+
+def _spec(w: dict) -> dict:
+    return {"cases": [{"name": "small", "args": {"x": {"shape": [3]}, "w": {"shape": [3], **w}}}]}
+
+
+def _score(target, spec):
+    from gradverify import verify
+
+    report = verify(target, spec, mutate=True)
+    (score,) = report.mutants
+    return score
+
+
+def test_weights_of_ones_let_a_dropped_factor_live_and_say_so():
+    score = _score(Scale, _spec({"init": "ones"}))
+    (survivor,) = [m for m in score.survived if m.mutation == "`grad * w` -> `grad`"]
+    assert survivor.why == "every case has w = 1; give w random values"
+    assert survivor.location is not None and survivor.location.line == \
+        Scale.backward.__code__.co_firstlineno + 6
+    # the branch no case runs: listed apart, not counted
+    assert {m.location.line for m in score.unexecuted} == {
+        Scale.backward.__code__.co_firstlineno + 5}
+    assert score.total == score.killed + len(score.survived)
+
+
+def test_random_weights_kill_it():
+    backward = vars(Scale)["backward"]
+    score = _score(Scale, _spec({}))
+    assert vars(Scale)["backward"] is backward  # each mutant was taken out again
+    assert all(m.mutation != "`grad * w` -> `grad`" for m in score.survived)
+    assert score.killed == score.total and score.total >= 10
+
+
+class FrozenWeightPath(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        if not ctx.needs_input_grad[1]:
+            return grad * w / 1, None  # only needs_input_grad's subsets run this line
+        grad_x = grad * w if ctx.needs_input_grad[0] else None
+        return grad_x, grad * x
+
+
+def test_a_line_only_a_check_runs_is_not_unexecuted():
+    """The spec's case has both inputs requiring grad; needs_input_grad's subsets run the
+    first branch, and kill its mutants. The gates' mutants only waste work (GV204, a note)."""
+    score = _score(FrozenWeightPath, _spec({}))
+    assert score.unexecuted == ()
+    # `/ 1` dropped is the same function, and so are the ignored gates for every check: they
+    # only waste work (GV204 is a note); the rest are killed
+    assert sorted(m.mutation for m in score.equivalent) == [
+        "`ctx.needs_input_grad[0]` -> `True`", "`ctx.needs_input_grad[1]` -> `True`",
+        "`grad * w / 1` -> `grad * w`"]
+    assert all("wastes work" in m.why for m in score.equivalent if "needs_input_grad" in m.mutation)
+    assert score.survived == () and score.killed == score.total and score.total >= 13
+
+
+def test_value_mutants_for_a_target_without_a_backward():
+    def double_sin(x):
+        return torch.sin(x) * 2
+
+    score = _score(double_sin, {"cases": [{"args": {"x": {"shape": [4]}}}]})
+    assert score.note == "no backward of its own: value mutants of its inputs' gradients only"
+    assert (score.total, score.killed) == (3, 3)
+
+
+def test_value_mutants_for_a_backward_without_source():
+    namespace: dict = {}
+    exec("def backward(ctx, grad):\n    return grad * 3\n", namespace)  # no source to read
+    Triple = type("Triple", (torch.autograd.Function,), {
+        "forward": staticmethod(lambda ctx, x: x * 3),
+        "backward": staticmethod(namespace["backward"]), "__module__": __name__})
+    score = _score(Triple, {"cases": [{"args": {"x": {"shape": [4]}}}]})
+    assert score.note == "backward's source cannot be read: value mutants only"
+    assert (score.total, score.killed) == (3, 3)
+
+
+def test_value_mutants_of_a_custom_op():
+    from tests.torchversions import require_custom_ops
+
+    require_custom_ops()
+    from gradverify.examples.customop import scaled_sin
+
+    registered = scaled_sin._backward_fn
+    score = _score(scaled_sin, {"cases": [{"args": {"x": {"shape": [5]}, "alpha": 1.5}}]})
+    assert scaled_sin._backward_fn is registered
+    values = [m for m in score.survived if m.mutation.startswith("gradient of")]
+    assert score.killed == score.total and values == [] and score.total >= 6
+    # its gate on the only input that can require grad is always open
+    assert [m.why for m in score.equivalent] == [
+        "'x' is the only input that can require grad, so backward runs only when it does: "
+        "the gate is always open"]
+
+
+def test_score_in_process():
+    """``gradverify.run.scoring.score``: what init and record call, without a run."""
+    from gradverify.options import RunOptions
+    from gradverify.run.scoring import score
+    from gradverify.spec.file import from_dict
+    from gradverify.targets import introspect
+
+    found = score(introspect(Scale), from_dict(_spec({"init": "ones"})), RunOptions())
+    assert found.target.endswith("Scale") and found.total == found.killed + 1
+    assert [m.why for m in found.survived] == ["every case has w = 1; give w random values"]
+
+
+_LIBRARIES: list = []
+
+
+def _cube_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return 3 * x * x * grad
+
+
+def test_source_mutants_of_an_op_registered_by_name():
+    """``torch.library.register_autograd("ns::op", backward)`` without a CustomOpDef: its
+    backward is found through the autograd.Function torch generated for it."""
+    from tests.torchversions import require_custom_ops
+
+    require_custom_ops()
+    if not _LIBRARIES:
+        library = torch.library.Library("gvmutants", "DEF")
+        library.define("cube(Tensor x) -> Tensor")
+        library.impl("cube", lambda x: x ** 3, "CPU")
+        torch.library.register_autograd(
+            "gvmutants::cube", _cube_backward, lib=library,
+            setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]))
+        _LIBRARIES.append(library)
+    score = _score("gvmutants::cube", {"cases": [{"args": {"x": {"shape": [3]}}}]})
+    assert score.note is None and score.killed == score.total
+    assert score.total >= 8  # source mutants of _cube_backward, then 3 value mutants
+
+
+def _run(key: str, verdict: str, **data) -> MutantRun:
+    return MutantRun(key, f"m{key}", Location("f.py", 3), verdict, data=data)
+
+
+def test_merge_counts_a_mutant_once_killed_in_any_case():
+    score = merge("m:F", "s.yaml", [
+        _run("a", "survived", difference=0.0), _run("a", "killed"),
+        _run("b", "unexecuted"), _run("b", "unexecuted"),
+        _run("c", "equivalent", why="same"), _run("d", "inapplicable"),
+        _run("e", "survived", difference=0.0), _run("e", "unexecuted")])
+    assert (score.total, score.killed) == (2, 1)
+    assert [m.mutation for m in score.survived] == ["me"]
+    assert [m.why for m in score.unexecuted] == ["no case runs this line"]
+    assert [m.why for m in score.equivalent] == ["same"]
+
+
+@pytest.mark.parametrize(("facts", "expected"), [
+    pytest.param({"operator": "drop-term", "operand": "zeros", "operand_text": "b",
+                  "operand_is_input": True},
+                 "every case has b = 0; give b random values", id="zero-term"),
+    pytest.param({"operator": "drop-term", "operand": "zeros", "operand_text": "acc"},
+                 "every case has acc = 0 here, so dropping it changes nothing; if it can be other "
+                 "than 0, choose inputs that make it so", id="zero-local-term"),
+    pytest.param({"operator": "drop-term", "operand": "ones", "operand_text": "1",
+                  "difference": 0.0},
+                 "its gradients equal the original's exactly in every case: on these inputs the "
+                 "change has no effect; choose inputs (and requires_grad) under which it has one",
+                 id="a-term-of-one-is-no-factor"),
+    pytest.param({"input": "w", "requires_grad": False},
+                 "no case has 'w' requiring grad, so its gradient is never checked; give 'w' "
+                 "requires_grad: true in a case", id="never-requires-grad"),
+    pytest.param({"input": "x", "requires_grad": True, "zero_gradient": True},
+                 "the gradient of 'x' is zero in every case; choose inputs that give 'x' a "
+                 "nonzero gradient", id="zero-gradient"),
+    pytest.param({"difference": 2e-6, "atol": 1e-5, "rtol": 1e-3, "scale": 1.0},
+                 "its gradients differ from the original's by at most 2e-06, within the "
+                 "tolerance (atol 1e-05, rtol 0.001); choose inputs where the change is larger, "
+                 "or tighten the tolerance", id="within-tolerance"),
+    pytest.param({"gradcheck": "xfail", "difference": 2.0},
+                 "the spec expects gradcheck to fail (`expect:`), so finite differences cannot "
+                 "tell this gradient from the intended one; name a `reference:` whose autograd "
+                 "gives the intended gradient", id="expected-gradcheck-failure"),
+    pytest.param({"gradcheck": "fail", "difference": 2.0},
+                 "gradcheck already fails on the original, so a changed gradient cannot be told "
+                 "from the wrong one; fix the target first", id="broken-target"),
+    pytest.param({"difference": 0.5, "atol": 1e-5, "rtol": 1e-3, "scale": 1.0},
+                 "its gradients differ from the original's by up to 0.5, yet no check failed or "
+                 "warned on it: gradcheck is off for these cases", id="unchecked-difference"),
+    pytest.param({"difference": 0.5, "atol": 1e-5, "rtol": 1e-3, "gradcheck": "pass"},
+                 "its gradients differ from the original's by up to 0.5, yet no check failed or "
+                 "warned on it: the finite differences decide nothing where it differs (a kink "
+                 "or a tie in the inputs: fix the spec's `init`)", id="difference-at-a-kink"),
+    pytest.param({"operator": "gate", "needs_input_grad": "fail", "difference": 0.0},
+                 "needs_input_grad already fails on the original, so it cannot tell what the "
+                 "gate changes; fix the target first", id="gate-of-a-broken-target"),
+    pytest.param({"operator": "gate", "needs_input_grad": None},
+                 "the needs_input_grad check, which closes the gate, did not run; turn it on "
+                 "(it is off in `checks:` or by --only/--skip)", id="gate-unchecked"),
+])
+def test_why_a_mutant_lived(facts, expected):
+    assert why([_run("a", "survived", **facts)]) == expected
+
+
+def test_check_mutate_json_end_to_end(project):
+    text = "import torch\n\n\n" + inspect.getsource(Scale)
+    project.write("weights.py", text)
+    line = text.splitlines().index("        return grad * w, grad * x") + 1
+    project.write("specs/scale.yaml", """
+        target: weights:Scale
+        cases:
+          - name: ones
+            args: {x: {shape: [3]}, w: {shape: [3], init: ones}}
+    """)
+    result = run_cli("check", "--mutate", "--format", "json")
+    assert result.code == 0, result.stderr
+    (score,) = json.loads(result.stdout)["mutants"]
+    assert set(score) >= {"target", "spec", "total", "killed", "survived"}
+    assert (score["target"], score["spec"]) == ("weights:Scale", "specs/scale.yaml")
+    assert score["survived"] == [{
+        "mutation": "`grad * w` -> `grad`", "location": {"file": "weights.py", "line": line},
+        "why": "every case has w = 1; give w random values"}]
+    assert score["killed"] == score["total"] - 1
+    plain = " ".join(run_cli("check", "--mutate", "--format", "plain").stdout.split())
+    assert "specs/scale.yaml weights:Scale: " in plain
+    assert (f"weights.py:{line}: survived: `grad * w` -> `grad`: every case has w = 1; give w "
+            "random values") in plain
+    assert f"weights.py:{line - 1}: unexecuted: " in plain
