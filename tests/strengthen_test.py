@@ -54,11 +54,11 @@ def test_the_loop_stops_at_its_budget():
     assert len(calls) == 3
 
 
-def test_a_mutation_score_ranks_first_and_is_the_header():
+def test_a_mutation_score_ranks_first_and_is_a_header_line():
     probe = Strength(True, exercised=("x",), inputs=("x",), hits=3)
     mutants = Strength(True, inputs=("x",), killed=4, total=5)
     assert mutants.key() > probe.key()
-    assert mutants.header() == "mutation score: 4/5"
+    assert mutants.score_line().startswith("mutation score: 4/5 (")
     assert probe.header().startswith("strength: every input's gradient nonzero in every draw")
     assert Strength(False).key() < Strength(True, inputs=("x",)).key()  # finite first
     assert Strength(True, backward_finite=False, exercised=("x",)).key() < \
@@ -78,8 +78,9 @@ def test_a_mutation_scorer_plugs_in_and_its_kills_choose_the_sizes():
     case = {"dims": {"L": 8}, "args": {"x": {"shape": ["L"]}}}
     assert strengthen(case, probe).case["dims"] == {"L": 8}  # no gain without mutants
     done = strengthen(case, with_mutants(probe, block_mutants))
-    assert done.case["dims"] == {"L": 9} and done.strength.header() == "mutation score: 2/2"
-    assert done.before.header() == "mutation score: 1/2"
+    assert done.case["dims"] == {"L": 9}
+    assert done.strength.score_line().startswith("mutation score: 2/2 (")
+    assert done.before.score_line().startswith("mutation score: 1/2 (")
 
 
 def test_an_edit_replaces_a_tensors_init_and_keeps_its_shape_and_dtype():

@@ -82,6 +82,8 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
                   "# Set the shapes and dtypes forward expects (comments say what was guessed)."]
     if strength is not None:
         lines.append(f"# {strength.header()}")
+        if strength.score_line():
+            lines.append(f"# {strength.score_line()}")
     if info.once_differentiable:
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
     dims = {**spec_dict(guesses)["dims"], **(sizes or {})}

@@ -93,10 +93,15 @@ class Strength:
         """Every gradient is zero: gradcheck would compare zeros with zeros."""
         return self.error is None and self.finite and bool(self.inputs) and not self.hits
 
+    def score_line(self) -> str | None:
+        """``mutation score: K/N``, where the case was scored with the mutants of backward."""
+        if self.killed is not None and self.total:
+            return (f"mutation score: {self.killed}/{self.total} (mutants of backward that "
+                    "these inputs kill; `gradverify check --mutate` names the survivors)")
+        return None
+
     def header(self) -> str:
         """The spec's line saying how strong its case is."""
-        if self.killed is not None and self.total:
-            return f"mutation score: {self.killed}/{self.total}"
         if self.error is not None:
             return f"strength not measured: {self.error}"
         if not self.finite:

@@ -3,7 +3,9 @@ defaults included (a gain of 1.0 hides a backward that forgets it), strengthened
 change written back into its guess with why it was made."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from gradverify.init.guess import Guess
 from gradverify.init.measure import scorer_for
@@ -37,7 +39,26 @@ def strengthened(info: Target, guesses: list[Guess]
         else:
             out.append(replace(g, value=edit.value, why=f"{g.why}; {edit.why}"))
     sizes = {e.dim: e.value for e in done.edits if e.dim is not None}
-    return out, done.strength, sizes
+    return out, with_mutation_score(info, done.case, done.strength), sizes
+
+
+def with_mutation_score(info: Target, case: Mapping[str, Any], strength: Strength) -> Strength:
+    """``strength`` with the mutation score of the strengthened ``case`` (``--mutate``'s
+    engine, every check run against each mutant of backward, in this process), which the
+    spec's header then states; as it is where the case is weak or scoring fails."""
+    if weakness(strength) is not None:
+        return strength
+    try:
+        from gradverify.options import RunOptions
+        from gradverify.run.scoring import score
+        from gradverify.spec.file import from_dict
+
+        found = score(info, from_dict({"target": info.target, "cases": [dict(case)]}), RunOptions())
+    except Exception:  # noqa: BLE001 -- the user's code, or a case no spec can hold: unscored
+        return strength
+    if not found.total:
+        return strength
+    return replace(strength, killed=found.killed, total=found.total)
 
 
 def _scalar(value: object) -> bool:

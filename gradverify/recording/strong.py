@@ -17,7 +17,7 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
                 sizes: Mapping[str, int]) -> dict[str, Any]:
     """``{"edits": [...], "strength": line}`` for one recorded call at its chosen sizes."""
     from gradverify.init.measure import scorer_for
-    from gradverify.init.strong import weakness
+    from gradverify.init.strong import weakness, with_mutation_score
 
     d = draft(call, joined)
     case = case_dict(d.args, d.dtype, sizes, "recorded")  # a spec's first case's name
@@ -29,8 +29,10 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     except Exception as exc:  # noqa: BLE001 -- the user's code: the case stays as drafted
         return {"edits": [_json(e) for e in kept],
                 "strength": f"strength not measured ({type(exc).__name__})"}
-    problem = weakness(done.strength)
-    line = done.strength.header() if problem is None else \
+    strength = with_mutation_score(info, done.case, done.strength)
+    problem = weakness(strength)
+    scored = f"; {strength.score_line()}" if strength.score_line() else ""
+    line = strength.header() + scored if problem is None else \
         f"TODO: {problem}: a check would prove nothing here; set values at which it does"
     return {"edits": [_json(e) for e in (*kept, *done.edits)], "strength": line}
 
