@@ -124,3 +124,41 @@ def test_a_module_without_functions_is_an_input_error(project):
     project.write("empty.py", "x = 1\n")
     result = run_cli("init", "empty")
     assert result.code == 3 and "defines no torch.autograd.Function" in result.output
+
+
+STE = '''
+import torch
+from torch.autograd import Function
+
+
+class RoundSTE(Function):
+    """Rounds; the gradient passes straight through (a surrogate by design)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x * 4) / 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Round(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x * 4) / 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+'''
+
+
+def test_a_surrogate_gradient_its_docstring_declares_is_expected(project):
+    project.write("ste.py", STE)
+    assert run_cli("init", "ste:RoundSTE", "-o", "ste.yaml").code == 0
+    text = (project.root / "ste.yaml").read_text()
+    assert '\nexpect: {gradcheck: "surrogate gradient by design' in text
+    assert run_cli("check", "ste.yaml").code == 0  # an expected failure, no false one
+    assert run_cli("init", "ste:Round", "-o", "round.yaml").code == 0
+    assert "\n# expect: {gradcheck:" in (project.root / "round.yaml").read_text()  # asked only

@@ -97,7 +97,11 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
         lines.append("dims: {" + ", ".join(f"{k}: {v}" for k, v in dims.items()) + "}"
                      "   # named sizes; a list such as [1, 3] sweeps them")
     lines.append("# checks: {gradgradcheck: false}   # turn checks off (or opt-in checks on)")
-    if attempt is not None and attempt.flat:
+    if attempt is not None and attempt.flat and _says_surrogate(info):
+        lines += ["# forward is piecewise constant here, yet backward gives a gradient, and the",
+                  "# class's docstring or name says it is a surrogate (straight-through) one:",
+                  "expect: {gradcheck: \"surrogate gradient by design (its docstring says so)\"}"]
+    elif attempt is not None and attempt.flat:
         lines += ["# forward is piecewise constant here, yet backward gives a gradient: if it is",
                   "# a surrogate (straight-through) gradient by design, say so (uncomment):",
                   "# expect: {gradcheck: \"surrogate gradient by design\"}"]
@@ -117,6 +121,18 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
         why = g.why if g.longer else "forward's default, used as it is"
         lines.append(f"      # {g.name}: {_yaml(g.value)}   ({why})")
     return "\n".join(lines) + "\n"
+
+
+_SURROGATE = re.compile(r"straight[- ]?through|surrogate|\bSTE\b", re.IGNORECASE)
+
+
+def _says_surrogate(info: Target) -> bool:
+    """Whether the target's own words (its class or function name and docstring) say that its
+    gradient is a surrogate: a straight-through estimator, ``SignSTE``."""
+    function = info.function
+    words = f"{getattr(function, '__name__', '')} {getattr(function, '__doc__', '') or ''}"
+    name = getattr(function, "__name__", "")
+    return bool(_SURROGATE.search(words)) or name.endswith("STE")
 
 
 def _yaml(value: Any) -> str:
