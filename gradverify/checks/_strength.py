@@ -91,16 +91,17 @@ def constant_inputs(args: Args, exclude: Sequence[str] = ()) -> dict[str, float]
     return found
 
 
-def across_cases(rows: Sequence[CheckResult], declared: Sequence[str] = ()) -> list[Finding]:
-    """GV129 for an input whose gradient was zero on every case that measured it (unless the
-    spec declares it ``zero_grad``), GV130 for an input constant at one value in every case."""
+def across_cases(rows: Sequence[CheckResult]) -> list[Finding]:
+    """GV129 for an input whose gradient was zero on every case that measured it (gradcheck
+    leaves the spec's ``zero_grad`` inputs out of what it records), GV130 for an input
+    constant at one value in every case."""
     measured = [r for r in rows if ZERO_GRADIENT in r.data]
     findings = []
     if measured:
         zero = set.intersection(*(set(r.data[ZERO_GRADIENT]) for r in measured))
         where = measured[0].data.get(WHERE)
         location = Location.parse(where) if where else None
-        for name in _in_order(measured, ZERO_GRADIENT, zero - set(declared)):
+        for name in _in_order(measured, ZERO_GRADIENT, zero):
             findings.append(_never_exercised(name, len(measured), location))
     constant = [r.data.get(CONSTANT, {}) for r in measured]
     if constant:
