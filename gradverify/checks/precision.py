@@ -191,11 +191,13 @@ def _against_run(mismatch: Mismatch, largest: float) -> None:
 
 
 def _working_dtype(working: Args) -> torch.dtype | None:
-    """The dtype of the first floating-point or complex tensor input; None when there is none."""
+    """The dtype of the first differentiable floating-point or complex tensor input (else of
+    the first one: a frozen constant keeps its own dtype); None when there is none."""
     import torch
 
-    floating = [v for v in working.values if isinstance(v, torch.Tensor)
-                and (v.is_floating_point() or v.is_complex())]
+    order = sorted(range(len(working.values)), key=lambda i: i not in working.diff_positions)
+    floating = [working.values[i] for i in order if isinstance(working.values[i], torch.Tensor)
+                and (working.values[i].is_floating_point() or working.values[i].is_complex())]
     return floating[0].dtype if floating else None
 
 
@@ -204,9 +206,12 @@ def _widened(double: Args, working: Args) -> Args:
     widened back, so that input rounding is never blamed on the formula."""
     import torch
 
+    # Where the dtypes agree the rounding was exact, and a constant the case holds in its own
+    # dtype (a quantized weight whose ``to`` would dequantize it) stays as it is.
     double.values = [w.detach().to(d.dtype).requires_grad_(d.requires_grad)
                      if isinstance(d, torch.Tensor) and (d.is_floating_point()
-                                                         or d.is_complex()) else d
+                                                         or d.is_complex())
+                     and w.dtype != d.dtype else d
                      for w, d in zip(working.values, double.values, strict=False)]
     return double
 

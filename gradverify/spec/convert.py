@@ -20,23 +20,35 @@ if TYPE_CHECKING:
 
 
 def constants(values: list[Any], names: list[str], wanted: torch.dtype) -> dict[str, str]:
-    """The factory's inputs that require no grad and cannot become ``wanted`` (the conversion
-    raises or keeps their dtype: a tensor subclass that stays quantized): constants of the
-    case, verified around (gradient checks differentiate the other inputs only)."""
-    import torch
-
+    """The factory's inputs that require no grad and cannot become ``wanted``: constants of
+    the case, verified around (gradient checks differentiate the other inputs only). This
+    holds whether or not the factory takes ``dtype``: a frozen quantized weight is kept in its
+    own dtype on purpose."""
     found = {}
     for name, value in zip(names, values):
         if not inexact(value) or value.requires_grad or value.dtype == wanted:
             continue
-        try:
-            converted = value.detach().to(wanted)
-        except Exception:  # noqa: BLE001 -- a subclass's own refusal
-            converted = None
-        if not isinstance(converted, torch.Tensor) or converted.dtype != wanted:
+        if _frozen_form(value, wanted) is None:
             found[name] = (f"{type(value).__name__} in "
                            f"{str(value.dtype).removeprefix('torch.')}")
     return found
+
+
+def _frozen_form(value: torch.Tensor, wanted: torch.dtype) -> torch.Tensor | None:
+    """``value`` (a floating tensor that requires no grad) in ``wanted``, or None where it
+    cannot become it: the conversion raises, keeps its dtype, or loses its type (a quantized
+    subclass whose ``to`` dequantizes into a plain tensor, which forward cannot use)."""
+    import torch
+
+    try:
+        detached = value.detach()
+        converted = detached.to(wanted)
+    except Exception:  # noqa: BLE001 -- a subclass's own refusal
+        return None
+    if not isinstance(converted, torch.Tensor) or converted.dtype != wanted \
+            or type(converted) is not type(detached):
+        return None
+    return converted
 
 
 def require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,
@@ -81,12 +93,12 @@ def _convert(value: Any, real: torch.dtype, cplx: torch.dtype) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor) and (value.is_complex() or value.is_floating_point()):
-        try:
-            return value.detach().to(cplx if value.is_complex() else real)
-        except Exception:  # a frozen subclass refusing: a constant (re-raised otherwise)
-            if value.requires_grad:
-                raise
-            return value
+        wanted = cplx if value.is_complex() else real
+        if value.requires_grad:
+            return value.detach().to(wanted)
+        # A frozen input that cannot become ``wanted`` is a constant, kept as it is.
+        frozen = _frozen_form(value, wanted) if value.dtype != wanted else value.detach()
+        return value if frozen is None else frozen
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_convert(v, real, cplx) for v in value)
     if isinstance(value, torch.nn.Module):

@@ -60,9 +60,10 @@ class Args:
 
 
 def fresh_leaf(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    """A detached copy of ``t`` (a new leaf), of the same class: a tensor subclass whose
-    ``detach``/``clone`` fall back to a plain tensor is copied another way, or, for one that
-    cannot be copied and never requires grad, handed out as it is (it cannot carry a graph)."""
+    """A detached copy of ``t`` (a new leaf), of the same class and instance attributes: a
+    tensor subclass whose ``detach``/``clone`` fall back to a plain tensor is copied another
+    way, or, for one that cannot be copied and never requires grad, handed out as it is (it
+    cannot carry a graph)."""
     import copy
 
     import torch
@@ -78,6 +79,10 @@ def fresh_leaf(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
                 pass
         if type(out) is not type(t) and not requires_grad:
             return t
+        # A subclass's clone keeps its class but not the attributes set on the instance
+        # (a quantized weight's scale): they are carried over, shared.
+        for key, value in getattr(t, "__dict__", {}).items():
+            out.__dict__.setdefault(key, value)
     if out.requires_grad != requires_grad:
         out.requires_grad_(requires_grad)
     return out

@@ -167,6 +167,58 @@ class QuantizedScale(Function):
         return grad * scale, None
 
 
+class DequantizingWeight(torch.Tensor):
+    """A frozen weight kept in bfloat16 with a per-row scale set on the instance (as
+    quantization libraries keep theirs): ``to`` dequantizes it into a plain tensor, which has
+    no scale, so the kernel cannot use the converted value."""
+
+    @staticmethod
+    def __new__(cls, data, scale):
+        weight = torch.Tensor._make_subclass(cls, data, False)
+        weight.scale = scale
+        return weight
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        source = next((a for a in args if isinstance(a, DequantizingWeight)), None)
+        if isinstance(out, DequantizingWeight) and source is not None \
+                and "scale" not in out.__dict__:
+            out.scale = source.scale
+        return out
+
+    def to(self, *args, **kwargs):
+        plain = self.as_subclass(torch.Tensor) * self.scale
+        return torch.Tensor.to(plain, *args, **kwargs)
+
+
+def make_dequantizing_weight(generator, dtype):
+    x = torch.randn(3, 4, generator=generator, dtype=dtype, requires_grad=True)
+    data = torch.randn(5, 4, generator=generator).to(torch.bfloat16)
+    scale = (torch.rand(5, 1, generator=generator) + 0.5).to(torch.bfloat16)
+    return {"x": x, "weight": DequantizingWeight(data, scale)}
+
+
+class QuantizedLinear(Function):
+    """x @ w.T with a frozen quantized weight from a factory that takes ``dtype``; converting
+    the weight to float64 succeeds but loses its type (a plain tensor, no scale). naive: "it
+    converts, so the factory disobeyed dtype" refuses it (GV006); bare gradcheck passes. The
+    weight is a constant of the case (GV128), kept as it is in every check."""
+
+    SPEC = factory_case("make_dequantizing_weight")
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        w = (weight.as_subclass(torch.Tensor) * weight.scale).to(x.dtype)
+        ctx.save_for_backward(w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        return grad @ w, None
+
+
 def make_quantized_weight_unmarked(generator, dtype):
     x, weight = make_quantized_weight(generator, dtype)
     return x.detach(), weight
