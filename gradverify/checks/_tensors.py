@@ -256,8 +256,11 @@ def modify_in_place(t: torch.Tensor) -> None:
 
 _PROTECTION = (
     "modified by an inplace operation",
-    # a view created inside a custom Function (or an input returned as-is), changed in place
-    "is a view and its base or another view of its base has been modified inplace",
+    # a view created inside a custom Function (or an input returned as-is), or one created in
+    # no_grad or inference mode (a kernel's x.reshape(-1, n) saved for backward), whose base
+    # was changed in place: "...its base or another view of its base has been modified
+    # inplace with grad mode enabled" / "... in normal mode", raised at the op or in backward
+    "its base or another view of its base has been modified inplace",
     "is a view and is being modified inplace",
     "a view of a leaf Variable that requires grad is being used in an in-place operation",
     "a leaf Variable that requires grad is being used in an in-place operation",

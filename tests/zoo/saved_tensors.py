@@ -284,3 +284,26 @@ class OutputHeldByPendingWork(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad * 2
+
+
+class SavedReshapedInput(Function):
+    """Saves ``x.reshape(-1, n).contiguous()`` (a kernel's pattern): a view of the input made
+    in forward's no_grad mode. After the input is changed in place, autograd refuses in
+    backward with "A view was created in no_grad mode and its base ... has been modified
+    inplace". naive saved_tensors: "backward raised instead of autograd's version-counter
+    error" (GV213); that refusal is autograd's protection."""
+
+    SPEC = spec_for(x={"shape": [2, 3, 4]}, w={"shape": [4]})
+
+    @staticmethod
+    def forward(ctx, x, w):
+        rows = x.reshape(-1, x.shape[-1]).contiguous()
+        ctx.save_for_backward(rows, w)
+        return (rows * w).reshape(x.shape)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        rows, w = ctx.saved_tensors
+        flat = grad.reshape(-1, grad.shape[-1])
+        return (flat * w).reshape(grad.shape), (flat * rows).sum(0)
