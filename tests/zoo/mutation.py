@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 from zoo import VEC, spec_for
 
@@ -76,6 +77,29 @@ class BackwardMutatesGrad(Function):
         return grad.mul_(3)
 
 
+class BackwardScalesSavedThroughNumpy(Function):
+    """backward scales a saved intermediate through a numpy view (the version counter does
+    not move): the next backward on the same graph reads the scaled values."""
+
+    EXPECT = ("mutation", "GV222", None)
+    PATTERN = "a second backward (retain_graph=True) gives another gradient"
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(2 * x)
+        return x * x
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (twice,) = ctx.saved_tensors
+        out = grad * twice
+        view = twice.numpy()
+        view *= 3
+        return out
+
+
 # ============================================================================ correct
 
 
@@ -127,3 +151,24 @@ class InplaceSigmoidSavesOutput(Function):
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
         return grad * y * (1 - y)
+
+
+class KernelScratchSaved(Function):
+    """backward's kernel writes into a scratch tensor saved by forward, through a numpy view
+    (as numba kernels do): the same values every time, never the caller's. naive mutation:
+    "a saved tensor changed in backward, so a second backward sees other values" (GV222 as
+    an error); a second backward gives the same gradients, so it is a note."""
+
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x, torch.empty_like(x))
+        return x * x
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, scratch = ctx.saved_tensors
+        torch.mul(x, 2.0, out=torch.from_numpy(scratch.numpy()))
+        return grad * scratch
