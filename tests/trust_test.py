@@ -276,6 +276,23 @@ def test_declared_nonlinear_backward_is_an_expected_failure():
     assert report.ok
 
 
+def test_none_for_a_needed_input_follows_from_a_declared_gradcheck_failure():
+    """A relevance rule declared not to be the gradient returns None for weight and bias on
+    purpose: needs_input_grad's GV202 is marked as a consequence of the declaration and the
+    row is an expected failure. Declaring another check changes nothing: GV202 stays a FAIL."""
+    cls = zoo.RelevanceEpsilonRule
+    row = _checks(verify(cls, spec=cls.SPEC))["needs_input_grad"]
+    assert row.status == Status.XFAIL and "declared expected failure of gradcheck" in row.expect
+    marked = [f for f in row.findings if f.code == "GV202"]
+    assert {f.input for f in marked} == {"weight", "bias"}
+    assert all(f.consequence_of == "GV121 (gradcheck)" and "spec declaring gradcheck" in
+               f.message for f in marked)
+    spec = {**cls.SPEC, "expect": {"determinism": "not what this is about"}}
+    row = _checks(verify(cls, spec=spec))["needs_input_grad"]
+    assert row.status == Status.FAIL
+    assert all(f.consequence_of is None for f in row.findings if f.code == "GV202")
+
+
 # ----------------------------------------------------------------------------- compile
 
 

@@ -52,6 +52,14 @@ class Check(abc.ABC):
     """Codes whose defect makes autograd refuse a later backward (the version-counter error):
     another check's finding that reports that refusal, in the same case, is marked as its
     consequence (each root cause reported once)."""
+    judges_gradient: ClassVar[bool] = False
+    """Compares backward's result with the true derivative (gradcheck): a spec that declares
+    it an expected failure declares that backward is not the gradient."""
+    assumes_gradient: ClassVar[tuple[str, ...]] = ()
+    """Codes whose premise is that backward returns each input's true gradient: where a check
+    that ``judges_gradient`` is declared an expected failure and names the same input, such a
+    finding is a consequence of that declaration, and a row of nothing else an expected
+    failure too."""
     static: ClassVar[bool] = False
     """Reads the class, not a case's calls: runs on a target's first case only, and even when
     forward raises."""

@@ -97,6 +97,7 @@ class GradcheckCheck(Check):
     default = True
     summary = "first-order gradients match finite differences (float64), linear in grad_output"
     codes = CODES
+    judges_gradient = True
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:

@@ -94,6 +94,9 @@ class NeedsInputGradCheck(Check):
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES
+    assumes_gradient = ("GV202",)
+    """"None for an input that needs a gradient": a Function declared not to return the
+    gradient (a relevance rule) returns None on purpose."""
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
         return wasted_work_note(results)

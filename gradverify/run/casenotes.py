@@ -3,12 +3,15 @@
 and processes left running (GV015),
 running out of memory (GV016), an internal error while setting the case up (GV011), an
 unfinished spec (GV019), and findings that are consequences of another check's finding in the
-same case, or perhaps of a value ``gradverify init`` guessed."""
+same case, of a deviation the spec declares, or perhaps of a value ``gradverify init``
+guessed."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from gradverify import torchstate
+from gradverify.checks.base import Check
 from gradverify.context import CheckContext
 from gradverify.results import CheckResult, Finding, Location, Severity, Status
 from gradverify.run import leftovers
@@ -157,6 +160,40 @@ def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
             for f in row.findings)
         marked.append(replace(row, findings=findings) if findings != row.findings else row)
     return marked
+
+
+def declared_consequences(check: Check, findings: list[Finding],
+                          results: Mapping[str, CheckResult]) -> tuple[list[Finding], str | None]:
+    """``check``'s findings that assume backward returns the true gradient of an input
+    (``assumes_gradient``), in a case whose spec declares a check that judges the gradient an
+    expected failure naming that input: marked as consequences of the declaration. Returns
+    the findings and, when every error among them is such a consequence, the reason that
+    makes the row an expected failure too (else None)."""
+    from gradverify.registry import REGISTRY
+
+    roots = {f.input: (f"{f.code} ({row.name})", row.name, row.expect)
+             for row in results.values() if row.status == Status.XFAIL and row.expect
+             and row.name in REGISTRY and REGISTRY[row.name].judges_gradient
+             for f in row.findings if f.input is not None}
+    marked = [_declared(f, *roots[f.input]) if f.code in check.assumes_gradient
+              and f.severity == Severity.ERROR and f.input in roots
+              and f.consequence_of is None else f for f in findings]
+    errors = [f for f in marked if f.severity == Severity.ERROR]
+    if not errors or any(f.consequence_of is None for f in errors):
+        return marked, None
+    root = next(r for r in roots.values() if r[0] == errors[0].consequence_of)
+    return marked, f"follows from the declared expected failure of {root[1]} ({root[2]})"
+
+
+def _declared(finding: Finding, root: str, check: str, reason: str) -> Finding:
+    """``finding``, marked as a consequence of the spec declaring ``check`` (whose finding is
+    ``root``) an expected failure for ``reason``."""
+    return replace(
+        finding, consequence_of=root,
+        message=f"{finding.message}; a consequence of the spec declaring {check} an expected "
+                f"failure ({reason})",
+        hint=f"the spec says backward is not the gradient (expect: {check}); if it should "
+             f"return one for {finding.input!r}, remove that declaration")
 
 
 def unfinished_row(spec: Spec) -> list[CheckResult]:

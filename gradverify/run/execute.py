@@ -265,6 +265,9 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str
     if error is None and any(f.code == "GV016" for f in outcome.findings):
         status = Status.ERROR  # out of memory: the check could not run
     reason = ctx.case.expect.get(check.name) or ctx.spec.expect.get(check.name)
+    if status == Status.FAIL and not reason:
+        outcome.findings, reason = casenotes.declared_consequences(check, outcome.findings,
+                                                                   ctx.results)
     if reason and status == Status.FAIL:
         status = Status.XFAIL
     elif reason and status in (Status.PASS, Status.WARN):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 from zoo import spec_for
 
@@ -72,3 +73,27 @@ class SpikeSurrogate(Function):
     def backward(ctx, grad):
         (membrane,) = ctx.saved_tensors
         return grad / (1 + 10 * membrane.abs()) ** 2
+
+
+class RelevanceEpsilonRule(Function):
+    """A linear layer whose backward propagates LRP-epsilon relevance to ``x`` and None to the
+    weight and bias (zennit, Captum's LRP rules): the spec declares gradcheck's failure.
+    naive needs_input_grad: "returned None for 'weight', which needs a gradient" (GV202) in
+    every subset, an error; it follows from the declaration, so it is an expected failure."""
+
+    SPEC = {"cases": [{"name": "c", "args": {  # noqa: RUF012
+        "x": {"shape": [3, 4]}, "weight": {"shape": [5, 4]}, "bias": {"shape": [5]}}}],
+        "expect": {"gradcheck": "backward propagates relevance, not the gradient"}}
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        z = x @ weight.t() + bias
+        ctx.save_for_backward(x, weight, z)
+        return z
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, relevance):
+        x, weight, z = ctx.saved_tensors
+        share = relevance / (z + 1e-6 * torch.where(z >= 0, 1.0, -1.0))
+        return x * (share @ weight), None, None
