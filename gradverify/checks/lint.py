@@ -1,8 +1,8 @@
 """lint: a static reading of the Function's source (``ast``) for known-bad patterns.
 
 Runs once per target and does not need forward to work. Findings are warnings unless the
-pattern is certainly wrong (a second save_for_backward that overwrites the first, a non-static
-forward or backward).
+pattern is certainly wrong (a second save_for_backward that overwrites the first); a
+non-static forward or backward, which torch runs, is a note.
 """
 from __future__ import annotations
 
@@ -40,8 +40,11 @@ CODES = (
          "ctx.save_for_backward(x)\nctx.save_for_backward(w)",
          "Save everything in one call: ctx.save_for_backward(x, w)."),
     Code("GV265", "non-static-method",
-         "forward or backward is not a @staticmethod.",
-         "torch rejects legacy (non-static) autograd Functions.",
+         "forward or backward is not a @staticmethod (a note).",
+         "Function.apply looks both up on the class and passes ctx first, so they run; but "
+         "they read as instance methods of an object that never exists (autograd Functions "
+         "are not instantiated), and a call through an instance would bind the wrong first "
+         "argument. PyTorch documents both as static methods.",
          "def forward(self, x): ...", "Use @staticmethod def forward(ctx, x)."),
 )
 
@@ -85,10 +88,11 @@ class LintCheck(Check):
             method = methods.get(name)
             if method is not None and not _decorated(method, {"staticmethod", "classmethod"}):
                 outcome.add(Finding(
-                    "GV265", Severity.ERROR,
-                    f"{name} is not a @staticmethod: torch rejects non-static (legacy) "
-                    "autograd Functions", location=where(method),
-                    hint=f"decorate {name} with @staticmethod and take ctx as first argument"))
+                    "GV265", Severity.INFO,
+                    f"{name} is not a @staticmethod: Function.apply calls it on the class with "
+                    "ctx first, so it runs, but it reads as an instance method of an object "
+                    "that never exists", location=where(method),
+                    hint=f"decorate {name} with @staticmethod and name its first argument ctx"))
 
     @staticmethod
     def _legacy_api(klass: ast.ClassDef, outcome: Outcome, where: _Where) -> None:

@@ -57,3 +57,24 @@ class DataInBackward(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * 2 + 0 * x.data
+
+
+# ============================================================================ correct
+
+
+class NonStaticBackward(Function):
+    """forward is static, backward is not (as in a published quantized linear layer):
+    Function.apply calls backward on the class with ctx first, so torch runs it and every
+    gradient check passes. naive lint: "torch rejects non-static (legacy) autograd Functions"
+    (an error); it is a note (GV265)."""
+
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    def backward(ctx, grad):  # noqa: N805 -- the pattern under test
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
