@@ -75,6 +75,6 @@ class NonStaticBackward(Function):
         ctx.save_for_backward(x)
         return x * x
 
-    def backward(ctx, grad):  # noqa: N805 -- the pattern under test
+    def backward(ctx, grad):  # not static: the pattern under test
         (x,) = ctx.saved_tensors
         return 2 * x * grad
