@@ -24,6 +24,23 @@ sin.register_fake(lambda x: torch.empty_like(x))
 sin.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0].cos(), setup_context=_save_x)
 
 
+@torch.library.custom_op("gvtest::cube_on_ctx", mutates_args=())
+def cube_on_ctx(x: Tensor) -> Tensor:
+    return x * x * x
+
+
+def _keep_x_on_ctx(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.x = inputs[0]  # an attribute, not save_for_backward: no version-counter protection
+
+
+cube_on_ctx.register_autograd(lambda ctx, g: 3 * ctx.x * ctx.x * g, setup_context=_keep_x_on_ctx)
+
+
+@cube_on_ctx.register_fake
+def _(x: Tensor) -> Tensor:
+    return torch.empty_like(x)
+
+
 @torch.library.custom_op("gvtest::sin_cos", mutates_args=())
 def sin_cos(x: Tensor) -> tuple[Tensor, Tensor]:
     return torch.sin(x), torch.cos(x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 import torchversions
@@ -42,6 +43,29 @@ def test_every_kind_is_in_the_registry_and_detects_its_objects():
             Capability.SCHEMA, Capability.PARAMETERS, Capability.KEYWORDS}, kind.name
 
 
+def test_capabilities_are_distinct_members():
+    """Enum members with equal values are one member under several names: a kind's reason for
+    lacking one would be given for all of them (forward_ad's reason on saved_tensors)."""
+    assert len(Capability.__members__) == len(list(Capability))
+    assert all(c.who for c in Capability)
+
+
+@pytest.mark.skipif(opzoo is None, reason="custom ops need torch>=2.4")
+def test_saved_tensors_measures_a_custom_ops_saved_tensors():
+    from gradverify import verify
+    from gradverify.results import Status
+
+    spec = {"cases": [{"name": "c", "args": {"x": {"shape": [4]}}}]}
+    rows = {c.name: c for case in verify("opzoo:sin", spec=spec).results for c in case.checks}
+    assert rows["saved_tensors"].status == Status.PASS
+    assert "saves 1 tensor" in rows["saved_tensors"].summary
+    rows = {c.name: c for case in verify("opzoo:cube_on_ctx", spec=spec).results
+            for c in case.checks}
+    # setup_context keeps x as an attribute: changing x in place changes the gradient
+    assert rows["saved_tensors"].status == Status.FAIL
+    assert {f.code for f in rows["saved_tensors"].findings} == {"GV212", "GV213"}
+
+
 def test_a_target_has_its_kinds_capabilities_or_fewer():
     targets = _targets()
     for target in targets.values():
@@ -75,6 +99,11 @@ def test_checks_skip_a_target_without_what_they_need_in_its_kinds_words():
         assert reasons[("op", "op_fake")] is None and reasons[("op", "contract")] is None
         assert reasons[("op", "forward_ad")].startswith("not for a custom op: custom ops have "
                                                         "no forward-mode formula")
+        # each check skips with its own reason: saved_tensors runs on an op with a backward
+        assert reasons[("op", "saved_tensors")] is None
+        assert reasons[("op without autograd", "saved_tensors")] == (
+            "not for a custom op: it has no backward of its own (none registered with "
+            "register_autograd), so nothing saves tensors for one")
         assert reasons[("op without autograd", "contract")] == (
             "not for a custom op: it has no backward of its own (none registered with "
             "register_autograd)")

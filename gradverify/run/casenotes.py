@@ -175,14 +175,17 @@ def declared_consequences(check: Check, findings: list[Finding],
              for row in results.values() if row.status == Status.XFAIL and row.expect
              and row.name in REGISTRY and REGISTRY[row.name].judges_gradient
              for f in row.findings if f.input is not None}
-    marked = [_declared(f, *roots[f.input]) if f.code in check.assumes_gradient
-              and f.severity == Severity.ERROR and f.input in roots
-              and f.consequence_of is None else f for f in findings]
-    errors = [f for f in marked if f.severity == Severity.ERROR]
-    if not errors or any(f.consequence_of is None for f in errors):
+    follows = [f.code in check.assumes_gradient and f.severity == Severity.ERROR
+               and f.input in roots and f.consequence_of is None for f in findings]
+    marked = [_declared(f, *roots[f.input]) if follow else f
+              for f, follow in zip(findings, follows, strict=True)]
+    errors = [follow for f, follow in zip(findings, follows, strict=True)
+              if f.severity == Severity.ERROR]
+    if not errors or not all(errors):
         return marked, None
-    root = next(r for r in roots.values() if r[0] == errors[0].consequence_of)
-    return marked, f"follows from the declared expected failure of {root[1]} ({root[2]})"
+    _, name, reason = roots[next(f.input for f, follow in zip(findings, follows, strict=True)
+                                 if follow)]
+    return marked, f"follows from the declared expected failure of {name} ({reason})"
 
 
 def _declared(finding: Finding, root: str, check: str, reason: str) -> Finding:

@@ -107,7 +107,7 @@ def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
     print("ok: autograd accepts backward's gradients")
     return None
 ''', "one backward through autograd"
-    if check != "mutation" or code not in WRITES or not info.has(Capability.OWN_CTX):
+    if check != "mutation" or code not in WRITES or not info.has(Capability.CLASS_SOURCE):
         return None
     what, watched = WRITES[code]
     return _CALLED + f'''    watched = {watched}
@@ -147,7 +147,7 @@ def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
     else:
         lines = (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
                  f"from {module} import {head}\n")
-    call = f"{attr}.apply" if info.has(Capability.OWN_CTX) else attr
+    call = f"{attr}.apply" if info.has(Capability.CLASS_SOURCE) else attr
     return lines, call
 
 

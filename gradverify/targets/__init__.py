@@ -87,7 +87,7 @@ def introspect(obj: Any, target: str | None = None,
 def why_lacking(target: Target, capability: Capability) -> str:
     """Why ``target`` lacks ``capability``, in its kind's words."""
     kind = next(k for k in KINDS if k.name == target.kind)
-    return kind.lacking.get(capability) or f"made for {capability.value} only"
+    return kind.lacking.get(capability) or f"made for {capability.who} only"
 
 
 def draws_random(target: Target) -> bool:

@@ -31,14 +31,13 @@ class CustomOpKind:
     """``gradverify.targets.model.Kind`` of custom ops."""
 
     name = "custom op"
-    capabilities = SCHEMA_CAPABILITIES | {Capability.OWN_BACKWARD}
+    capabilities = SCHEMA_CAPABILITIES | {Capability.OWN_BACKWARD, Capability.OWN_CTX}
     lacking: Mapping[Capability, str] = MappingProxyType({
         Capability.OWN_BACKWARD: "it has no backward of its own (none registered with "
                                  "register_autograd)",
         Capability.CLASS_SOURCE: "it is not an autograd.Function class",
-        Capability.OWN_CTX: "its saved tensors live in torch's generated autograd.Function; "
-                            "gradcheck, mutation and op_aot_dispatch check what the registered "
-                            "backward does",
+        Capability.OWN_CTX: "it has no backward of its own (none registered with "
+                            "register_autograd), so nothing saves tensors for one",
         Capability.FORWARD_AD: "custom ops have no forward-mode formula, and torch.func.jvp "
                                "returns a zero tangent through one without saying so",
     })
@@ -146,7 +145,8 @@ def _op_target(obj: Any, op: Any, name: str) -> Target:
         backward_location=location_of(backward_fn) if backward_fn else None,
         backward_arity=None, uses_mark_dirty=False, source_file=file_of(impl),
         kind=KIND.name, called=shown,
-        capabilities=SCHEMA_CAPABILITIES | ({Capability.OWN_BACKWARD} if registered else set()),
+        capabilities=SCHEMA_CAPABILITIES | ({Capability.OWN_BACKWARD, Capability.OWN_CTX}
+                                            if registered else set()),
         op=op,
         mutates=tuple(a.name for a in schema.arguments
                       if a.alias_info is not None and a.alias_info.is_write))

@@ -28,25 +28,45 @@ class Param:
 class Capability(enum.Enum):
     """What a target has that some checks need. A check declares the ones it needs
     (``Check.needs``); a target that lacks one gets a skipped row that says why, in the words
-    of its kind (``gradverify.targets.why_lacking``). The value names who has it."""
+    of its kind (``gradverify.targets.why_lacking``). ``who`` names who has it. Each member's
+    value is its own name: members with equal values would be one member under several names
+    (and one kind's reason for lacking one would be given for all of them)."""
 
-    OWN_AUTOGRAD = "autograd.Function classes and custom ops"
+    OWN_AUTOGRAD = "own_autograd"
     """It is differentiated as a whole, by its own formula or kernel, not through what it
     calls (plain functions and modules are)."""
-    OWN_BACKWARD = "autograd.Function classes and custom ops with register_autograd"
+    OWN_BACKWARD = "own_backward"
     """A backward of its own that the checks can call raw."""
-    CLASS_SOURCE = "autograd.Function classes"
-    """A class whose source defines forward and backward (read by the static checks)."""
-    OWN_CTX = "autograd.Function classes"
-    """A ctx of its own on which forward saves tensors."""
-    FORWARD_AD = "autograd.Function classes"
+    CLASS_SOURCE = "class_source"
+    """A class whose source defines forward and backward (read by the static checks), called
+    as ``Cls.apply``."""
+    OWN_CTX = "own_ctx"
+    """A ctx on which forward (or an op's setup_context) saves tensors for its backward."""
+    FORWARD_AD = "forward_ad"
     """Can define its own forward-mode formula (jvp)."""
-    SCHEMA = "custom ops"
+    SCHEMA = "schema"
     """An operator schema: declared mutations, opcheck, register_vmap."""
-    PARAMETERS = "nn.Module classes"
+    PARAMETERS = "parameters"
     """Built from ``init_args``; its parameters are differentiable inputs."""
-    KEYWORDS = "plain functions and nn.Module classes"
+    KEYWORDS = "keywords"
     """Called with its keyword-only arguments by name (a Function's apply takes none)."""
+
+    @property
+    def who(self) -> str:
+        """The kinds of target that have it, for messages."""
+        return _WHO[self]
+
+
+_WHO = {
+    Capability.OWN_AUTOGRAD: "autograd.Function classes and custom ops",
+    Capability.OWN_BACKWARD: "autograd.Function classes and custom ops with register_autograd",
+    Capability.CLASS_SOURCE: "autograd.Function classes",
+    Capability.OWN_CTX: "autograd.Function classes and custom ops with register_autograd",
+    Capability.FORWARD_AD: "autograd.Function classes",
+    Capability.SCHEMA: "custom ops",
+    Capability.PARAMETERS: "nn.Module classes",
+    Capability.KEYWORDS: "plain functions and nn.Module classes",
+}
 
 
 @dataclass(frozen=True)
