@@ -175,16 +175,16 @@ def declared_consequences(check: Check, findings: list[Finding],
              for row in results.values() if row.status == Status.XFAIL and row.expect
              and row.name in REGISTRY and REGISTRY[row.name].judges_gradient
              for f in row.findings if f.input is not None}
-    follows = [f.code in check.assumes_gradient and f.severity == Severity.ERROR
-               and f.input in roots and f.consequence_of is None for f in findings]
-    marked = [_declared(f, *roots[f.input]) if follow else f
-              for f, follow in zip(findings, follows, strict=True)]
-    errors = [follow for f, follow in zip(findings, follows, strict=True)
+    root_of = [roots.get(f.input or "") if f.code in check.assumes_gradient
+               and f.severity == Severity.ERROR and f.consequence_of is None else None
+               for f in findings]
+    marked = [f if root is None else _declared(f, *root)
+              for f, root in zip(findings, root_of, strict=True)]
+    errors = [root for f, root in zip(findings, root_of, strict=True)
               if f.severity == Severity.ERROR]
-    if not errors or not all(errors):
+    if not errors or None in errors:
         return marked, None
-    _, name, reason = roots[next(f.input for f, follow in zip(findings, follows, strict=True)
-                                 if follow)]
+    _, name, reason = next(root for root in errors if root is not None)
     return marked, f"follows from the declared expected failure of {name} ({reason})"
 
 
