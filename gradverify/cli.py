@@ -90,8 +90,9 @@ def cli() -> None:
               help="Run cases in this process (for debuggers; crashes and hangs are not caught).")
 @click.option("--changed", is_flag=True,
               help="TARGETs are changed files (pre-commit): check changed specs and the specs "
-              "whose target, reference, factory or imports: is a changed .py file; ignore other "
-              "files; nothing to check is success.")
+              "whose target, reference, factory or imports: is a changed .py file or imports one "
+              "(directly or not, read from source); ignore other files; nothing to check is "
+              "success.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
 @click.option("--mutate", is_flag=True, default=None, help="Also run mutants of each backward "
               "against its cases: each spec's mutation score, and why each survivor lived.")

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
-from gradverify.errors import InputError, SpecError
+from gradverify.errors import InputError, SpecError, shown_path
+from gradverify.importgraph import Readers, target_files
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.spec.model import NAMED_SPEC_SUFFIXES, Spec, is_op_name
@@ -90,11 +91,13 @@ class Discoverer:
 
     def changed(self, files: list[str]) -> Plan:
         """Pre-commit mode: the specs concerned by changed files. A changed spec file under
-        the spec folders runs; a changed .py file runs the specs whose target, reference or
-        factory is defined in it (matched by path, without importing it); every other file is
-        ignored quietly."""
+        the spec folders runs; a changed .py file runs the specs whose target, reference,
+        factory or ``imports:`` is defined in it or imports it, directly or not (read from
+        source by ``importgraph``, without importing anything); every other file is ignored
+        quietly."""
         seen: set[tuple[str | None, int | None]] = set()
         plan = self.empty()
+        readers: Readers | None = None
 
         def add(spec: Spec) -> None:
             if spec.target and (spec.path, spec.line) not in seen:
@@ -112,12 +115,12 @@ class Discoverer:
                     for spec in specs or []:
                         add(spec)
             elif path.suffix == ".py":
-                for spec in self.folder_specs():
-                    # its target's module, or the module of its reference or a factory
-                    named = [spec.target, spec.reference, *(c.factory for c in spec.cases),
-                             *(f"{module}:_" for module in spec.imports)]
-                    if any(n and path in _target_files(n, self.config.root) for n in named):
-                        add(spec)
+                if readers is None:
+                    readers = Readers(self.folder_specs(), self.config.root)
+                    plan.notes += [f"{shown_path(f)}: not parsed ({why}), so --changed does not "
+                                   "know what it imports" for f, why in readers.unparsed.items()]
+                for spec in readers.of(path):
+                    add(spec)
         return plan
 
     def _one(self, target: str) -> Plan:
@@ -325,25 +328,6 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
     return cache[spec.target] is obj
 
 
-def _target_files(target: str, root: Path, *, search_path: bool = False) -> set[Path]:
-    """Files that may define a target's module, found from its name alone (no import): under
-    the project root, its ``src/`` and the current directory (and ``sys.path``, if asked)."""
-    import sys
-
-    name = parse_target(target)
-    if name.form != ATTRIBUTE:  # an op's name names no file
-        return set()
-    module = name.module
-    if name.is_path:
-        return {(root / module).resolve(), Path(module).resolve()}
-    parts = module.split(".")
-    bases = [root, root / "src", Path.cwd()]
-    if search_path:
-        bases += [Path(p) for p in sys.path if p and Path(p).is_dir()]
-    return {(base.joinpath(*parts[:-1], parts[-1] + ".py")).resolve() for base in bases} | \
-        {(base.joinpath(*parts, "__init__.py")).resolve() for base in bases}
-
-
 def files_read(targets: list[str], config: Config, spec_file: str | None = None) -> list[Path]:
     """The files a run of ``targets`` may read, found without importing anything: the
     configuration (the nearest pyproject.toml), the spec files, and the modules of the targets,
@@ -377,7 +361,7 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
             names_read += [n for n in (spec.target, spec.reference) if n]
             names_read += [c.factory for c in spec.cases if c.factory]
     found = [f for name in dict.fromkeys(names_read)
-             for f in _target_files(name, config.root, search_path=True) if f.is_file()]
+             for f in target_files(name, config.root, search_path=True) if f.is_file()]
     return [*specs, *found]
 
 

@@ -29,8 +29,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("commands", ("gradverify.init", "gradverify.recording", "gradverify.listing",
                   "gradverify.explain")),
     ("renderers", ("gradverify.report",)),
-    ("a run", ("gradverify.run", "gradverify.discover", "gradverify.packages",
-               "gradverify.mutants")),
+    ("a run", ("gradverify.run", "gradverify.discover", "gradverify.importgraph",
+               "gradverify.packages", "gradverify.mutants")),
     # spec files and pyproject: check names and options are validated against the registry
     ("settings", ("gradverify.spec.file", "gradverify.spec.args", "gradverify.spec.settings",
                   "gradverify.spec.yamlio", "gradverify.config", "gradverify.options",
