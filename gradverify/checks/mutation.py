@@ -34,8 +34,9 @@ CODES = (
          "Work on a copy, or call ctx.mark_dirty(x) and return x."),
     Code("GV222", "saved-tensor-mutated-in-backward",
          "backward wrote into a saved tensor in place.",
-         "A second backward (retain_graph=True, gradient penalties) or another user of that "
-         "tensor sees the changed values.",
+         "A second backward (retain_graph=True, gradient penalties) or the caller, when the "
+         "tensor is an input or output, sees the changed values. Where neither shows (a "
+         "kernel rewrites an intermediate with the same values each time) it is a note.",
          "x, = ctx.saved_tensors\nreturn grad * x.mul_(2)",
          "Use out-of-place ops: grad * (x * 2)."),
     Code("GV224", "saved-tensor-changed-in-forward",
@@ -99,7 +100,7 @@ class MutationCheck(Check):
                            f"{grad_tensors} incoming gradient(s) unchanged"
                            + (f"; {changed_after_save} saved tensor(s) changed after saving, "
                               "without effect on the gradient" if changed_after_save else "")
-                           if not outcome.findings else _what_failed(outcome))
+                           if not _what_failed(outcome) else _what_failed(outcome))
         return outcome
 
 
@@ -161,14 +162,10 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     written = probes.writes_during(ctx.info, [*stored, *grad_tensors],
                                    lambda: calls.raw_backward(ctx.info, applied, grads))
     names = _names(stored, applied.args.values, applied.args.names, applied)
-    for k in saved_snapshot.changed():
-        outcome.add(Finding(
-            "GV222", Severity.ERROR,
-            f"backward writes into the saved tensor {names[k]} in place: a second backward "
-            "or any other user of that tensor sees the changed values",
-            input=names[k].split("'")[1] if names[k].startswith("input") else None,
-            location=written[k] or ctx.location,
-            hint="use out-of-place ops on saved tensors (x * y, not x.mul_(y))"))
+    changed = saved_snapshot.changed()
+    second = _second_backward(ctx) if changed else None
+    for k in changed:
+        outcome.add(_saved_written(ctx, names[k], second, written[k]))
     outputs = [j for j, g in enumerate(grads) if isinstance(g, torch.Tensor)]
     for k in grad_snapshot.changed():
         outcome.add(Finding(
@@ -180,11 +177,62 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     return len(stored), len(grad_tensors)
 
 
+def _second_backward(ctx: CheckContext) -> str | None:
+    """What a second backward on the same graph (``retain_graph=True``) shows after the first
+    one wrote into a saved tensor: its gradients differ, or it raises; None when it gives the
+    same gradients (the write is the same each time)."""
+    from gradverify.checks import _calls as calls
+    from gradverify.checks import _compare as cmp
+
+    args = ctx.args("double")
+    diff = args.diff_positions
+    run = calls.apply(ctx.info, args)
+    grads = calls.random_grads(run, ctx.generator("mutation-second"))
+    try:
+        first = calls.engine_grads(run, grads, diff)
+        again = calls.engine_grads(run, grads, diff)
+    except Exception as exc:  # noqa: BLE001 -- user code, or autograd's version check
+        return f"a second backward (retain_graph=True) raises {calls.describe_exception(exc)}"
+    wrong = [args.names[diff[k]] for k, (a, b) in enumerate(zip(first, again, strict=False))
+             if not cmp.grads_close(a, b, atol=max(1e-10, ctx.tolerance.nondet_tol))]
+    if not wrong:
+        return None
+    return (f"a second backward (retain_graph=True) gives another gradient for {wrong[0]!r}")
+
+
+def _saved_written(ctx: CheckContext, name: str, second: str | None,
+                   where: Location | None) -> Finding:
+    """GV222 for a saved tensor backward wrote into (``name``, as ``_names`` gives it): an
+    error where a consequence is shown (the caller's input or output changed, or a second
+    backward differs), else a note: the write repeats itself and the tensor is not exposed."""
+    caller = name.startswith(("input", "output"))
+    hint = "use out-of-place ops on saved tensors (x * y, not x.mul_(y))"
+    located = where or ctx.location
+    if caller:
+        return Finding(
+            "GV222", Severity.ERROR,
+            f"backward writes into the saved tensor {name} in place: the caller's tensor "
+            "changes" + (f", and {second}" if second else ""),
+            input=name.split("'")[1] if name.startswith("input") else None,
+            location=located, hint=hint)
+    if second:
+        return Finding("GV222", Severity.ERROR,
+                       f"backward writes into the saved tensor {name} in place: {second}",
+                       location=located, hint=hint)
+    return Finding(
+        "GV222", Severity.INFO,
+        f"backward writes into the saved tensor {name} in place; the tensor is not the "
+        "caller's and a second backward gives the same gradients, so nothing shows the write: "
+        "it becomes a bug if backward's writes ever depend on what the tensor held",
+        location=located, hint=hint)
+
+
 def _what_failed(outcome: Outcome) -> str:
     what = {"GV221": "forward writes into an input", "GV224": "forward changes a saved tensor",
             "GV222": "backward writes into a saved tensor",
             "GV223": "backward writes into its incoming gradient"}
-    return "; ".join(dict.fromkeys(what[f.code] for f in outcome.findings if f.code in what))
+    return "; ".join(dict.fromkeys(what[f.code] for f in outcome.findings
+                                   if f.code in what and f.severity is Severity.ERROR))
 
 
 def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
