@@ -1,9 +1,10 @@
 """Following forward's parameters into the functions it passes them to: ``return
 _gather_rows(x, idx)`` with a module-level ``def _gather_rows(x, rows): return x[rows]`` makes
 ``idx`` an index, as ``x[idx]`` in forward itself would. A callee is found by name, never run:
-a function of forward's module (or one it imports), a function defined inside forward, or a
-method of the target's class (``self.m``, ``cls.m``, ``Owner.m``). Callees are followed a few
-levels deep, each at most once along a chain, so recursion ends.
+a function of the user's package (forward's module, or one of the package it imports; torch's
+own functions are not followed), a function defined inside forward, or a method of a class
+(``self.m`` and ``cls.m`` in forward's class, ``Owner.m``). Callees are followed a few levels
+deep, each at most once along a chain, so recursion ends.
 """
 from __future__ import annotations
 
