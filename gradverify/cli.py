@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import traceback
@@ -162,9 +163,10 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
 @cli.command()
 @click.argument("target")
 @click.option("-o", "--output", type=click.Path(), default=None,
-              help="Write the spec to this file, or one spec per Function into this folder "
-                   "(an existing folder, or a path ending in /); default: stdout.")
-@click.option("--force", is_flag=True, help="Overwrite existing spec files.")
+              help="Write the specs to this .yaml file, or one spec per target into this "
+                   "folder (any name without .yaml or .yml); default: stdout.")
+@click.option("--force", is_flag=True,
+              help="Overwrite existing spec files that gradverify wrote.")
 @click.option("--import", "imports", multiple=True, metavar="MODULE",
               help="Import MODULE first (repeatable): what registers an op named ns::op. "
                    "The spec of an op name lists them under imports:.")
@@ -187,7 +189,8 @@ def init(target: str, output: str | None, force: bool, imports: tuple[str, ...])
     for path, spec in written:
         state = "inputs run" if spec.ran else f"TODO: {spec.error}"
         terminal.out(f"wrote {path or output}: {spec.target} ({state})\n")
-    terminal.out(f"next: gradverify check {output}\n")
+    # the folder or file just written: `check` runs it as it is, from here
+    terminal.out(f"next: gradverify check {shlex.quote(output)}\n")
     return 0
 
 

@@ -10,6 +10,7 @@ says so with a ``TODO`` and the error.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,7 @@ def _unprobed(found: Found, path: str | None, why: str) -> Written:
 def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
            spec_path: str | None, imports: tuple[str, ...] = (),
            strength: Strength | None = None, sizes: dict[str, int] | None = None) -> str:
-    run = f"gradverify check {spec_path}" if spec_path else f"gradverify check {info.target}"
+    run = f"gradverify check {shlex.quote(spec_path or info.target)}"
     lines = [f"# gradverify spec for {info.target}",
              f"# forward: {info.forward_location or '?'}   backward: "
              f"{info.backward_location or '?'}"]
@@ -153,18 +154,20 @@ def file_name(info: Target) -> str:
 def write(target: str, output: str | None, *, force: bool, imports: tuple[str, ...] = ()
           ) -> tuple[list[tuple[str | None, Written]], list[Skipped]]:
     """Specs for ``target`` (a Function or a module), after importing ``imports``: to stdout
-    (None), to one file (a YAML stream for a module), or one file per Function in a folder
-    (``output`` an existing folder or ending in ``/``). Returns (path or None, spec) pairs, and
-    the targets of a module that could not be introspected or whose spec file exists (kept);
-    never overwrites without ``force``."""
+    (None), to one file (``output`` ending in ``.yaml`` or ``.yml``; a YAML stream for a
+    module), or one file per target in a folder (any other ``output``: see ``is_folder``).
+    Returns (path or None, spec) pairs, and the targets of a module that could not be
+    introspected or whose spec file exists (kept); never overwrites without ``force``, and
+    never a file gradverify did not write."""
     import os
     from pathlib import Path
 
-    from gradverify.errors import UsageError
-    from gradverify.files import write_text, written_by_gradverify
+    from gradverify.files import write_text
 
+    folder = output is not None and is_folder(output, force=force)
+    if folder and output is not None:
+        _clear_for_folder(output, force=force)
     found, skipped = find(target, imports)
-    folder = output is not None and (output.endswith(("/", os.sep)) or Path(output).is_dir())
     paths: list[str | None] = [str(Path(output) / file_name(f.info)) if folder else output
                                for f in found] if output else [None] * len(found)
     if not force and folder and len(found) > 1:
@@ -177,19 +180,15 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
         found, paths = [f for f, _ in pairs], [p for _, p in pairs]
     for path in paths:
         if path is not None and os.path.exists(path):
-            if not force:
-                raise UsageError(f"{path} exists; pass --force to overwrite it")
-            if not written_by_gradverify(path):
-                raise UsageError(
-                    f"{path} exists and is not a spec gradverify wrote (a module, a config, a "
-                    "spec of your own): --force only replaces specs that `gradverify init` or "
-                    "`record` wrote; choose another output, such as a spec file or folder")
+            _replaceable(path, force=force)
     written = list(zip(paths, drafted(
         found, paths, lambda f, path: spec_for(f.info, spec_path=path, imports=f.imports),
         _unprobed, lambda fields: Written(**fields))))
     if output is None:
         return written, skipped
     if folder:
+        if os.path.lexists(output) and not os.path.isdir(output):
+            os.unlink(output)  # a stream of specs gradverify wrote, with --force
         for path, spec in written:
             write_text(path or "", spec.text, what="spec")
     else:
@@ -197,4 +196,58 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
     return written, skipped
 
 
-__all__ = ["Skipped", "Written", "dim_sizes", "file_name", "render", "spec_for", "write"]
+FILE_SUFFIXES = (".yaml", ".yml")
+"""``-o`` names one spec file with these suffixes; any other name is a folder."""
+
+
+def is_folder(output: str, *, force: bool = False) -> bool:
+    """Whether ``-o output`` is a folder of specs, one per target: an existing folder, a path
+    ending in ``/``, or a name without ``.yaml``/``.yml`` (``-o initspecs``), whatever the
+    number of targets, so that ``gradverify check output`` runs them. A ``.json`` or ``.py``
+    name is a UsageError: ``check`` would read it as JSON or as a module, not as YAML."""
+    import os
+    from pathlib import Path
+
+    from gradverify.errors import UsageError
+
+    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+        return True
+    suffix = Path(output).suffix.lower()
+    if suffix in (".json", ".py"):
+        if os.path.lexists(output):
+            _replaceable(output, force=force)  # a file of the user's: say so first
+        raise UsageError(
+            f"-o {output}: init writes YAML, and `gradverify check` reads a {suffix} file as "
+            f"{'JSON' if suffix == '.json' else 'a module'}; name a .yaml file, or a folder")
+    return suffix not in FILE_SUFFIXES
+
+
+def _clear_for_folder(output: str, *, force: bool) -> None:
+    """UsageError where a file has the name of the folder ``output``, unless ``force`` and
+    gradverify wrote that file (a stream of specs an older ``init -o name`` wrote): ``write``
+    then replaces it with the folder."""
+    import os
+
+    if not os.path.lexists(output) or os.path.isdir(output):
+        return
+    _replaceable(output, force=force,
+                 why="; init writes a folder there, one spec per target (a name without "
+                     ".yaml is a folder; -o FILE.yaml writes one file)")
+
+
+def _replaceable(path: str, *, force: bool, why: str = "") -> None:
+    """UsageError unless ``force`` and the existing ``path`` is a spec gradverify wrote."""
+    from gradverify.errors import UsageError
+    from gradverify.files import written_by_gradverify
+
+    if not force:
+        raise UsageError(f"{path} exists{why}; pass --force to overwrite it")
+    if not written_by_gradverify(path):
+        raise UsageError(
+            f"{path} exists and is not a spec gradverify wrote (a module, a config, a "
+            "spec of your own): --force only replaces specs that `gradverify init` or "
+            "`record` wrote; choose another output, such as a spec file or folder")
+
+
+__all__ = ["Skipped", "Written", "dim_sizes", "file_name", "is_folder", "render", "spec_for",
+           "write"]

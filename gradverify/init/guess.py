@@ -74,6 +74,8 @@ class Guess:
     elementwise: bool = False
     fixed: Any = None
     """The spec value strengthening chose (``init.strengthen``), written as it is."""
+    indexes: tuple[str, int] | None = None
+    """An index tensor's (tensor parameter, axis) whose dim its values index."""
 
     def tensor(self) -> bool:
         return self.kind in ("tensor", "star", "tensors")
@@ -143,6 +145,7 @@ def _guess(param: Param, hint: Hints) -> Guess:
             shape = TEMPLATES[hint.rank]
         return Guess(name, "tensor", shape=shape, dtype="int64", high="S" if hint.labels else "N",
                      sorted=name.startswith(("rank", "segment")), optional=optional,
+                     indexes=hint.indexes,
                      why="indices (int64), values in [0, the dim they index)")
     dims = hint.dims if hint.dims and all(hint.dims) else TEMPLATES[min(max(rank, 2), 5)]
     return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least, optional=optional,
@@ -190,10 +193,25 @@ def _tie_dims(guesses: list[Guess]) -> list[Guess]:
         if g.kind == "tensor" and g.dtype == "int64":
             if g.shape == ("N",) and lead:
                 g = replace(g, shape=lead)
-            if count:
+            indexed = _indexed_dim(g, guesses)
+            if indexed and g.indexes:
+                g = replace(g, high=indexed, why=f"indices (int64), values in [0, {indexed}): "
+                                                 f"forward indexes {g.indexes[0]} with them")
+            elif count:
                 g = replace(g, high=count, why=f"indices (int64), values in [0, {count})")
         tied.append(g)
     return tied
+
+
+def _indexed_dim(g: Guess, guesses: list[Guess]) -> str | None:
+    """The dim name of the tensor parameter an index's values index (``x[:, idx]``: x's
+    second dim), where forward (or a helper it calls) says which; else None."""
+    if g.indexes is None:
+        return None
+    owner, axis = g.indexes
+    tensor = next((o for o in guesses if o.name == owner and o.kind == "tensor"), None)
+    dim = tensor.shape[axis] if tensor is not None and axis < len(tensor.shape) else None
+    return dim if isinstance(dim, str) else None
 
 
 LONGEST_LOOP_DEFAULT = 32

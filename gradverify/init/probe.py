@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify import frames
+from gradverify.init.asindex import TRIES_PER_ARGUMENT, as_index
 from gradverify.init.guess import FLOAT_NAMES, PER_FEATURE_NAMES, SIZES, TEMPLATES, Guess
 from gradverify.init.strengthen import LOOP_NAMES
 from gradverify.targets import Target
@@ -227,6 +228,12 @@ def _search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
             if pair is not None:
                 guesses, best = pair
                 improved = True  # and go on from there
+        if not improved and calls < MAX_CALLS:
+            # last, an indexing error on floats: a float argument as an index (init.asindex)
+            retried = as_index(guesses, best, _order(guesses), lambda c: evaluate(info, c))
+            if retried is not None:
+                (guesses, best), calls = retried, calls + TRIES_PER_ARGUMENT
+                improved = True
         if not improved:
             break
     if best.ok and best.without:  # inputs backward gives no gradient need none

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import textwrap
 from dataclasses import dataclass, field
 
+from gradverify.init.callees import follow, parsed
 from gradverify.targets import Target
 from gradverify.targets.introspection import underlying as _underlying
 
@@ -38,18 +38,26 @@ class Hints:
     """The step of ``range(0, n, param)``: (the tensor whose size ``n`` is, the axis)."""
     selects: bool = False
     """The count of ``topk``/``kthvalue``: fewer than the dim it selects from."""
+    indexes: tuple[str, int] | None = None
+    """(tensor parameter, axis) whose dim an index's values index: ``x[:, idx]`` (x, 1),
+    ``x.index_select(0, idx)`` (x, 0)."""
 
 
 def read_source(info: Target) -> dict[str, Hints]:
-    """Hints per parameter from forward's source (empty when the source cannot be read)."""
+    """Hints per parameter from forward's source (empty when the source cannot be read), and
+    from the helper functions forward passes them to (``init.callees``)."""
     forward = _underlying(inspect.getattr_static(info.function, "forward", None))
     hints = {p.name: Hints() for p in info.params}
-    if forward is None:
+    tree = parsed(forward)
+    if forward is None or tree is None:
         return hints
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
-    except (OSError, TypeError, SyntaxError):
-        return hints
+    read_tree(tree, hints)
+    follow(forward, tree, hints, read_tree, Hints)
+    return hints
+
+
+def read_tree(tree: ast.AST, hints: dict[str, Hints]) -> None:
+    """Fill ``hints`` (one per parameter name) from how ``tree`` uses those names."""
     sizes = _size_names(tree, hints)
     for node in ast.walk(tree):
         _assign_shape(node, hints)
@@ -59,7 +67,6 @@ def read_source(info: Target) -> dict[str, Hints]:
         _compared_strings(node, hints)
         _operand_use(node, hints)
         _loop_use(node, hints, sizes)
-    return hints
 
 
 def _size_names(tree: ast.AST, hints: dict[str, Hints]) -> dict[str, tuple[str, int]]:
@@ -193,7 +200,7 @@ def _attribute_use(node: ast.AST, hints: dict[str, Hints]) -> None:
             hints[owner].rank_at_least = max(hints[owner].rank_at_least, index.value + 1)
 
 
-_INDEXING_CALLS = {"index_select": 2, "index_add": 1, "index_add_": 1, "scatter": 1,
+_INDEXING_CALLS = {"index_select": 1, "index_add": 1, "index_add_": 1, "scatter": 1,
                    "scatter_": 1, "scatter_add": 1, "scatter_add_": 1, "gather": 1,
                    "bincount": 0, "index_put_": 0, "take": 0, "index_copy": 1,
                    "index_copy_": 1, "sparse_coo_tensor": 0}
@@ -215,6 +222,7 @@ def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
             position += 1
         if position < len(positional) and positional[position] in hints:
             hints[positional[position]].integer = True
+            _indexed_dim(node, func, positional[position], hints)
     if func in _SIZE_CALLS:
         for name in positional:
             if name in hints:
@@ -227,6 +235,18 @@ def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
             hints[_name(keyword.value)].size = True
     if func == "range" and positional and positional[0] in hints:
         hints[positional[0]].size = True
+
+
+def _indexed_dim(node: ast.Call, func: str, index: str, hints: dict[str, Hints]) -> None:
+    """``x.index_select(d, idx)``, ``torch.gather(x, d, idx)``: idx indexes x's dim d."""
+    if func not in ("index_select", "gather") or not isinstance(node.func, ast.Attribute):
+        return
+    torch_call = _name(node.func.value) == "torch"
+    owner = _name(node.args[0]) if torch_call else _name(node.func.value)
+    dim = node.args[1 if torch_call else 0]
+    if owner in hints and isinstance(dim, ast.Constant) and isinstance(dim.value, int) \
+            and dim.value >= 0:
+        hints[index].indexes = (owner, dim.value)
 
 
 def _compared_strings(node: ast.AST, hints: dict[str, Hints]) -> None:
@@ -244,8 +264,19 @@ def _compared_strings(node: ast.AST, hints: dict[str, Hints]) -> None:
 def _subscript_use(node: ast.AST, hints: dict[str, Hints]) -> None:
     """``x[param]``, ``x[param[1]]`` (a row of an edge list): an index (or a mask, by its
     name)."""
-    if isinstance(node, ast.Subscript):
-        index = _name(node.slice.value if isinstance(node.slice, ast.Subscript)
-                      else node.slice)
-        if index in hints:
-            hints[index].integer = True
+    if not isinstance(node, ast.Subscript):
+        return
+    index = _name(node.slice.value if isinstance(node.slice, ast.Subscript) else node.slice)
+    if index in hints:
+        hints[index].integer = True
+        if _name(node.value) in hints and isinstance(node.slice, ast.Name):
+            hints[index].indexes = (_name(node.value), 0)  # not a row of an edge list
+    elif isinstance(node.slice, ast.Tuple):
+        # x[:, idx]: idx indexes the dim after the full slices before it
+        for axis, element in enumerate(node.slice.elts):
+            if _name(element) in hints:
+                hints[_name(element)].integer = True
+                if _name(node.value) in hints:
+                    hints[_name(element)].indexes = (_name(node.value), axis)
+            if not isinstance(element, ast.Slice):
+                break
