@@ -7,13 +7,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.results import CheckResult, Location
+from gradverify.results import CheckResult, Location, Status
 from gradverify.spec.inputs import Args, InputMaker, case_seed
 from gradverify.spec.model import Case, ResolvedTolerance, Spec
 from gradverify.targets import Capability, Target, location_of
 
 if TYPE_CHECKING:
     import torch
+
+    from gradverify.checks.base import Trait
 
 
 @dataclass
@@ -34,10 +36,19 @@ class CheckContext:
     """The options of the check being run (``RunOptions.check_options``)."""
     results: dict[str, CheckResult] = field(default_factory=dict)
     """Results of the checks already run on this case, by name."""
+    verdicts: dict[Trait, Status] = field(default_factory=dict)
+    """The status of the first check run on this case with each trait (the runner records
+    it with ``results``)."""
     reference: Any = None
     """The spec's ``reference:`` function, resolved (None when the spec names none)."""
     smallest: bool = False
     """The smallest case of its spec: gradcheck adds a slow-mode run when it chose fast mode."""
+
+    def verdict(self, trait: Trait) -> Status | None:
+        """The status of this case's first earlier check with ``trait`` (``JUDGES_GRADIENT``:
+        whether the gradient itself is right), or None when none ran: checks ask by what a
+        check does, never by its name."""
+        return self.verdicts.get(trait)
 
     def args(self, role: str = "double") -> Args:
         """Fresh leaf copies of the case's arguments (``double`` or ``working`` dtype)."""

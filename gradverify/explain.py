@@ -43,8 +43,9 @@ def explain_check(name: str) -> str:
              _wrap(check.summary)]
     if doc:
         parts += ["", _doc(doc)]
-    if check.requires:
-        parts += ["", f"  Skipped when {', '.join(check.requires)} failed."]
+    blockers = [other for other, c in REGISTRY.items() if c.blocks & check.traits]
+    if blockers:
+        parts += ["", f"  Skipped when {', '.join(blockers)} failed."]
     if check.options:
         parts += ["", "Options (spec `checks: {" + name + ": {...}}`)"]
         parts += [f"  {o.name}: {o.help}" for o in check.options]

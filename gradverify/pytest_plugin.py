@@ -235,7 +235,7 @@ class TargetNode(pytest.Collector):
 
     def collect(self) -> Any:
         from gradverify.results import ErrorEntry
-        from gradverify.run.select import select
+        from gradverify.run.schedule import rows
         from gradverify.run.tasks import Unsupported
 
         options = _options(self.config)
@@ -249,9 +249,8 @@ class TargetNode(pytest.Collector):
             yield UnsupportedTarget.from_parent(self, name="torch", reason=prepared.reason)
             return
         for index, case in enumerate(prepared.spec.cases):
-            checks = [c.name for c in select(prepared.spec, case, options,
-                                                      prepared.info.capabilities)
-                      if index == 0 or not c.static]
+            checks = [c.name for c in rows(prepared.spec, case, options,
+                                           prepared.info.capabilities, first=index == 0)]
             yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gradverify.config import Config
 from gradverify.options import RunOptions
-from gradverify.run.select import select
+from gradverify.run.schedule import rows as select
 from gradverify.spec.model import Case, CheckSetting, Spec
 from gradverify.targets import Capability
 
@@ -78,7 +78,7 @@ def test_check_selection(target, flags, spec_keys, present, absent):
 
 
 def test_selection_imports_no_torch():
-    code = ("import sys; from gradverify.run.select import select; "
+    code = ("import sys; from gradverify.run.schedule import rows as select; "
             "from gradverify.options import RunOptions; from gradverify.config import Config; "
             "from gradverify.spec.model import Case, Spec; from pathlib import Path; "
             "case = Case('c'); select(Spec('m:F', (case,)), case, "

@@ -6,6 +6,7 @@ read (for ``explain``, ``--only`` validation and spec validation) without import
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,6 +30,29 @@ class Option:
     choices: tuple[Any, ...] | None = None
 
 
+class Trait(enum.Enum):
+    """What a check does with a case, declared by the check (``Check.traits``). The schedule
+    (``gradverify.run.schedule``) reads them: a finding of an earlier check invalidates
+    traits (``Check.invalidates``), and a failed check blocks them (``Check.blocks``), so no
+    check names another."""
+
+    CALLS_BACKWARD = "calls backward"
+    """Needs a backward whose result autograd accepts."""
+    DIFFERENTIATES = "differentiates through the target on real tensors"
+    DIFFERENTIATES_FAKE = "differentiates through the target on fake tensors"
+    COMPARES_RUNS = "compares runs of the target"
+    """Several runs on copies of the same inputs, or against another way of computing it:
+    a forward that writes into its input makes every such comparison blame something else."""
+    REUSES_INPUTS = "calls the target several times on the same input tensors"
+    TRACES = "runs the op's fake implementation (tracing)"
+    SECOND_ORDER = "differentiates backward itself"
+    JUDGES_GRADIENT = "compares backward's result with the true derivative"
+    """A spec that declares such a check an expected failure declares that backward is not
+    the gradient (``Check.assumes_gradient``)."""
+    ONCE_PER_TARGET = "reads the class, once per target"
+    """Runs on a target's first case only, and even when forward raises."""
+
+
 class Check(abc.ABC):
     """Base of every check: what the runner needs to know about it is declared here, with its
     default, and each check module's class overrides what differs. ``run`` is the check."""
@@ -42,27 +66,26 @@ class Check(abc.ABC):
     """The codes it reports, documented; the registry collects them."""
     options: ClassVar[tuple[Option, ...]] = ()
     """Options settable under ``checks:`` in a spec or ``[tool.gradverify]``."""
-    requires: ClassVar[tuple[str, ...]] = ("contract",)
-    """Checks whose failure means this one cannot run (else: skip, with that reason): a
-    contract failure is a backward result autograd rejects. Not a check that found another
-    defect whose results this one would not repeat (gradgradcheck runs after gradcheck's)."""
-    invalidates: ClassVar[Mapping[str, tuple[str, ...]]] = MappingProxyType({})
-    """Code -> later checks whose results are consequences of that finding (skipped)."""
+    traits: ClassVar[frozenset[Trait]] = frozenset({Trait.CALLS_BACKWARD})
+    """What the check does with a case; the schedule decides from these."""
+    blocks: ClassVar[frozenset[Trait]] = frozenset()
+    """Traits of the checks that cannot run once this one failed (expectedly or not): a
+    backward result autograd rejects blocks every check that calls backward."""
+    invalidates: ClassVar[Mapping[str, frozenset[Trait]]] = MappingProxyType({})
+    """Code -> traits of the later checks whose results would be consequences of that
+    finding: they are skipped, pointing at it."""
+    explains: ClassVar[Mapping[tuple[str, str | None], tuple[str, ...]]] = MappingProxyType({})
+    """(code, the finding's ``data["pattern"]`` or None) -> codes of later checks' findings on
+    the same input that follow from it: marked as its consequence, the root said once."""
     explains_protection: ClassVar[tuple[str, ...]] = ()
     """Codes whose defect makes autograd refuse a later backward (the version-counter error):
     another check's finding that reports that refusal, in the same case, is marked as its
     consequence (each root cause reported once)."""
-    judges_gradient: ClassVar[bool] = False
-    """Compares backward's result with the true derivative (gradcheck): a spec that declares
-    it an expected failure declares that backward is not the gradient."""
     assumes_gradient: ClassVar[tuple[str, ...]] = ()
     """Codes whose premise is that backward returns each input's true gradient: where a check
-    that ``judges_gradient`` is declared an expected failure and names the same input, such a
-    finding is a consequence of that declaration, and a row of nothing else an expected
-    failure too."""
-    static: ClassVar[bool] = False
-    """Reads the class, not a case's calls: runs on a target's first case only, and even when
-    forward raises."""
+    that judges the gradient (``Trait.JUDGES_GRADIENT``) is declared an expected failure and
+    names the same input, such a finding is a consequence of that declaration, and a row of
+    nothing else an expected failure too."""
     needs_reference: ClassVar[bool] = False
     """Runs only when the spec names a ``reference:``."""
     needs_accelerator: ClassVar[bool] = False
@@ -74,6 +97,11 @@ class Check(abc.ABC):
     made_for: ClassVar[Capability | None] = None
     """A capability the check is made for (an op's schema): a target without it has no row,
     unless the check is named by ``--only`` (then it skips, saying why)."""
+
+    @property
+    def static(self) -> bool:
+        """Reads the class, not a case's calls (``Trait.ONCE_PER_TARGET``)."""
+        return Trait.ONCE_PER_TARGET in self.traits
 
     def not_applicable(self, info: Target) -> str | None:
         """Why this check does not apply to target ``info``, or None."""

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Finding, Severity, Status
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -44,6 +44,7 @@ class CompileCheck(Check):
     default = False
     summary = "torch.compile(fullgraph=True, backend='aot_eager') traces it and matches eager"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
@@ -128,8 +129,7 @@ def _against_eager(ctx: CheckContext, way: str, ours: Any, eager: Any, names: li
     mark_dirty Function the finding blames torch.compile, not the formula."""
     from gradverify.checks import _compare as cmp
 
-    eager_right = ctx.results.get("gradcheck") is not None and \
-        ctx.results["gradcheck"].status.value == "pass"
+    eager_right = ctx.verdict(Trait.JUDGES_GRADIENT) is Status.PASS
     for mismatch in cmp.compare_runs(ours, eager, names, 1e-7, 1e-9):
         if way == "leaf":
             message = f"compiled: {mismatch.describe()} (against eager)"

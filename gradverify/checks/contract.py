@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
@@ -109,7 +109,9 @@ class ContractCheck(Check):
     default = True
     summary = "backward returns what autograd expects: count, types, shapes, dtypes, devices"
     codes = CODES
-    requires = ()
+    traits = frozenset({Trait.DIFFERENTIATES})
+    blocks = frozenset({Trait.CALLS_BACKWARD})
+    """A backward result autograd rejects: no check that calls backward can run."""
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

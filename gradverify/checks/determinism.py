@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -31,6 +31,7 @@ class DeterminismCheck(Check):
     default = True
     summary = "repeated forward/backward passes give identical gradients"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

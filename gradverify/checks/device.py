@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -33,6 +33,7 @@ class DeviceCheck(Check):
     default = True
     summary = "outputs and gradients on CUDA match CPU"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
     needs_accelerator = True
     """Selected only when the run's device is not the CPU."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -44,6 +44,7 @@ class ForwardADCheck(Check):
     default = True
     summary = "jvp (forward-mode AD) matches finite differences"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.COMPARES_RUNS})
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks import _strength as strength
@@ -20,7 +21,7 @@ from gradverify.checks._modes import (
     SMALLEST_SLOW_MAX_ENTRIES,
     resolve_mode,
 )
-from gradverify.checks.base import Check, Option, Outcome
+from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import CheckResult, Finding, Severity
 
@@ -97,7 +98,13 @@ class GradcheckCheck(Check):
     default = True
     summary = "first-order gradients match finite differences (float64), linear in grad_output"
     codes = CODES
-    judges_gradient = True
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.JUDGES_GRADIENT})
+    invalidates = MappingProxyType({"GV122": frozenset({Trait.SECOND_ORDER})})
+    """Inputs on a non-differentiable point: no second derivative to compare there."""
+    explains = MappingProxyType({
+        ("GV121", "not multiplied by the incoming gradient"): ("GV142", "GV144")})
+    """A backward that ignores its incoming gradient also detaches it for double backward:
+    one root cause, said once."""
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:

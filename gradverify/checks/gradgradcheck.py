@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES, resolve_mode
-from gradverify.checks.base import Check, Option, Outcome
+from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -95,15 +95,11 @@ class GradgradcheckCheck(Check):
     default = True
     summary = "second-order gradients (double backward) match finite differences (float64)"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS,
+                        Trait.SECOND_ORDER})
     options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
 
     def run(self, ctx: CheckContext) -> Outcome:
-        outcome = self._run(ctx)
-        outcome.findings = [_marked(ctx, f) for f in outcome.findings]
-        return outcome
-
-    @staticmethod
-    def _run(ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
 
         skipped = _skip(ctx)
@@ -142,22 +138,9 @@ class GradgradcheckCheck(Check):
         return outcome
 
 
-def _marked(ctx: CheckContext, finding: Finding) -> Finding:
-    """A finding that the incoming gradient is detached (GV144, GV142) for an input whose
-    first-order gradient gradcheck found "not multiplied by the incoming gradient": one root
-    cause (backward ignores its incoming gradient), marked as gradcheck's consequence."""
-    first = ctx.results.get("gradcheck")
-    if finding.code not in ("GV142", "GV144") or first is None:
-        return finding
-    same = any(f.code == "GV121" and f.input == finding.input and f.data.get("pattern") ==
-               "not multiplied by the incoming gradient" for f in first.findings)
-    return finding.following("GV121 (gradcheck)") if same else finding
-
-
 def _skip(ctx: CheckContext) -> Outcome | None:
     """The skip that applies before anything is differentiated, or None: double backward is
-    declared unsupported (@once_differentiable), or gradcheck found the inputs on a point
-    where the function is not differentiable (GV122)."""
+    declared unsupported (@once_differentiable)."""
     if ctx.info.once_differentiable:
         return Outcome.skip(
             "backward is @once_differentiable: double backward is unsupported",
@@ -165,10 +148,6 @@ def _skip(ctx: CheckContext) -> Outcome | None:
                     "backward is decorated @once_differentiable, so double backward raises; "
                     "torch.autograd.grad(..., create_graph=True) through it gives first-order "
                     "gradients that silently carry no graph", location=ctx.location))
-    first = ctx.results.get("gradcheck")
-    if first is not None and any(f.code == "GV122" for f in first.findings):
-        return Outcome.skip("skipped: the inputs sit on a non-differentiable point "
-                            "(see gradcheck)")
     return None
 
 

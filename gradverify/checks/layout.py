@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -52,6 +52,7 @@ class LayoutCheck(Check):
     default = True
     summary = "non-contiguous inputs and expanded/non-contiguous gradients give the same results"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

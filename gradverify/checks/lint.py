@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
@@ -56,8 +56,7 @@ class LintCheck(Check):
     default = True
     summary = "static patterns: saved_variables, Variable/volatile, .data or numpy in backward"
     codes = CODES
-    requires = ()
-    static = True
+    traits = frozenset({Trait.ONCE_PER_TARGET})
     """Runs on the first case of each target only, and even when forward raises."""
 
     def run(self, ctx: CheckContext) -> Outcome:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -65,8 +65,8 @@ class MutationCheck(Check):
     default = True
     summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
     codes = CODES
-    invalidates = MappingProxyType({"GV221": ("determinism", "layout", "reference", "precision",
-                                              "forward_ad", "vmap", "device", "compile")})
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS})
+    invalidates = MappingProxyType({"GV221": frozenset({Trait.COMPARES_RUNS})})
     """A forward that writes into its input changes what every later run starts from: the
     comparisons of these checks would blame layouts or precision for it."""
     explains_protection = ("GV222", "GV223")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import CheckResult, Finding, Location, Severity
 from gradverify.targets.model import Capability
@@ -94,6 +94,7 @@ class NeedsInputGradCheck(Check):
     default = True
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS})
     assumes_gradient = ("GV202",)
     """"None for an input that needs a gradient": a Function declared not to return the
     gradient (a relevance rule) returns None on purpose."""

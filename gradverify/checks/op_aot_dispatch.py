@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
@@ -62,7 +62,7 @@ class OpAotDispatchCheck(Check):
               "test_aot_dispatch_dynamic)"
     codes = CODES
     made_for = Capability.SCHEMA
-    requires = ()
+    traits = frozenset({Trait.DIFFERENTIATES, Trait.TRACES})
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -43,22 +43,16 @@ CODES = (
          "Read the message; register the backward with torch.library.register_autograd."),
 )
 
-_EVERY_GRADIENT_CHECK = ("contract", "gradcheck", "gradgradcheck", "needs_input_grad",
-                         "mutation", "undefined_grad", "determinism", "layout", "reference",
-                         "precision", "vmap", "device", "compile", "op_fake",
-                         "op_aot_dispatch")
-
-
 class OpAutogradRegistrationCheck(Check):
     name = "op_autograd_registration"
     default = True
     summary = "the op's autograd formula is registered at the autograd key"
     codes = CODES
     made_for = Capability.SCHEMA
-    requires = ()
+    traits = frozenset()
     invalidates = MappingProxyType({
-        "GV411": _EVERY_GRADIENT_CHECK,
-        "GV412": tuple(c for c in _EVERY_GRADIENT_CHECK if c != "op_fake")})
+        "GV411": frozenset({Trait.DIFFERENTIATES, Trait.DIFFERENTIATES_FAKE}),
+        "GV412": frozenset({Trait.DIFFERENTIATES})})
     """Every check that differentiates through the op would fail for the same reason (and
     with autograd inside a backend kernel, so does running it on fake tensors)."""
 

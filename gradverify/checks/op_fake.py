@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
@@ -48,9 +48,9 @@ class OpFakeCheck(Check):
     summary = "the fake (meta) implementation matches the real outputs (opcheck test_faketensor)"
     codes = CODES
     made_for = Capability.SCHEMA
-    requires = ()
-    invalidates = MappingProxyType({"GV421": ("op_aot_dispatch",),
-                                    "GV422": ("op_aot_dispatch",)})
+    traits = frozenset({Trait.DIFFERENTIATES_FAKE, Trait.TRACES})
+    invalidates = MappingProxyType({"GV421": frozenset({Trait.TRACES}),
+                                    "GV422": frozenset({Trait.TRACES})})
     """Tracing for AOT dispatch runs the fake implementation: its failure would be this one."""
 
     def run(self, ctx: CheckContext) -> Outcome:

@@ -10,7 +10,7 @@ import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -44,12 +44,10 @@ class OpSchemaCheck(Check):
     summary = "writes and aliases match the op's schema (opcheck test_schema)"
     codes = CODES
     made_for = Capability.SCHEMA
-    requires = ()
+    traits = frozenset()
     invalidates = MappingProxyType({
-        "GV401": ("gradgradcheck", "needs_input_grad", "mutation", "undefined_grad",
-                  "determinism", "layout", "reference", "precision", "vmap", "device",
-                  "compile"),
-        "GV402": ("op_fake", "op_aot_dispatch")})
+        "GV401": frozenset({Trait.REUSES_INPUTS, Trait.COMPARES_RUNS}),
+        "GV402": frozenset({Trait.TRACES})})
     """The undeclared write is said once, here: mutation would say it again, and every later
     check that calls the op more than once on the same inputs would blame something else.
     An aliasing output fails opcheck's fake and AOT tests with the same message."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets import op_calls as opcalls
@@ -39,6 +39,7 @@ class ReferenceCheck(Check):
     default = True
     summary = "outputs and gradients match a plain-PyTorch reference (spec `reference:`)"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
     needs_reference = True
     """Selected only for specs that name a reference."""
 

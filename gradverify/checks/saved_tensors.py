@@ -15,7 +15,7 @@ import weakref
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -74,6 +74,7 @@ class SavedTensorsCheck(Check):
     default = True
     summary = "tensors are saved with save_for_backward, not kept on ctx; memory per call"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES})
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -43,6 +43,7 @@ class UndefinedGradCheck(Check):
     default = True
     summary = "using only some outputs of a multi-output Function works and gives right gradients"
     codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS})
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch

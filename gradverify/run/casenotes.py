@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gradverify import torchstate
-from gradverify.checks.base import Check
+from gradverify.checks.base import Check, Trait
 from gradverify.context import CheckContext
 from gradverify.results import CheckResult, Finding, Location, Severity, Status
 from gradverify.run import leftovers
@@ -173,7 +173,7 @@ def declared_consequences(check: Check, findings: list[Finding],
 
     roots = {f.input: (f"{f.code} ({row.name})", row.name, row.expect)
              for row in results.values() if row.status == Status.XFAIL and row.expect
-             and row.name in REGISTRY and REGISTRY[row.name].judges_gradient
+             and row.name in REGISTRY and Trait.JUDGES_GRADIENT in REGISTRY[row.name].traits
              for f in row.findings if f.input is not None}
     root_of = [roots.get(f.input or "") if f.code in check.assumes_gradient
                and f.severity == Severity.ERROR and f.consequence_of is None else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,6 @@ from gradverify.checks.base import Check, Outcome
 from gradverify.context import CheckContext
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
-from gradverify.registry import REGISTRY
 from gradverify.results import (
     CaseResult,
     CheckResult,
@@ -26,9 +25,8 @@ from gradverify.results import (
     Status,
     worst,
 )
-from gradverify.run import casenotes, classify, leftovers
+from gradverify.run import casenotes, classify, leftovers, schedule
 from gradverify.run.prepare import prepare
-from gradverify.run.select import select
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import Task, TaskOutcome, Unsupported
 from gradverify.spec.binding import Bound
@@ -90,8 +88,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
                        seed=options.seed, device=options.device, verbose=options.verbose,
                        smallest=smallest, reference=reference)
-    checks = [c for c in select(spec, case, options, info.capabilities)
-              if first or not c.static]
+    checks = schedule.rows(spec, case, options, info.capabilities, first=first)
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
     inputs: tuple[Any, ...] = ()
@@ -139,8 +136,8 @@ def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: 
 
     def rerun(info: Target) -> list[CheckResult]:
         rerun_rows = _Rows(state=[])
-        _run_checks(dataclasses.replace(ctx, info=info, results={}), again, plain, None,
-                    rerun_rows)
+        _run_checks(dataclasses.replace(ctx, info=info, results={}, verdicts={}), again, plain,
+                    None, rerun_rows)
         rerun_rows.restore()
         return rerun_rows.checks
 
@@ -192,68 +189,47 @@ class _Rows:
 
 def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
                 on_check: Callable[[str], None] | None, rows: _Rows) -> None:
-    """Each selected check in order, after forward was probed once, each on the baseline
-    (torch's defaults), whatever the previous one's calls of the Function did."""
+    """Each check of the case in order, after forward was probed once, each on the baseline
+    (torch's defaults), whatever the previous one's calls of the Function did; whether it
+    runs is the schedule's decision (``schedule.decide``)."""
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
-    forward_error = classify.forward_error(ctx)
-    if forward_error is not None and forward_error.code == "GV023":
-        rows.about.append(casenotes.not_finite_row(forward_error))
-        _run_static_only(ctx, checks, options, rows)
-        return
-    carrier: str | None = None
-    """The check whose row carries forward's error: the root cause is said once, and every
-    other check that needs forward is skipped, pointing at it."""
+    error = classify.forward_error(ctx)
+    forward = schedule.Forward(error=error, not_finite=error is not None
+                               and error.code == "GV023")
+    if forward.not_finite and error is not None:
+        rows.about.append(casenotes.not_finite_row(error))
     for check in checks:
-        if on_check:
+        if on_check and not forward.not_finite:
             on_check(check.name)
         rows.restore()
-        if forward_error is not None and not check.static \
-                and check.not_applicable(ctx.info) is None:
-            if carrier is None:
-                carrier = check.name
-                rows.add(ctx, CheckResult(check.name, Status.ERROR, 0.0,
-                                          _first_clause(forward_error.message),
-                                          (forward_error,)), None)
-            else:
-                rows.add(ctx, CheckResult(check.name, Status.SKIP, 0.0,
-                                          f"skipped: forward raised (see {carrier})"), None)
+        decision = schedule.decide(check, ctx.info, ctx.results, forward)
+        if decision.carry and error is not None:
+            forward = dataclasses.replace(forward, carrier=check.name)
+            rows.add(ctx, schedule.carrier_row(check, error, _first_clause(error.message)),
+                     None)
+            continue
+        if decision.skip is not None and decision.forward:
+            rows.add(ctx, schedule.skipped_row(check, decision.skip), None)
             continue
         ctx.options = options.check_options(check.name, ctx.spec, ctx.case)
         ctx.mode = options.mode_for(check.name, ctx.spec, ctx.case)
-        result, outcome, internal = _run_one(ctx, check)
+        result, outcome, internal = _run_one(ctx, check, decision)
         if outcome.nothing_verified and rows.nothing_verified is None:
             rows.nothing_verified = outcome.summary
-        ctx.results[check.name] = result
+        schedule.record(ctx.results, ctx.verdicts, check, result)
         rows.add(ctx, result, internal)
 
 
-def _run_static_only(ctx: CheckContext, checks: list[Check], options: RunOptions,
-                     rows: _Rows) -> None:
-    """Forward is not finite on the case's inputs (GV023, a row about the case): every check
-    that compares values is skipped, pointing at it; the checks that read the class run."""
-    for check in checks:
-        rows.restore()
-        if not check.static:
-            rows.add(ctx, CheckResult(check.name, Status.SKIP, 0.0, "skipped: forward is not "
-                                      "finite on or near these inputs (GV023)"), None)
-            continue
-        ctx.options = options.check_options(check.name, ctx.spec, ctx.case)
-        ctx.mode = options.mode_for(check.name, ctx.spec, ctx.case)
-        result, _, internal = _run_one(ctx, check)
-        ctx.results[check.name] = result
-        rows.add(ctx, result, internal)
-
-
-def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str | None]:
+def _run_one(ctx: CheckContext, check: Check, decision: schedule.Decision = schedule.RUN
+             ) -> tuple[CheckResult, Outcome, str | None]:
     """One check: skipped when a prerequisite failed, its exceptions classified, its status
     turned into xfail/xpass by the spec's ``expect:``. Returns the result, the check's own
     outcome and, for a bug of gradverify's, its traceback."""
     t0 = time.perf_counter()
-    blocked = check.not_applicable(ctx.info) or _blocked_by(check, ctx.results)
     error = None
-    if blocked:
-        outcome = Outcome.skip(blocked)
+    if decision.skip is not None:
+        outcome = Outcome.skip(decision.skip)
     else:
         try:
             outcome = check.run(ctx)
@@ -261,6 +237,7 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str
             raise
         except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
             outcome, error = classify.classify(exc, check.name, ctx.info)
+    outcome.findings = schedule.explained(outcome.findings, ctx.results)
     status = outcome.status if error is None else Status.ERROR
     if error is None and any(f.code == "GV016" for f in outcome.findings):
         status = Status.ERROR  # out of memory: the check could not run
@@ -278,23 +255,6 @@ def _run_one(ctx: CheckContext, check: Check) -> tuple[CheckResult, Outcome, str
         or ("ok" if status == Status.PASS else status.value),
         findings=tuple(outcome.findings), mode=outcome.mode, expect=reason,
         data=outcome.data), outcome, error
-
-
-def _blocked_by(check: Check, results: Mapping[str, CheckResult]) -> str | None:
-    """Why ``check`` cannot run here, or None. A prerequisite failed (expectedly or not:
-    autograd rejects backward's result); or an earlier check found a defect that makes this
-    one's results consequences of it (forward writing into its input: every later comparison
-    of runs would blame something else)."""
-    for name in check.requires:
-        status = results[name].status if name in results else None
-        if status in (Status.FAIL, Status.ERROR, Status.XFAIL):
-            return f"skipped: {name} failed"
-    for name, result in results.items():
-        invalidates = REGISTRY[name].invalidates if name in REGISTRY else {}
-        for finding in result.findings:
-            if check.name in invalidates.get(finding.code, ()):
-                return f"skipped: a consequence of {finding.code} (see {name})"
-    return None
 
 
 def _first_clause(message: str, limit: int = 120) -> str:
