@@ -1,10 +1,10 @@
 """Where Python finds modules, for the user's imports and for gradverify's own processes.
 
-The user's working directory is on sys.path for the user's imports only (DESIGN §8): it goes
-after the standard library, so that a ``json.py`` there never replaces the standard library's
-module that gradverify or torch import later; and gradverify starts its own modules (workers,
-``record``'s launcher) in interpreters that do not put it first, so that a ``gradverify.py``
-there is never run in gradverify's place. Never imports torch.
+The user's working directory is on sys.path for the user's imports only (docs/commands.md): it
+goes after the standard library, so that a ``json.py`` there never replaces the standard
+library's module that gradverify or torch import later; and gradverify starts its own modules
+(workers, ``record``'s launcher) in interpreters that do not put it first, so that a
+``gradverify.py`` there is never run in gradverify's place. Never imports torch.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The process around a command: signals that stop a run, where user code's output goes,
 the progress bar, colour, and the console itself. Used by ``cli``; no logic of gradverify's own.
 
-The console is the least reliable sink (DESIGN §8): stdout may be closed, full, a pipe whose
-reader left, or unable to encode a name. Nothing written to it may cost a report file or the
-exit code, so every console write goes through ``out`` and ``err``, which never raise.
+The console is the least reliable sink (docs/runs.md, Reliability): stdout may be closed, full, a
+pipe whose reader left, or unable to encode a name. Nothing written to it may cost a report file or
+the exit code, so every console write goes through ``out`` and ``err``, which never raise.
 """
 from __future__ import annotations
 

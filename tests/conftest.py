@@ -99,6 +99,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = slow_first(items, lambda item: item.get_closest_marker("slow") is not None)
 
 
-os.environ.setdefault("NO_COLOR", "1")
+CALLERS_ENVIRONMENT = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",
+                       "CLICOLOR_FORCE", "TERM", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
+                       "LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "PYTHONIOENCODING", "PYTHONUTF8")
+"""What the caller's terminal and locale set and the report reads (width, colour, encoding):
+removed for every test, so that a wide terminal or ``LC_ALL=C`` changes no verdict. A test of
+one of them sets it itself (``monkeypatch.setenv``, or ``env=`` for a subprocess)."""
+QUIET_ENVIRONMENT = {"NO_COLOR": "1"}
+"""Set for every test: no colour unless a test asks for it."""
+
+
+def _make_hermetic(setenv: Callable[[str, str], None], delenv: Callable[[str], None]) -> None:
+    for key in CALLERS_ENVIRONMENT:
+        delenv(key)
+    for key, value in QUIET_ENVIRONMENT.items():
+        setenv(key, value)
+
+
+# At import, for what runs before any fixture (collection, session fixtures, xdist workers)...
+_make_hermetic(os.environ.__setitem__, lambda key: os.environ.pop(key, None))
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and again for every test, whatever the test before it left: subprocesses inherit it."""
+    _make_hermetic(monkeypatch.setenv, lambda key: monkeypatch.delenv(key, raising=False))
 
 pytest_plugins = ["pytester"]

@@ -1,5 +1,5 @@
 """Verdicts users can trust: no false failure on correct Functions that are easy to flag, and
-never weaker than bare ``torch.autograd.gradcheck``/``gradgradcheck`` (DESIGN §4, invariants)."""
+never weaker than bare ``torch.autograd.gradcheck``/``gradgradcheck`` (docs/checks.md)."""
 from __future__ import annotations
 
 import os

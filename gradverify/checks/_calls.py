@@ -59,7 +59,7 @@ def apply(info: Target, args: Args, *, protect_inputs: bool = True) -> Applied:
     """Call ``info.function.apply``. With ``protect_inputs``, a target that declares it writes into
     its inputs (``mark_dirty``, an op's ``mutates_args``) sees copies in the same layout, so
     the caller's tensors stay intact and every run compared starts from the same values
-    (DESIGN §3, §4)."""
+    (docs/checks.md, ``mutation``)."""
     from gradverify.checks._tensors import layout_copy
 
     values = list(args.values)

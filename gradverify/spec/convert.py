@@ -54,8 +54,8 @@ def _frozen_form(value: torch.Tensor, wanted: torch.dtype) -> torch.Tensor | Non
 def require_double(values: list[Any], names: list[str], factory: str, wanted: torch.dtype,
                     target: str, constants: set[str]) -> None:
     """A factory that takes ``dtype`` must honour it: a gradient check in float32 would
-    compare finite differences against float32 round-off (DESIGN §3). ``constants`` (frozen
-    inputs that cannot be converted) are exempt."""
+    compare finite differences against float32 round-off (docs/spec.md, factories).
+    ``constants`` (frozen inputs that cannot be converted) are exempt."""
     import torch
 
     for name, value in zip(names, values):

@@ -1,4 +1,5 @@
-"""Targets: what gradverify verifies, one module per kind, listed in ``KINDS`` (DESIGN §2b, §6).
+"""Targets: what gradverify verifies, one module per kind, listed in ``KINDS``
+(docs/architecture.md).
 
 A kind (``model.Kind``) detects its objects and introspects one into a frozen ``Target``
 whose ``function.apply`` calls it on a case's values and whose ``capabilities`` say which

@@ -1,5 +1,5 @@
 """What the checks know of a target, of any kind: a frozen ``Target``, its forward's
-``Param``\\ s, and the ``Capability``\\ s that decide which checks apply (DESIGN §6)."""
+``Param``\\ s, and the ``Capability``\\ s that decide which checks apply (docs/contributing.md)."""
 from __future__ import annotations
 
 import enum
