@@ -1,6 +1,7 @@
-"""What the reliability tests share: the installed ``gradverify`` run as a user runs it, the
-sample project they run it in, and what they look at afterwards (the user's files, the
-processes left)."""
+"""What the end-to-end tests of hostile inputs and environments share (``files_test.py``,
+``worker_test.py``, ``terminal_test.py`` and others): the installed ``gradverify`` run as a user
+runs it, the sample project they run it in, and what they look at afterwards (the user's files,
+the processes left)."""
 from __future__ import annotations
 
 import hashlib

@@ -9,8 +9,8 @@ import pytest
 
 import torchversions
 from conftest import run_cli
-from gradverify.init.guess import Guess, first_guesses
-from gradverify.init.probe import alternatives, arg_value
+from gradverify.init.guess import Guess, arg_value, first_guesses
+from gradverify.init.nearby import alternatives
 from gradverify.init.schema import typed_guesses
 from gradverify.targets import resolve
 from gradverify.targets.custom_op import library_ops

@@ -16,7 +16,8 @@ from gradverify.api import verify
 from gradverify.init import spec_for
 from gradverify.init.guess import Guess, first_guesses
 from gradverify.init.measure import scorer_for, with_mutants
-from gradverify.init.probe import alternatives, search, spec_dict
+from gradverify.init.nearby import alternatives
+from gradverify.init.probe import search, spec_dict
 from gradverify.init.strengthen import Edit, Strength, apply_edit, chain_edit, strengthen
 from gradverify.targets import introspect
 

@@ -79,10 +79,10 @@ def _return_at(file: str, line: int) -> ast.Return | None:
 def saved_then_changed_hint(ctx: CheckContext) -> str | None:
     """When forward changes a saved tensor after saving it, that is the likely cause of a
     mismatch (the formula may well be right): say so in the hint (mutation reports GV224)."""
-    from gradverify.checks import _probes as probes
+    from gradverify.checks import _saved_changes as saved_changes
 
     try:
-        found = probes.saved_then_changed(ctx.info, ctx.args("double"))
+        found = saved_changes.saved_then_changed(ctx.info, ctx.args("double"))
     except Exception:  # noqa: BLE001 -- a hint only
         return None
     # an output saved and then changed is read back as forward returned it: no suspect

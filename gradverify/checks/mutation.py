@@ -149,7 +149,7 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     import torch
 
     from gradverify.checks import _calls as calls
-    from gradverify.checks import _probes as probes
+    from gradverify.checks import _saved_changes as saved_changes
     from gradverify.checks import _tensors as tk
 
     stored = [t for t in saved if isinstance(t, torch.Tensor)]
@@ -159,7 +159,7 @@ def _backward_writes(ctx: CheckContext, applied: Applied, saved: list[Any],
     grad_tensors = [g for g in grads if isinstance(g, torch.Tensor)]
     grad_snapshot = tk.Snapshot.of(grad_tensors)
     # where each watched tensor was first written: the line of the in-place op in backward
-    written = probes.writes_during(ctx.info, [*stored, *grad_tensors],
+    written = saved_changes.writes_during(ctx.info, [*stored, *grad_tensors],
                                    lambda: calls.raw_backward(ctx.info, applied, grads))
     names = _names(stored, applied.args.values, applied.args.names, applied)
     changed = saved_snapshot.changed()
@@ -241,10 +241,10 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
     against a finite difference along a random direction: an error only when the frozen
     gradient is right and the real one is not. Returns how many changed without effect."""
     from gradverify.checks import _calls as calls
-    from gradverify.checks import _probes as probes
+    from gradverify.checks import _saved_changes as saved_changes
 
     # an output saved and then changed is read back as forward returns it: by design
-    found = [f for f in probes.saved_then_changed(ctx.info, ctx.args("double"))
+    found = [f for f in saved_changes.saved_then_changed(ctx.info, ctx.args("double"))
              if not f.label.startswith("output")]
     if not found:
         return 0
@@ -253,7 +253,7 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
     applied = calls.apply(ctx.info, args)
     grads = calls.random_grads(applied, ctx.generator("mutation-saved"))
     actual = calls.engine_grads(applied, grads, diff)
-    with probes.frozen_saves(ctx.info, found):
+    with saved_changes.frozen_saves(ctx.info, found):
         frozen_run = calls.apply(ctx.info, ctx.args("double"))
     frozen = calls.engine_grads(frozen_run, grads, diff)
     from gradverify.checks import _compare as cmp
@@ -262,11 +262,11 @@ def _saved_then_changed(ctx: CheckContext, outcome: Outcome) -> int:
                 if not cmp.grads_close(a, b)]
     if not affected:
         return len(found)
-    numeric, directions = probes.directional_difference(ctx.info, ctx.args("double"), grads,
-                                                        ctx.generator("mutation-direction"),
-                                                        ctx.tolerance.eps)
-    right_frozen = probes.agrees(frozen, directions, numeric)
-    right_actual = probes.agrees(actual, directions, numeric)
+    numeric, directions = saved_changes.directional_difference(
+        ctx.info, ctx.args("double"), grads, ctx.generator("mutation-direction"),
+        ctx.tolerance.eps)
+    right_frozen = saved_changes.agrees(frozen, directions, numeric)
+    right_actual = saved_changes.agrees(actual, directions, numeric)
     if right_actual or not right_frozen:
         # written for the changed value; or wrong either way: gradcheck reports the gradient,
         # and nothing shows that the change is its cause

@@ -3,9 +3,9 @@
 The targets come from ``init.targets``. For each forward parameter a guess is read from its
 name, annotation, default and how forward's source uses it (``init.guess``), or from its type
 in an op's schema (``init.schema``); the guesses are then tried on the real forward and one
-backward, and nearby specs searched while that raises (``init.probe``). What ran is written,
-with a comment on each argument saying where its value came from; where nothing ran, the spec
-says so with a ``TODO`` and the error.
+backward, and nearby specs searched while that raises (``init.probe``, ``init.nearby``). What
+ran is written, with a comment on each argument saying where its value came from; where
+nothing ran, the spec says so with a ``TODO`` and the error.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradverify.init.bounded import drafted
-from gradverify.init.guess import Guess, first_guesses
-from gradverify.init.probe import Attempt, arg_value, dim_sizes, search, spec_dict
+from gradverify.init.guess import Guess, arg_value, first_guesses
+from gradverify.init.probe import Attempt, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
 from gradverify.init.strengthen import Strength
 from gradverify.init.strong import strengthened, weakness
@@ -65,6 +65,18 @@ def _unprobed(found: Found, path: str | None, why: str) -> Written:
 def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
            spec_path: str | None, imports: tuple[str, ...] = (),
            strength: Strength | None = None, sizes: dict[str, int] | None = None) -> str:
+    """The spec's text: a header on how its inputs were found, the target's settings, what to
+    expect, and one case with a comment on each argument."""
+    lines = [*_header(info, attempt, spec_path, strength),
+             *_settings(info, guesses, imports, sizes),
+             *_expect(info, attempt),
+             "cases:", "  - name: basic", *_case_args(guesses)]
+    return "\n".join(lines) + "\n"
+
+
+def _header(info: Target, attempt: Attempt | None, spec_path: str | None,
+            strength: Strength | None) -> list[str]:
+    """Where forward and backward are, what the probe found, and the strength of the inputs."""
     run = f"gradverify check {shlex.quote(spec_path or info.target)}"
     lines = [f"# gradverify spec for {info.target}",
              f"# forward: {info.forward_location or '?'}   backward: "
@@ -87,8 +99,14 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
             lines.append(f"# {strength.score_line()}")
     if info.once_differentiable:
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
+    return lines
+
+
+def _settings(info: Target, guesses: list[Guess], imports: tuple[str, ...],
+              sizes: dict[str, int] | None) -> list[str]:
+    """The target and what it needs: imports, a module's init_args, the named dims."""
     dims = {**spec_dict(guesses)["dims"], **(sizes or {})}
-    lines += [f"target: {info.target}"]
+    lines = [f"target: {info.target}"]
     if imports:
         lines.append(f"imports: {_yaml(list(imports))}   # whose import registers the op")
     if info.module is not None:
@@ -98,19 +116,29 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
         lines.append("dims: {" + ", ".join(f"{k}: {v}" for k, v in dims.items()) + "}"
                      "   # named sizes; a list such as [1, 3] sweeps them")
     lines.append("# checks: {gradgradcheck: false}   # turn checks off (or opt-in checks on)")
+    return lines
+
+
+def _expect(info: Target, attempt: Attempt | None) -> list[str]:
+    """The ``expect:`` line: set for a surrogate gradient the target's words declare, offered
+    (commented) for one the probe saw, else an example."""
     if attempt is not None and attempt.flat and _says_surrogate(info):
-        lines += ["# forward is piecewise constant here, yet backward gives a gradient, and the",
-                  "# class's docstring or name says it is a surrogate (straight-through) one:",
-                  "expect: {gradcheck: \"surrogate gradient by design (its docstring says so)\"}"]
-    elif attempt is not None and attempt.flat:
-        lines += ["# forward is piecewise constant here, yet backward gives a gradient: if it is",
-                  "# a surrogate (straight-through) gradient by design, say so (uncomment):",
-                  "# expect: {gradcheck: \"surrogate gradient by design\"}"]
-    else:
-        lines.append("# expect: {gradcheck: \"why\"}       # a failure by design")
-    lines += ["cases:", "  - name: basic"]
+        return ["# forward is piecewise constant here, yet backward gives a gradient, and the",
+                "# class's docstring or name says it is a surrogate (straight-through) one:",
+                "expect: {gradcheck: \"surrogate gradient by design (its docstring says so)\"}"]
+    if attempt is not None and attempt.flat:
+        return ["# forward is piecewise constant here, yet backward gives a gradient: if it is",
+                "# a surrogate (straight-through) gradient by design, say so (uncomment):",
+                "# expect: {gradcheck: \"surrogate gradient by design\"}"]
+    return ["# expect: {gradcheck: \"why\"}       # a failure by design"]
+
+
+def _case_args(guesses: list[Guess]) -> list[str]:
+    """The case's ``args:``, each with where its value came from; forward's defaults used as
+    they are, commented."""
     shown = [g for g in guesses if g.kind != "default"]
     defaults = [g for g in guesses if g.kind == "default"]
+    lines = []
     if not shown:
         lines.append("    args: {}")
     else:
@@ -121,7 +149,7 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
     for g in defaults:
         why = g.why if g.longer else "forward's default, used as it is"
         lines.append(f"      # {g.name}: {_yaml(g.value)}   ({why})")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 _SURROGATE = re.compile(r"straight[- ]?through|surrogate|\bSTE\b", re.IGNORECASE)

@@ -81,6 +81,34 @@ class Guess:
         return self.kind in ("tensor", "star", "tensors")
 
 
+def arg_value(g: Guess) -> Any:
+    """A guess as the spec writes it: ``{shape: [N, D], dtype: int64}``, a dim name, a value."""
+    if g.fixed is not None:
+        return g.fixed
+    if g.kind == "star":
+        return [{"shape": list(g.shape)} for _ in range(g.items)]
+    if g.kind == "tensors":
+        return {"list": [{"shape": list(g.shape)} for _ in range(g.items)]}
+    if g.kind == "list":
+        return {"list": list(g.value)}
+    if g.kind == "tensor":
+        value: dict[str, Any] = {"shape": list(g.shape)}
+        if g.dtype != "float32":
+            value["dtype"] = g.dtype
+        if g.init is not None:
+            value["init"] = g.init
+        if g.dtype == "int64" and g.high is not None:
+            value["high"] = g.high
+        if g.sorted:
+            value["sorted"] = True
+        if g.requires_grad is False and g.dtype.startswith("float"):
+            value["requires_grad"] = False
+        return value
+    if g.kind == "tuple":
+        return {"tuple": list(g.value)}
+    return g.value  # int (a dim name), float, bool, str, None
+
+
 def _annotation(param: Param) -> str:
     if param.annotation is MISSING:
         return ""
@@ -108,23 +136,54 @@ def first_guesses(info: Target, typed: Mapping[str, Guess] | None = None) -> lis
 
 
 def _guess(param: Param, hint: Hints) -> Guess:
-    name, annotation = param.name, _annotation(param)
+    """A parameter's first guess: a Python value where its default, annotation, name or use in
+    forward says so (in that order), else a tensor."""
+    annotation = _annotation(param)
+    for step in (_default_guess, _int_guess, _value_guess):
+        found = step(param, hint, annotation)
+        if found is not None:
+            return found
+    return _tensor_guess(param, hint, annotation)
+
+
+def _default_guess(param: Param, hint: Hints, annotation: str) -> Guess | None:
+    """Forward's own default, when it is a plain Python value."""
     default = param.default
-    tensor_annotation = "Tensor" in annotation
-    if default is not MISSING and not tensor_annotation and default is not None \
-            and isinstance(default, (bool, int, float, str)):
-        return Guess(name, "default", value=default, why="forward's default", loop=hint.loop)
-    if hint.loop and annotation in ("int", ""):
+    if default is MISSING or default is None or "Tensor" in annotation:
+        return None
+    if not isinstance(default, (bool, int, float, str)):
+        return None
+    return Guess(param.name, "default", value=default, why="forward's default", loop=hint.loop)
+
+
+def _int_guess(param: Param, hint: Hints, annotation: str) -> Guess | None:
+    """An int: a loop's step, a count to select, or a size."""
+    name = param.name
+    if annotation in ("int", "") and hint.loop:
         return Guess(name, "int", value=2, loop=hint.loop, why="a loop's step")
-    if hint.selects and annotation in ("int", ""):
+    if annotation in ("int", "") and hint.selects:
         return Guess(name, "int", value=2, why="a count to select: fewer than the dim it "
                                                 "selects from")
-    if annotation in ("int",) or (not tensor_annotation and COUNT_NAMES.match(name)
-                                  and not hint.integer and not hint.tensor) or (
-            hint.size and not hint.integer and not SHAPE_NAMES.match(name)):
-        return Guess(name, "int", value="S" if name.startswith(("num_", "n_")) else "N",
-                     why="a size" + (f" ({annotation})" if annotation else ""))
-    if annotation in ("float",) or (not tensor_annotation and FLOAT_NAMES.match(name)):
+    if not _is_size(name, hint, annotation):
+        return None
+    return Guess(name, "int", value="S" if name.startswith(("num_", "n_")) else "N",
+                 why="a size" + (f" ({annotation})" if annotation else ""))
+
+
+def _is_size(name: str, hint: Hints, annotation: str) -> bool:
+    """Declared an int, named as a count, or used as a size by forward."""
+    if annotation == "int":
+        return True
+    if hint.integer:
+        return False
+    named = "Tensor" not in annotation and bool(COUNT_NAMES.match(name)) and not hint.tensor
+    return named or bool(hint.size and not SHAPE_NAMES.match(name))
+
+
+def _value_guess(param: Param, hint: Hints, annotation: str) -> Guess | None:
+    """A float, a flag, a string or a shape."""
+    name = param.name
+    if annotation == "float" or ("Tensor" not in annotation and FLOAT_NAMES.match(name)):
         return Guess(name, "float", value=0.5, why="a number" + (f" ({annotation})"
                                                                if annotation else ""))
     if annotation == "bool":
@@ -133,25 +192,35 @@ def _guess(param: Param, hint: Hints) -> Guess:
         return string_guess(name, hint)
     if SHAPE_NAMES.match(name) or "tuple" in annotation.lower() or "Size" in annotation:
         return Guess(name, "tuple", value=("N", "D"), why="a shape: a tuple of sizes")
+    return None
+
+
+def _tensor_guess(param: Param, hint: Hints, annotation: str) -> Guess:
+    """A bool mask, an int64 index tensor or a float tensor."""
+    name = param.name
     rank = hint.rank or max(hint.rank_at_least, 2 if hint.matrix else 0)
     # null is valid too: the probe's last resort
-    optional = default is None or "Optional[" in annotation or annotation.endswith("| None")
+    optional = param.default is None or "Optional[" in annotation or annotation.endswith("| None")
     if MASK_NAMES.match(name) or hint.boolean:
         return Guess(name, "tensor", shape=TEMPLATES[max(rank, 1)][:max(rank, 1)],
                      dtype="bool", optional=optional, why="a mask (bool)")
     if INDEX_NAMES.search(name) or hint.integer or hint.labels:
-        shape: tuple[Any, ...] = (2, "E") if EDGE_NAMES.match(name) else ("N",)
-        if hint.rank:
-            shape = TEMPLATES[hint.rank]
-        return Guess(name, "tensor", shape=shape, dtype="int64", high="S" if hint.labels else "N",
-                     sorted=name.startswith(("rank", "segment")), optional=optional,
-                     indexes=hint.indexes,
-                     why="indices (int64), values in [0, the dim they index)")
+        return _index_guess(name, hint, optional)
     dims = hint.dims if hint.dims and all(hint.dims) else TEMPLATES[min(max(rank, 2), 5)]
     return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least, optional=optional,
                  elementwise=hint.elementwise and not hint.matrix,
                  why=("shape from forward's " + ", ".join(dims) + " = "
                       f"{name}.shape") if hint.dims and all(hint.dims) else "a float tensor")
+
+
+def _index_guess(name: str, hint: Hints, optional: bool) -> Guess:
+    """Indices: a graph's two rows of edges, or one row; values in [0, the dim they index)."""
+    shape: tuple[Any, ...] = (2, "E") if EDGE_NAMES.match(name) else ("N",)
+    if hint.rank:
+        shape = TEMPLATES[hint.rank]
+    return Guess(name, "tensor", shape=shape, dtype="int64", high="S" if hint.labels else "N",
+                 sorted=name.startswith(("rank", "segment")), optional=optional,
+                 indexes=hint.indexes, why="indices (int64), values in [0, the dim they index)")
 
 
 def string_guess(name: str, hint: Hints) -> Guess:
@@ -168,39 +237,55 @@ def _tie_dims(guesses: list[Guess]) -> list[Guess]:
     """Index tensors follow the first float tensor's leading dim; when forward takes a count
     (``num_segments``), their values index it."""
     floats = [g for g in guesses if g.kind == "tensor" and g.dtype.startswith("float")]
-    lead = floats[0].shape[:1] if floats else ()
-    first = floats[0].shape if floats else ()
+    first = floats[0] if floats else None
     count = next((g.value for g in guesses if g.kind == "int" and g.value == "S"), None)
-    unpacked = floats[0].why.startswith("shape from forward's") if floats else False
     matrix = any(WEIGHT_NAMES.match(g.name) and not g.elementwise for g in floats)
     tied = []
     for g in guesses:
-        if g.kind == "tensor" and g.dtype.startswith("float") and g is not floats[0] \
-                and g.why == "a float tensor" and first:
-            if (WEIGHT_NAMES.match(g.name) or BIAS_NAMES.match(g.name)) and g.elementwise \
-                    and not matrix:
-                # multiplied or added: one value per feature (a norm's weight and bias)
-                g = replace(g, shape=first[-1:], why=f"per feature: [{first[-1]}]")
-            elif WEIGHT_NAMES.match(g.name) and len(first) == 2:
-                # a layer's parameters next to its input [N, D]: weight [K, D], bias [K]
-                g = replace(g, shape=("K", first[-1]), why="a weight: [out, in]")
-            elif BIAS_NAMES.match(g.name) and len(first) == 2:
-                g = replace(g, shape=("K",), why="a bias: [out]")
-            elif unpacked and not PER_FEATURE_NAMES.match(g.name):
-                # next to q [B, H, L, D] that forward unpacks: k and v alike
-                g = replace(g, shape=first, why=f"shaped as {floats[0].name}")
+        if _unshaped_float(g) and first is not None and g is not first and first.shape:
+            g = _shaped_beside(g, first, matrix)
         g = _loop_bound(g, guesses)
         if g.kind == "tensor" and g.dtype == "int64":
-            if g.shape == ("N",) and lead:
-                g = replace(g, shape=lead)
-            indexed = _indexed_dim(g, guesses)
-            if indexed and g.indexes:
-                g = replace(g, high=indexed, why=f"indices (int64), values in [0, {indexed}): "
-                                                 f"forward indexes {g.indexes[0]} with them")
-            elif count:
-                g = replace(g, high=count, why=f"indices (int64), values in [0, {count})")
+            g = _tied_index(g, guesses, first.shape[:1] if first is not None else (), count)
         tied.append(g)
     return tied
+
+
+def _unshaped_float(g: Guess) -> bool:
+    return g.kind == "tensor" and g.dtype.startswith("float") and g.why == "a float tensor"
+
+
+def _shaped_beside(g: Guess, first: Guess, matrix: bool) -> Guess:
+    """A float tensor of no known shape, shaped after the first float tensor ``first``: a
+    norm's per-feature weight, a layer's weight and bias, or alike (attention's k and v)."""
+    shape = first.shape
+    if (WEIGHT_NAMES.match(g.name) or BIAS_NAMES.match(g.name)) and g.elementwise \
+            and not matrix:
+        # multiplied or added: one value per feature (a norm's weight and bias)
+        return replace(g, shape=shape[-1:], why=f"per feature: [{shape[-1]}]")
+    if WEIGHT_NAMES.match(g.name) and len(shape) == 2:
+        # a layer's parameters next to its input [N, D]: weight [K, D], bias [K]
+        return replace(g, shape=("K", shape[-1]), why="a weight: [out, in]")
+    if BIAS_NAMES.match(g.name) and len(shape) == 2:
+        return replace(g, shape=("K",), why="a bias: [out]")
+    if first.why.startswith("shape from forward's") and not PER_FEATURE_NAMES.match(g.name):
+        # next to q [B, H, L, D] that forward unpacks: k and v alike
+        return replace(g, shape=shape, why=f"shaped as {first.name}")
+    return g
+
+
+def _tied_index(g: Guess, guesses: list[Guess], lead: tuple[Any, ...], count: Any) -> Guess:
+    """An index tensor: as long as the first float tensor's leading dim, its values in [0, the
+    dim forward indexes with it), else in [0, forward's count)."""
+    if g.shape == ("N",) and lead:
+        g = replace(g, shape=lead)
+    indexed = _indexed_dim(g, guesses)
+    if indexed and g.indexes:
+        return replace(g, high=indexed, why=f"indices (int64), values in [0, {indexed}): "
+                                            f"forward indexes {g.indexes[0]} with them")
+    if count:
+        return replace(g, high=count, why=f"indices (int64), values in [0, {count})")
+    return g
 
 
 def _indexed_dim(g: Guess, guesses: list[Guess]) -> str | None:

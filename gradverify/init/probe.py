@@ -8,22 +8,18 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify import frames
 from gradverify.init.asindex import TRIES_PER_ARGUMENT, as_index
-from gradverify.init.guess import FLOAT_NAMES, PER_FEATURE_NAMES, SIZES, TEMPLATES, Guess
-from gradverify.init.strengthen import LOOP_NAMES
+from gradverify.init.guess import SIZES, Guess, arg_value
+from gradverify.init.nearby import alternatives
 from gradverify.targets import Target
 
 MAX_CALLS = 300
 """Candidate specs tried per Function at most."""
 MAX_SECONDS = 20.0
-
-PER_FEATURE = PER_FEATURE_NAMES
-"""Names of a tensor that often holds one value per feature: the last dim of the input."""
 
 
 @dataclass
@@ -68,33 +64,6 @@ def dim_sizes(names: list[str]) -> dict[str, int]:
     sizes = {n: SIZES[n] for n in known}
     sizes.update({n: next(free, 3) for n in names if n not in SIZES})
     return sizes
-
-
-def arg_value(g: Guess) -> Any:
-    if g.fixed is not None:
-        return g.fixed
-    if g.kind == "star":
-        return [{"shape": list(g.shape)} for _ in range(g.items)]
-    if g.kind == "tensors":
-        return {"list": [{"shape": list(g.shape)} for _ in range(g.items)]}
-    if g.kind == "list":
-        return {"list": list(g.value)}
-    if g.kind == "tensor":
-        value: dict[str, Any] = {"shape": list(g.shape)}
-        if g.dtype != "float32":
-            value["dtype"] = g.dtype
-        if g.init is not None:
-            value["init"] = g.init
-        if g.dtype == "int64" and g.high is not None:
-            value["high"] = g.high
-        if g.sorted:
-            value["sorted"] = True
-        if g.requires_grad is False and g.dtype.startswith("float"):
-            value["requires_grad"] = False
-        return value
-    if g.kind == "tuple":
-        return {"tuple": list(g.value)}
-    return g.value  # int (a dim name), float, bool, str, None
 
 
 def _dims_of(g: Guess) -> list[str]:
@@ -268,102 +237,3 @@ def _pairs(info: Target, guesses: list[Guess], best: Attempt, started: float,
             if attempt.ok or attempt.progress > best.progress:
                 return candidate, attempt
     return None
-
-
-def alternatives(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
-    """Nearby values of one parameter, the likelier first; then the guess's own choices; last,
-    null where the parameter is optional."""
-    seen = [arg_value(g)]
-    for alternative in [*_nearby(g, guesses), *(replace(g, value=c) for c in g.choices)]:
-        value = arg_value(alternative)
-        if value not in seen:
-            seen.append(value)
-            yield alternative
-    if g.optional and g.kind != "none":
-        yield replace(g, kind="none", value=None, why="optional: null")
-
-
-def _nearby(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
-    floats = [o.shape for o in guesses if o is not g and o.kind == "tensor"
-              and o.dtype.startswith("float")]
-    if g.kind == "tensor" and g.dtype.startswith("float"):
-        yield from _float_shapes(g, guesses, floats)
-    elif g.kind == "tensor":
-        shapes = [g.shape, *_index_shapes(floats)]
-        highs = [g.high, *{d for s in floats for d in s if isinstance(d, str)}, "S", "N"]
-        for shape in dict.fromkeys(shapes):
-            for high in dict.fromkeys(h for h in highs if h):
-                if (shape, high) != (g.shape, g.high):
-                    yield replace(g, shape=shape, high=high if g.dtype == "int64" else None)
-        if g.dtype == "int64":
-            yield replace(g, dtype="bool", high=None, why="a mask (bool)")
-    elif g.kind == "int":
-        # a count of steps or iterations at 0 or 1 leaves a loop with nothing to verify
-        small = (-1,) if LOOP_NAMES.match(g.name) else (0, 1, -1)
-        for value in [*dict.fromkeys(d for s in floats for d in s if isinstance(d, str)),
-                      "S", "N", *small]:
-            if value != g.value:
-                yield replace(g, value=value)
-    elif g.kind == "float":
-        for value in (1.0, 2.0, 0.1):
-            yield replace(g, value=value)
-    elif g.kind == "tuple":
-        # sizes, or dims of a tensor (a ``dims`` argument): the last, the first, both
-        for shape in [*floats, *(s[:2] for s in floats), ("N", "D"), ("D", "N"),
-                      (-1,), (0,), (0, 1)]:
-            if tuple(shape) != tuple(g.value):
-                yield replace(g, value=tuple(shape))
-    elif g.kind in ("star", "tensors"):
-        for items in (1, 3):
-            yield replace(g, items=items)
-        for rank in (1, 3):
-            yield replace(g, shape=TEMPLATES[rank])
-
-
-def _float_shapes(g: Guess, guesses: list[Guess],
-                  floats: list[tuple[Any, ...]]) -> Iterator[Guess]:
-    """Shapes for a float tensor: those its neighbours suggest, the usual ranks, then 0-dim.
-    A per-feature tensor (a weight, a bias, a scale) next to others tries the last dim they
-    share first, which broadcasts against them; a temperature or a scale tries 0-dim first."""
-    counted = [(d,) for o in guesses if o.kind == "tensor" and not o.dtype.startswith("float")
-               for d in o.shape[-1:] if isinstance(d, str)]  # a value per index entry
-    sized = [shape for o in guesses if o.kind == "tuple" and len(o.value) == 2
-             for shape in ((o.value[-1], "K"), tuple(o.value))]  # a matrix times (rows, cols)
-    shapes = [*_derived(floats), *counted, *sized, *(TEMPLATES[r] for r in range(1, 5)), ()]
-    if PER_FEATURE.match(g.name):
-        shapes = [s[-1:] for s in floats[:1] if s] + shapes
-    if FLOAT_NAMES.match(g.name):
-        shapes.insert(0, ())
-    seen = {g.shape}
-    for shape in shapes:
-        if shape not in seen and len(shape) >= g.rank_at_least:
-            seen.add(shape)
-            if shape:
-                yield replace(g, shape=shape, init=None,
-                              why="a float tensor (shape found by trying)")
-            elif FLOAT_NAMES.match(g.name):
-                yield replace(g, shape=(), init="positive", why="a scalar tensor (0-dim), positive")
-            else:
-                yield replace(g, shape=(), init=None, why="a scalar tensor (0-dim)")
-
-
-def _derived(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Shapes another float tensor often has next to these: the same, its last dim (a bias),
-    a matrix sharing its last dim (a weight), its leading dim."""
-    found = []
-    for s in shapes[:2]:
-        if not s:
-            continue
-        found += [s, s[-1:], s[-2:], ("K", s[-1]), (s[-1], "K"), s[:1], s[:-1], ("K",)]
-    return [f for f in found if f]
-
-
-def _index_shapes(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Shapes of an index or mask next to these float tensors: a value per row, per position
-    without the channel dim, or a pair of coordinates per entry."""
-    found: list[tuple[Any, ...]] = []
-    for s in shapes[:2]:
-        if not s:
-            continue
-        found += [s[:1], s[:1] + s[2:], s[:-1], s]
-    return [*found, (2, "E"), ("N",)]

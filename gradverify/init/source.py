@@ -161,43 +161,57 @@ def _assign_shape(node: ast.AST, hints: dict[str, Hints]) -> None:
 
 
 def _attribute_use(node: ast.AST, hints: dict[str, Hints]) -> None:
-    """``x.long()``, ``x.bool()``, ``x.mm(...)``, ``x.t()``, ``x.shape[2]``."""
+    """``x.long()``, ``x.bool()``, ``x.mm(...)``, ``x.t()``, ``x.max() + 1``, ``x.shape[2]``."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         owner = _name(node.func.value)
-        attr = node.func.attr
         if owner in hints:
-            hint = hints[owner]
-            if attr not in ("item", "bit_length", "to_bytes", "is_integer"):
-                hint.tensor = True
-            if attr in ("long", "int"):
-                hint.integer = True
-            elif attr == "bool":
-                hint.boolean = True
-            elif attr in ("mm", "t", "matmul") and owner:
-                hint.matrix = True
-            elif attr == "to" and any("int" in ast.unparse(a) or "long" in ast.unparse(a)
-                                      for a in node.args):
-                hint.integer = True
-            elif attr == "size" and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, int):
-                hint.rank_at_least = max(hint.rank_at_least, node.args[0].value + 1)
-            for keyword in node.keywords:
-                if keyword.arg == "dim" and isinstance(keyword.value, ast.Constant) \
-                        and isinstance(keyword.value.value, int):
-                    hint.rank_at_least = max(hint.rank_at_least, keyword.value.value + 1)
-        # x.max() + 1 / x.max().item() + 1: labels
+            _method_use(node, node.func.attr, owner, hints[owner])
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        text = ast.unparse(node.left)
-        for name, hint in hints.items():
-            if re.fullmatch(rf"{re.escape(name)}\.max\(\)(\.item\(\))?", text):
-                hint.integer = hint.labels = True
+        _labels_use(node, hints)
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
             and node.value.attr == "shape":
-        owner = _name(node.value.value)
-        index = node.slice
-        if owner in hints and isinstance(index, ast.Constant) and isinstance(index.value, int) \
-                and index.value >= 0:
-            hints[owner].rank_at_least = max(hints[owner].rank_at_least, index.value + 1)
+        _shape_index_use(node.value, node.slice, hints)
+
+
+def _method_use(node: ast.Call, attr: str, owner: str, hint: Hints) -> None:
+    """A method called on a parameter: a tensor's, and which kind of tensor."""
+    if attr not in ("item", "bit_length", "to_bytes", "is_integer"):
+        hint.tensor = True
+    if attr in ("long", "int"):
+        hint.integer = True
+    elif attr == "bool":
+        hint.boolean = True
+    elif attr in ("mm", "t", "matmul") and owner:
+        hint.matrix = True
+    elif attr == "to" and any("int" in ast.unparse(a) or "long" in ast.unparse(a)
+                              for a in node.args):
+        hint.integer = True
+    elif attr == "size" and node.args and (axis := _int_constant(node.args[0])) is not None:
+        hint.rank_at_least = max(hint.rank_at_least, axis + 1)
+    for keyword in node.keywords:
+        if keyword.arg == "dim" and (axis := _int_constant(keyword.value)) is not None:
+            hint.rank_at_least = max(hint.rank_at_least, axis + 1)
+
+
+def _int_constant(node: ast.AST) -> int | None:
+    """The int a node is written as (``2``), else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, int) else None
+
+
+def _labels_use(node: ast.BinOp, hints: dict[str, Hints]) -> None:
+    """``x.max() + 1`` or ``x.max().item() + 1``: x holds labels."""
+    text = ast.unparse(node.left)
+    for name, hint in hints.items():
+        if re.fullmatch(rf"{re.escape(name)}\.max\(\)(\.item\(\))?", text):
+            hint.integer = hint.labels = True
+
+
+def _shape_index_use(shape: ast.Attribute, index: ast.AST, hints: dict[str, Hints]) -> None:
+    """``x.shape[2]``: x has at least three dims."""
+    owner = _name(shape.value)
+    if owner in hints and isinstance(index, ast.Constant) and isinstance(index.value, int) \
+            and index.value >= 0:
+        hints[owner].rank_at_least = max(hints[owner].rank_at_least, index.value + 1)
 
 
 _INDEXING_CALLS = {"index_select": 1, "index_add": 1, "index_add_": 1, "scatter": 1,

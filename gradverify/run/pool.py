@@ -19,8 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 
 from gradverify.choices import cores, worker_count
 from gradverify.discover import Plan
@@ -29,7 +28,7 @@ from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
 from gradverify.run import leftovers, messages
 from gradverify.run import worker as worker_process
-from gradverify.run.output import Output, last_lines
+from gradverify.run.output import last_lines
 from gradverify.run.tasks import (
     Task,
     TaskOutcome,
@@ -41,39 +40,20 @@ from gradverify.run.tasks import (
     mark_interrupted,
     timed_out,
 )
+from gradverify.run.worker_handle import Worker, kill, reap, receive
 from gradverify.targets.names import parse_target
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
 START_DEADLINE = 180.0
-IMPORT_DEADLINE = 120.0
-"""Seconds one target's import may take while targets are discovered (or the case timeout,
-when that is longer): a module that hangs on import is told apart from a slow one, and a
-tiny ``--timeout`` bounds cases, not imports (GV009, not GV003)."""
 """Seconds a worker may take to start (a fresh Python importing torch and gradverify, until
 it says ``Ready``), apart from the per-case ``--timeout``: on a loaded CI runner torch's import
 alone can take tens of seconds, and a case's limit starts when the case starts. A worker that
 misses it is GV018 (no worker could start), never a case's timeout (GV009)."""
-
-
-@dataclass
-class _Worker:
-    process: subprocess.Popen[bytes]
-    conn: Connection
-    output: Output
-    spawned: float
-    """When it was started (``time.monotonic()``): its start deadline counts from here."""
-    task: Task | None = None
-    started: float = 0.0
-    check: str | None = None
-    kept: TaskOutcome | None = None
-    """What stands if the worker ends now (``CheckStarted.kept``): a failure being shrunk."""
-    ready: bool = False
-    log_offset: int = 0
-    """Size of the log when the current task started: its output is what follows."""
-    closed: float | None = None
-    """When its connection closed while it ran a task (it died, or user code closed the
-    socket): it gets a short grace to exit before it is stopped."""
+IMPORT_DEADLINE = 120.0
+"""Seconds one target's import may take while targets are discovered (or the case timeout,
+when that is longer): a module that hangs on import is told apart from a slow one, and a
+tiny ``--timeout`` bounds cases, not imports (GV009, not GV003)."""
 
 
 class Pool:
@@ -85,7 +65,7 @@ class Pool:
         self.jobs = worker_count(max(1, options.jobs), max(1, options.jobs), cores())[0]
         self.timeout = options.timeout
         self.start_deadline = START_DEADLINE
-        self.workers: list[_Worker] = []
+        self.workers: list[Worker] = []
         self.versions: dict[str, str] = {}
         self.start_error: ErrorEntry | None = None
         """Why a worker did not start (GV018); the cases no started worker can run get it."""
@@ -111,7 +91,7 @@ class Pool:
             # Idle workers hold nothing worth a graceful shutdown; tearing down an
             # interpreter with torch loaded takes most of a second. Whatever a worker started
             # (helper processes of a Function) is in its session and goes with it.
-            _kill(worker)
+            kill(worker)
             worker.conn.close()
         # What a worker that died on its own left behind was adopted by this process (the
         # command line inherits orphans too): nothing outlives the run.
@@ -122,22 +102,22 @@ class Pool:
         while len(self.workers) < min(count, self.jobs):
             self._start()
 
-    def _start(self) -> _Worker:
+    def _start(self) -> Worker:
         threads = max(1, cores() // self.jobs) if self.jobs > 1 else 0
         process, conn, output = worker_process.spawn(threads)
-        worker = _Worker(process, conn, output, time.monotonic())
+        worker = Worker(process, conn, output, time.monotonic())
         self.workers.append(worker)
         return worker
 
-    def _alive(self, worker: _Worker) -> bool:
+    def _alive(self, worker: Worker) -> bool:
         return worker.process.poll() is None
 
-    def _await_ready(self, worker: _Worker) -> bool:
+    def _await_ready(self, worker: Worker) -> bool:
         """Whether the worker has started, waiting up to its start deadline (not the case
         timeout); one that did not is retired and becomes ``start_error``."""
         if worker.ready:
             return True
-        message = self._receive(worker, worker.spawned + self.start_deadline - time.monotonic())
+        message = receive(worker, worker.spawned + self.start_deadline - time.monotonic())
         if not isinstance(message, messages.Ready):
             self.start_error = self._not_started(worker)
             return False
@@ -145,13 +125,13 @@ class Pool:
         self.versions["torch"] = message.torch_version
         return True
 
-    def _not_started(self, worker: _Worker) -> ErrorEntry:
+    def _not_started(self, worker: Worker) -> ErrorEntry:
         try:
             worker.process.wait(timeout=2)
             how = f"{ended(worker.process.returncode)} while starting"
         except subprocess.TimeoutExpired:
             how = f"did not start within {self.start_deadline:g} s"
-        _kill(worker)
+        kill(worker)
         self._retire(worker)
         return ErrorEntry(None, None, "GV018",
                           f"a worker process (a fresh Python that imports torch and gradverify "
@@ -159,16 +139,6 @@ class Pool:
                           "cases it was to run did not run. Check that `python -c \"import "
                           "torch, gradverify\"` works in this environment (the interpreter "
                           f"{shown_path(sys.executable)})")
-
-    def _receive(self, worker: _Worker, timeout: float) -> messages.FromWorker | None:
-        """The worker's next message within ``timeout`` seconds, or None (it closed its end,
-        died, or stayed silent): no wait on a worker is unbounded."""
-        try:
-            if worker.conn.poll(max(0.0, timeout)):
-                return messages.from_worker(worker.conn.recv())
-        except (EOFError, OSError, pickle.UnpicklingError):
-            pass
-        return None
 
     def discover(self, plan: Plan) -> Plan:
         """Targets that need importing are discovered in a worker, not here. The worker says
@@ -190,7 +160,7 @@ class Pool:
             current = None
             while True:
                 # an import is no case: the case timeout bounds it only when it is the longer
-                message = self._receive(worker, max(self.timeout, IMPORT_DEADLINE))
+                message = receive(worker, max(self.timeout, IMPORT_DEADLINE))
                 if isinstance(message, messages.Discovering):
                     # what the targets before it found, then the next target's name
                     found.jobs += message.jobs
@@ -207,7 +177,7 @@ class Pool:
                 break
         return found
 
-    def _import_crash(self, worker: _Worker, target: str) -> ErrorEntry:
+    def _import_crash(self, worker: Worker, target: str) -> ErrorEntry:
         """A worker died (or hung) while importing ``target``: an import failure of that
         target (exit 3), with how it ended."""
         try:
@@ -215,7 +185,7 @@ class Pool:
             how = ended(worker.process.returncode)
         except subprocess.TimeoutExpired:
             how = f"did not finish within {max(self.timeout, IMPORT_DEADLINE):g} s"
-        _kill(worker)
+        kill(worker)
         self._retire(worker)
         module = parse_target(target).module or target
         return ErrorEntry(target, None, "GV003",
@@ -248,7 +218,7 @@ class Pool:
                 worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            _kill(worker)
+            kill(worker)
             self._retire(worker)
 
     def _run(self, tasks: list[Task], progress: Callable[[int, int, str], None] | None,
@@ -316,7 +286,7 @@ class Pool:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
         return ended
 
-    def _poll(self, worker: _Worker, outcomes: TaskOutcomes) -> bool:
+    def _poll(self, worker: Worker, outcomes: TaskOutcomes) -> bool:
         """Handle what one busy worker did; True when its task is finished. Never blocks:
         messages already sent are read before any time limit is applied."""
         task = worker.task
@@ -342,18 +312,18 @@ class Pool:
         if worker.closed is not None and now - worker.closed >= _CLOSED_GRACE:
             # Alive with its connection closed: user code closed the socket. No wait on it
             # may be longer than this.
-            _kill(worker)
+            kill(worker)
             outcomes[task.index] = self._lost(worker, task)
             self._retire(worker)
             return True
         if now - worker.started >= self.timeout:
-            _kill(worker)
+            kill(worker)
             outcomes[task.index] = self._timed_out(worker, task)
             self._retire(worker)
             return True
         return False
 
-    def _retire(self, worker: _Worker) -> None:
+    def _retire(self, worker: Worker) -> None:
         worker.task = None
         try:  # what the worker started goes with it
             os.killpg(worker.process.pid, signal.SIGKILL)
@@ -363,36 +333,14 @@ class Pool:
         if worker in self.workers:
             self.workers.remove(worker)
 
-    def _lost(self, worker: _Worker, task: Task) -> TaskOutcome:
+    def _lost(self, worker: Worker, task: Task) -> TaskOutcome:
         return worker.kept or lost(task, worker.check,
                                    last_lines(worker.output, worker.log_offset))
 
-    def _crashed(self, worker: _Worker, task: Task) -> TaskOutcome:
-        _reap(worker)
+    def _crashed(self, worker: Worker, task: Task) -> TaskOutcome:
+        reap(worker)
         return worker.kept or crashed(task, worker.check, worker.process.returncode,
                                       last_lines(worker.output, worker.log_offset))
 
-    def _timed_out(self, worker: _Worker, task: Task) -> TaskOutcome:
+    def _timed_out(self, worker: Worker, task: Task) -> TaskOutcome:
         return worker.kept or timed_out(task, worker.check, self.timeout)
-
-
-def _kill(worker: _Worker) -> None:
-    """Kill a worker and everything below it: every process in its session (what its
-    Functions started) and what it adopted (daemons that left the session: a worker inherits
-    its descendants' orphans)."""
-    below = sorted(leftovers.descendants(worker.process.pid))
-    try:
-        os.killpg(worker.process.pid, signal.SIGKILL)
-    except OSError:
-        worker.process.kill()
-    leftovers.kill(below)
-    worker.process.wait()
-
-
-def _reap(worker: _Worker) -> None:
-    """Wait for a worker that is dying anyway, so that its exit status can be read."""
-    try:
-        worker.process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        worker.process.kill()
-        worker.process.wait()

@@ -46,48 +46,75 @@ def bind(case: Case, info: Target, spec: Spec) -> Bound:
 
 
 def _bind(case: Case, info: Target, spec: Spec) -> Bound:
-    positional = list(info.positional)
-    varargs = any(p.kind == "var_positional" for p in info.params)
+    """A case's arguments, given by name or in order, matched to forward's parameters."""
+    if case.factory:
+        return Bound((), ())
     signature = _signature(info)
     key = _case_key(case, spec)
 
     def fail(message: str, suffix: str = "") -> SpecError:
         return SpecError(message, file=spec.path, line=case.line, key=f"{key}.args{suffix}")
 
-    if case.factory:
-        return Bound((), ())
     star = next((p.name for p in info.params if p.kind == "var_positional"), None)
+    _refuse_bare_lists(case, star, fail, signature)
+    if case.by_name:
+        return _bind_by_name(case, info, star, fail, signature)
+    return _bind_in_order(case, info, star is not None, fail, signature)
+
+
+def _refuse_bare_lists(case: Case, star: str | None, fail: Callable[..., SpecError],
+                       signature: str) -> None:
+    """A bare YAML list is for forward's ``*args`` only, set by its name."""
     for name, arg in case.args:
         if isinstance(arg, SeqArg) and arg.kind == "star" and (name != star or not case.by_name):
             raise fail("a YAML list is ambiguous here: write {tuple: [...]} or {list: [...]} for a "
                        "Python sequence, or {values: [...]} for a tensor (a bare list is for a "
                        f"*args parameter of forward, which {signature} "
                        f"{'names ' + repr(star) if star else 'does not have'})", f".{name}")
-    if case.by_name:
-        given = {str(name): arg for name, arg in case.args}  # by name: every name is set
-        spread = given.pop(star, None) if star else None
-        names = [p.name for p in positional]
-        keyword = [p for p in info.params if p.kind == "keyword_only"]
-        for name in given:
-            if name not in names:
-                _unknown(name, info, names, keyword, varargs, fail, signature)
-        if info.has(Capability.KEYWORDS) and not varargs and (
-                any(p.name in given or p.default is MISSING for p in keyword)):
-            return _with_keywords(info, given, keyword, fail, signature)
-        last = max((names.index(n) for n in given), default=-1)
-        args = _given_or_default(positional[: last + 1], given, fail, signature)
-        if spread is not None:
-            last = len(positional) - 1
-            for p in positional[len(args):]:
-                if p.default is MISSING:
-                    raise fail(f"missing argument {p.name!r} for {signature}")
-                args.append(Default(p.default))
-        missing = [p.name for p in positional[last + 1:] if p.required]
-        if missing:
-            raise fail(f"missing argument {missing[0]!r} for {signature}")
-        if spread is not None:
-            args += list(spread.items) if isinstance(spread, SeqArg) else [spread]
-        return Bound(tuple(names_for(info, len(args))), tuple(args))
+
+
+def _bind_by_name(case: Case, info: Target, star: str | None, fail: Callable[..., SpecError],
+                  signature: str) -> Bound:
+    """A case whose arguments are named: each to its parameter, defaults for those skipped
+    before the last one set, ``*args`` spread after every positional parameter."""
+    positional = list(info.positional)
+    varargs = star is not None
+    given = {str(name): arg for name, arg in case.args}  # by name: every name is set
+    spread = given.pop(star, None) if star else None
+    names = [p.name for p in positional]
+    keyword = [p for p in info.params if p.kind == "keyword_only"]
+    for name in given:
+        if name not in names:
+            _unknown(name, info, names, keyword, varargs, fail, signature)
+    if info.has(Capability.KEYWORDS) and not varargs and (
+            any(p.name in given or p.default is MISSING for p in keyword)):
+        return _with_keywords(info, given, keyword, fail, signature)
+    last = max((names.index(n) for n in given), default=-1)
+    args = _given_or_default(positional[: last + 1], given, fail, signature)
+    if spread is not None:
+        last = len(positional) - 1
+        args += _defaults_before_star(positional[len(args):], fail, signature)
+    missing = [p.name for p in positional[last + 1:] if p.required]
+    if missing:
+        raise fail(f"missing argument {missing[0]!r} for {signature}")
+    if spread is not None:
+        args += list(spread.items) if isinstance(spread, SeqArg) else [spread]
+    return Bound(tuple(names_for(info, len(args))), tuple(args))
+
+
+def _defaults_before_star(params: list[Param], fail: Callable[..., SpecError],
+                          signature: str) -> list[Any]:
+    """The defaults of the positional parameters a case skips before forward's ``*args``."""
+    for p in params:
+        if p.default is MISSING:
+            raise fail(f"missing argument {p.name!r} for {signature}")
+    return [Default(p.default) for p in params]
+
+
+def _bind_in_order(case: Case, info: Target, varargs: bool, fail: Callable[..., SpecError],
+                   signature: str) -> Bound:
+    """A case whose arguments are a list, in forward's order."""
+    positional = list(info.positional)
     args = [arg for _, arg in case.args]
     required = sum(1 for p in positional if p.required)
     if len(args) < required:
