@@ -104,9 +104,7 @@ def _compile_failed(ctx: CheckContext, way: str, exc: Exception, outcome: Outcom
     outcome.add(Finding(
         "GV351" if unsupported else "GV353", Severity.ERROR,
         f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"
-        f"{_WAYS[way]}: {_reason(exc)}", location=ctx.forward_location,
-        hint="Dynamo must trace forward and backward; see the reason, or run "
-             "TORCH_LOGS=graph_breaks for details"))
+        f"{_WAYS[way]}: {_reason(exc)}", location=ctx.forward_location, hint=_hint(exc)))
     outcome.summary = "graph break" if unsupported else "compile failed"
 
 
@@ -169,12 +167,28 @@ class _Call:
 
 
 def _reason(exc: BaseException) -> str:
+    """The first line of torch's message, with the line it introduces (``backend='aot_eager'
+    raised:`` is followed by the error itself) and Dynamo's explanation, if any."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
     explanation = next((line for line in lines if line.startswith("Explanation:")), None)
-    head = lines[0]
+    head = f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
     return f"{head} ({explanation.removeprefix('Explanation:').strip()})" if explanation else head
+
+
+LOCALE_HINT = ("torch.compile reads its own source files in the locale's encoding, and this "
+               "locale's is not UTF-8 (as under LC_ALL=C): run under a UTF-8 locale "
+               "(LC_ALL=C.UTF-8) or with PYTHONUTF8=1")
+"""The hint of a failure that is the locale's, not the Function's (torch's inductor opens its
+templates without an encoding)."""
+
+
+def _hint(exc: BaseException) -> str:
+    if "UnicodeDecodeError" in str(exc) or isinstance(exc.__cause__, UnicodeDecodeError):
+        return LOCALE_HINT
+    return "Dynamo must trace forward and backward; see the reason, or run " \
+           "TORCH_LOGS=graph_breaks for details"
 
 
 CHECK = CompileCheck()
