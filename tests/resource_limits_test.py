@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hostile import (
-    GRADVERIFY,
-    gv,
-    make_project,
-    unwrap,
-)
+from hostile import GRADVERIFY, gv, make_project, unwrap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real signals, /proc, capabilities and rlimits")
+                                reason="real rlimits (prlimit)")
 
 
 @pytest.fixture

@@ -15,16 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hostile import (
-    GOOD,
-    GRADVERIFY,
-    SIGN_BUG,
-    gv,
-    make_project,
-)
+from hostile import GOOD, GRADVERIFY, SIGN_BUG, gv, make_project
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real signals, /proc, capabilities and rlimits")
+                                reason="real file descriptors and a shell")
 
 
 @pytest.fixture

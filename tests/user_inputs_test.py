@@ -13,17 +13,10 @@ from pathlib import Path
 import pytest
 
 import functions
-from hostile import (
-    GOOD,
-    GRADVERIFY,
-    NO_ROOT,
-    gv,
-    make_project,
-    unwrap,
-)
+from hostile import GOOD, GRADVERIFY, NO_ROOT, gv, make_project, unwrap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real signals, /proc, capabilities and rlimits")
+                                reason="real permissions and paths")
 
 
 @pytest.fixture

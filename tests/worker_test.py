@@ -17,16 +17,10 @@ from pathlib import Path
 import pytest
 
 import functions
-from hostile import (
-    GRADVERIFY,
-    gv,
-    make_project,
-    processes_in,
-    unwrap,
-)
+from hostile import GRADVERIFY, gv, make_project, processes_in, unwrap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real signals, /proc, capabilities and rlimits")
+                                reason="real processes and /proc")
 
 
 @pytest.fixture
