@@ -63,6 +63,7 @@ def test_record_stops_on_signals_and_keeps_what_it_saw(project, signum, code):
 
 
 TRAIN_LONGRUN = """
+import os
 import time
 import torch
 import good
@@ -70,7 +71,8 @@ import good
 
 def train():
     good.Good.apply(torch.randn(3, requires_grad=True)).sum().backward()
-    open("recorded", "w").close()
+    open("recording", "w").close()
+    os.replace("recording", "recorded")  # seen only once open()'s own frames are done
     time.sleep(120)
 
 
