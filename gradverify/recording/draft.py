@@ -2,7 +2,8 @@
 
 A size seen on the tensors of one call is a dim (``N``, ``C``, ``L``, ...), shrunk to a small size
 (2, 3, 4, ... in the order of the recorded sizes, so that different dims stay different and
-transposition bugs stay visible). Two things are decided by ``joined``, a set of keys that the
+transposition bugs stay visible). A dim recorded at most ``KEPT_SIZE`` long keeps its size: 3-D
+points stay 3-D. Two things are decided by ``joined``, a set of keys that the
 probe (``gradverify.recording.shrink``) chooses by running forward:
 
 - ``size:S``: axes of size S at different positions (counted from the last axis) are one dim.
@@ -30,6 +31,10 @@ from gradverify.recording.spool import Observation
 _NAMES = ("N", "C", "L", "D", "H", "W", "K", "M", "P", "Q", "R", "S", "T", "U", "V")
 MIN_TIED_INT = 8
 """A count at least this large that integer values index is a dim of its own (``num_classes``)."""
+KEPT_SIZE = 4
+"""A dim recorded at most this long keeps its recorded size: it counts coordinates (xyz, a
+quaternion), channels (RGB, RGBA) or the rows of a small matrix, which forward's meaning depends
+on (``torch.linalg.cross`` needs 3), and shrinking it would save nothing."""
 MAX_KEPT_RELATION = 32
 """An int kept at its recorded value keeps the dims recorded above it above it, up to this value
 (a larger one would keep the case large: its relation is left to a hand-written case)."""
@@ -103,7 +108,9 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
     previous = 1
     for key in sorted(order, key=lambda k: (k[0], order.index(k))):
         floor = max([v + 1 for v in kept if v < key[0]], default=2)
-        previous = min(key[0], max(previous + 1, floor))
+        # a small dim keeps its recorded size: 3 coordinates stay 3 (a cross product, a norm
+        # over them); the dims recorded larger shrink to sizes above it
+        previous = key[0] if key[0] <= KEPT_SIZE else min(key[0], max(previous + 1, floor))
         chosen[names[key]] = previous
     chosen = {names[k]: chosen[names[k]] for k in order}  # in the order of appearance
     recorded = {names[k]: k[0] for k in order}

@@ -16,6 +16,7 @@ from typing import Any
 
 from gradverify import frames, torchcompat
 from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, install
+from gradverify.recording.prober import Prober
 from gradverify.recording.spool import read_spool
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
@@ -60,6 +61,8 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
+        # the probe process imports torch while the script runs, not after it
+        prober = Prober().start() if shrink else None
         received: list[int] = []
         children: list[subprocess.Popen[bytes]] = []
         # handlers first: the script starts with each signal's default disposition, even where
@@ -74,7 +77,7 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
             code = child.wait()
         written = write_specs(read_spool(Path(spool)), out, limit=limit, force=force,
                               shrink=shrink, origin=f"`{' '.join(command)}`",
-                              progress=progress)
+                              progress=progress, prober=prober)
     if received:  # stopped as the script would be without gradverify: 128 + the signal
         return 128 + received[0], written
     return code, written
