@@ -91,6 +91,10 @@ def test_a_small_dim_keeps_its_recorded_size_and_larger_ones_shrink_above_it():
     d = draft(quats)
     assert d.recorded == {"N": 7, "C": 100, "L": 4, "D": 3}
     assert d.sizes == {"N": 5, "C": 6, "L": 4, "D": 3}  # 3 and 4 kept; distinct above them
+    rotated = Observation("m:F", ({"name": "r", **describe(torch.randn(3, 3))},
+                                  {"name": "p", **describe(torch.randn(50, 3))}))
+    # two dims recorded 3: the points' coordinates (a last axis) keep it, the rows go below
+    assert draft(rotated).sizes == {"N": 2, "C": 3, "L": 4}
     wide = Observation("m:F", ({"name": "x", **describe(torch.randn(6, 9))},))
     assert all(size < 6 for size in draft(wide).sizes.values())  # larger than KEPT_SIZE
     assert KEPT_SIZE == 4

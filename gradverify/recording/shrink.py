@@ -2,11 +2,12 @@
 and how far the sizes shrink.
 
 Drafting (``gradverify.recording.draft``) gives the choices; they are made here in a separate
-process (``python -m gradverify.recording.shrink``, one for every Function, ``prober``) that
-imports the target and runs forward on each choice. Meaning comes first: every int at its recorded value and every position of a size a
-dim of its own, where forward runs so; else the fewest joins that make it run; else, where forward
-raises at the shrunk sizes, dims back off towards their recorded sizes in halving steps until it
-runs. Writing the specs is ``gradverify.recording.write``.
+process (``python -m gradverify.recording.shrink``, one for every Function: ``prober``) that
+imports the target and runs forward on each choice. Meaning comes first: every int at its
+recorded value and every position of a size a dim of its own, where forward runs so; else the
+fewest joins that make it run; else, where forward raises at the shrunk sizes, dims back off
+towards their recorded sizes in halving steps until it runs. Writing the specs is
+``gradverify.recording.write``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.recording.draft import Draft, case_dict, draft
-from gradverify.recording.prober import Prober, ProbeFailed
+from gradverify.recording.prober import ProbeFailed, Prober
 from gradverify.recording.spool import Observation
 from gradverify.recording.strong import strong_case, strong_draft
 
