@@ -98,8 +98,8 @@ class Prober:
     def __enter__(self) -> Prober:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.close(kill=kind is not None)  # on Ctrl-C, at once
 
 
 def _ended(code: int) -> str:
