@@ -95,6 +95,8 @@ def test_a_small_dim_keeps_its_recorded_size_and_larger_ones_shrink_above_it():
                                   {"name": "p", **describe(torch.randn(50, 3))}))
     # two dims recorded 3: the points' coordinates (a last axis) keep it, the rows go below
     assert draft(rotated).sizes == {"N": 2, "C": 3, "L": 4}
+    heads = Observation("m:F", ({"name": "q", **describe(torch.randn(4, 4, 24, 8))},))
+    assert draft(heads).sizes == {"N": 2, "C": 3, "L": 5, "D": 4}  # neither 4 is a last axis
     wide = Observation("m:F", ({"name": "x", **describe(torch.randn(6, 9))},))
     assert all(size < 6 for size in draft(wide).sizes.values())  # larger than KEPT_SIZE
     assert KEPT_SIZE == 4

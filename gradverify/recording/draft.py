@@ -32,8 +32,7 @@ _NAMES = ("N", "C", "L", "D", "H", "W", "K", "M", "P", "Q", "R", "S", "T", "U", 
 MIN_TIED_INT = 8
 """A count at least this large that integer values index is a dim of its own (``num_classes``)."""
 KEPT_SIZE = 4
-"""A dim recorded at most this long keeps its size: coordinates (xyz, a quaternion) or channels
-(RGB), which forward's meaning depends on (``linalg.cross`` needs 3); shrinking saves nothing."""
+"""A dim recorded at most this long keeps its size: coordinates (``linalg.cross`` needs 3)."""
 MAX_KEPT_RELATION = 32
 """An int kept at its recorded value keeps the dims recorded above it above it, up to this value
 (a larger one would keep the case large: its relation is left to a hand-written case)."""
@@ -128,19 +127,20 @@ def _sizes(order: Sequence[tuple[int, int]], kept: Sequence[int],
            last: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
     """The shrunk size of each dim (a (recorded size, root) key): 2, 3, 4, ... in the order of
     the recorded sizes, each above the ``kept`` ints recorded below it. A small dim keeps its
-    recorded size (``KEPT_SIZE``); of several recorded at one small size only one does, a last
-    axis (``last``) first, and the others shrink below it: a transposition stays visible."""
+    recorded size (``KEPT_SIZE``: forward's meaning depends on 3 coordinates, and shrinking
+    saves nothing); of several recorded at one small size, only the first of a last axis
+    (``last``) does, and the others shrink below it: a transposition stays visible."""
     small: dict[int, tuple[int, int]] = {}
-    for key in order:
-        if key[0] <= KEPT_SIZE and (key[0] not in small or
-                                    (key in last and small[key[0]] not in last)):
-            small[key[0]] = key
+    for size in {k[0] for k in order if k[0] <= KEPT_SIZE}:
+        keys = [k for k in order if k[0] == size]
+        keep = keys if len(keys) == 1 else [k for k in keys if k in last]
+        if keep:
+            small[size] = keep[0]
     chosen: dict[tuple[int, int], int] = {}
     previous = 1
     for key in sorted(order, key=lambda k: (k[0], small.get(k[0]) == k, order.index(k))):
         floor = max([v + 1 for v in kept if v < key[0]], default=2)
-        previous = key[0] if small.get(key[0]) == key else \
-            min(key[0], max(previous + 1, floor))
+        previous = key[0] if small.get(key[0]) == key else min(key[0], max(previous + 1, floor))
         chosen[key] = previous
     return chosen
 
