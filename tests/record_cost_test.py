@@ -6,10 +6,12 @@ only its own; strengthening one Function is bounded in time. Speed itself is mea
 bench/record_time.py, not here."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.autograd import Function
@@ -78,7 +80,7 @@ print("done")
 
 
 def _gv(*args: str, cwd: Path, bug: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {**__import__("os").environ, "POINTS_BUG": "1" if bug else "0"}
+    env = {**os.environ, "POINTS_BUG": "1" if bug else "0"}
     return subprocess.run([sys.executable, "-m", "gradverify", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -236,3 +238,20 @@ def test_strengthening_one_function_is_bounded_in_time(project: Project):
     bounded = strong_case(info, call, frozenset(), sizes, seconds=0.0)
     assert "mutation score" not in bounded["strength"]
     assert bounded["edits"] == []
+
+
+def test_strengthening_never_grows_a_dim_kept_at_its_recorded_size():
+    """A dim may grow where that kills more mutants; not 3 coordinates kept as recorded."""
+    from gradverify.init.measure import with_mutants
+    from gradverify.init.strengthen import Strength, strengthen
+
+    def probe(case: Any) -> Strength:
+        return Strength(True, exercised=("p",), inputs=("p",), hits=3)
+
+    def larger_kills_more(case: Any) -> tuple[int, int]:
+        return min(case["dims"]["C"], 7), 7
+
+    case = {"dims": {"C": 3}, "args": {"p": {"shape": ["C"]}}}
+    scorer = with_mutants(probe, larger_kills_more)
+    assert strengthen(case, scorer).case["dims"] == {"C": 7}
+    assert strengthen(case, scorer, fixed_dims=frozenset({"C"})).case["dims"] == {"C": 3}

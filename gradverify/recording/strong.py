@@ -28,7 +28,8 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     kept = [e for e in (_kept_structure(case, raw) for raw in call.args) if e is not None]
     for edit in kept:
         case = apply_edit(case, edit)
-    fixed = frozenset(n for n, size in d.recorded.items() if size <= KEPT_SIZE)
+    fixed = frozenset(n for n, size in d.recorded.items()  # kept at their small recorded size
+                      if size <= KEPT_SIZE and sizes.get(n) == size)
     try:
         done = strengthen(case, scorer_for(info), fixed_dims=fixed,
                           max_seconds=max(0.0, min(seconds, MAX_SECONDS)))
