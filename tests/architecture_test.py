@@ -367,6 +367,28 @@ def test_only_targets_knows_a_kind_of_target():
                           lambda name: name.startswith("gradverify.targets")) == {}
 
 
+def _name_grammar(tree: ast.AST) -> list[str]:
+    """Where code outside targets/ reads a kind's name grammar itself: a regular expression
+    of an op's ``ns::op`` or ``torch.ops.ns.op`` spelling."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" \
+                and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) \
+                and ("::" in node.args[0].value or "torch\\.ops" in node.args[0].value):
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_only_targets_knows_the_grammar_of_a_kinds_names():
+    """A kind owns the names it accepts (``Kind.name_of``): other code asks
+    ``parse_target(text).named`` or ``targets.names.named_by``."""
+    assert _found_outside(_name_grammar, lambda name: name.startswith("gradverify.targets")) \
+        == {}
+    assert _name_grammar(ast.parse('import re\nOP = re.compile(r"^(\\w+)::(\\w+)$")\n'))
+
+
 def test_the_kind_finder_sees_comparisons_and_imports():
     names = {"custom op", "module"}
     code = ("from gradverify.targets.custom_op import op_of\n"

@@ -87,7 +87,7 @@ _MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
 def named_by(text: str) -> str | None:
     """The name of the kind whose own grammar ``text`` is a name in (``custom op`` for
     ``ns::op``), or None."""
-    from gradverify.targets import KINDS
+    from gradverify.targets.kinds import KINDS
 
     return next((kind.name for kind in KINDS if kind.name_of(text) == text), None)
 
@@ -98,7 +98,7 @@ def canonical_target(text: str) -> str:
     other target as it is, its ``:Name`` normalised as Python normalises identifiers (NFKC:
     ``Café`` typed as ``Cafe`` + a combining accent is the class ``Café``). A file path keeps
     the file system's spelling."""
-    from gradverify.targets import KINDS
+    from gradverify.targets.kinds import KINDS
 
     for kind in KINDS:
         spelt = kind.name_of(text)
