@@ -169,3 +169,22 @@ def test_a_traceback_is_evidence_shown_with_v_only():
     (finding,) = _findings(json.loads(RENDERERS["json"].render(report)))
     assert finding["evidence"] == {"blocks": [], "traceback": report.results[0].rows[0]
                                    .findings[0].evidence.traceback}
+
+
+def test_an_internal_error_carries_its_traceback_as_evidence(wrong, monkeypatch):
+    """A bug of ours while making a case's inputs (GV011): the traceback is the finding's
+    evidence (it was a string in ``data``), and the run's error entry is made from it."""
+    from gradverify.spec.inputs import InputMaker
+
+    def broken(self, role="double"):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(InputMaker, "args", broken)
+    result = run_cli("check", "--format", "json", "specs/flip.yaml")
+    assert result.code == 4, result.output
+    report = json.loads(result.stdout)
+    (finding,) = _findings(report)
+    assert finding["code"] == "GV011" and "traceback" not in finding["data"]
+    assert "ZeroDivisionError: planted" in finding["evidence"]["traceback"]
+    (error,) = report["errors"]
+    assert error["internal"] and error["message"] == finding["evidence"]["traceback"]
