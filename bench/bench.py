@@ -115,6 +115,14 @@ def main() -> None:
     rows.append(("record: 100 training steps, 5 Functions", recorded, plain,
                  "<= 1.05x without recording", "ok" if recorded / plain <= 1.05 else "MISSED"))
 
+    from record_time import FUNCTIONS, measure
+
+    bare_s, record_s = measure(repeat)
+    added = (record_s - bare_s) / FUNCTIONS
+    rows.append(("record -- python: 300 steps, 10 Functions", record_s, bare_s,
+                 f"{added:.2f}s per Function after the script, <= 1 s",
+                 "ok" if added <= 1.0 else "MISSED"))
+
     check_s, mutate_s = (float(v) for v in subprocess.run(
         [PY, "mutate.py", str(repeat)], cwd=HERE, capture_output=True, text=True, check=True
     ).stdout.split())

@@ -134,7 +134,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         config, only=split_checks(only, "--only"), skip=split_checks(skip, "--skip"),
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
-        shard=shard, isolate=not no_isolate, changed=changed, verbose=verbose,
+        shard=shard, isolate=not no_isolate, changed=changed,
         repro=repro is not None, mutate=mutate)
     fmt = fmt or config.format
     color = terminal.color(no_color)

@@ -31,7 +31,6 @@ class CheckContext:
     a flag over the check's own option over ``mode =``)."""
     seed: int = 0
     device: str = "cpu"
-    verbose: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     """The options of the check being run (``RunOptions.check_options``)."""
     results: dict[str, CheckResult] = field(default_factory=dict)

@@ -16,8 +16,8 @@ from gradverify.errors import InputError, SpecError, shown_path
 from gradverify.importgraph import Readers, target_files
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
-from gradverify.spec.model import NAMED_SPEC_SUFFIXES, Spec, is_op_name
-from gradverify.targets.names import ATTRIBUTE, MODULE, OP, SPECS, parse_target
+from gradverify.spec.model import NAMED_SPEC_SUFFIXES, Spec
+from gradverify.targets.names import ATTRIBUTE, MODULE, NAMED, SPECS, named_by, parse_target
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class Discoverer:
         path = Path(name.text)
         if name.form == SPECS:  # a folder named like a spec file is a folder
             return self._directory(path) if path.is_dir() else self._spec_file(path, explicit=True)
-        if name.form in (OP, ATTRIBUTE):
+        if name.form in (NAMED, ATTRIBUTE):
             return self._class(name.text)
         if name.form == MODULE:
             return self._module(name.text)
@@ -207,7 +207,7 @@ class Discoverer:
             else:
                 plan.jobs.append(Job(target, chosen))
             return plan
-        if is_op_name(target):  # imported by the run, after its spec's `imports:`
+        if named_by(target):  # imported by the run, after its spec's `imports:`
             ops: list[Spec | None] = [s for s in self.folder_specs()
                                       if s.target and _same_op(s.target, target)]
             plan.jobs.extend(Job(target, spec) for spec in ops or [None])
@@ -235,7 +235,7 @@ class Discoverer:
         """The spec of a ``--spec`` file for ``target``: one naming it, else the file's one
         untargeted (or only) spec."""
         matching = [s for s in specs if s.target and _same_op(s.target, target)] \
-            if is_op_name(target) \
+            if named_by(target) \
             else self._matching(target, specs)
         if matching:
             return matching[0]
@@ -314,7 +314,7 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
 
     if spec.target is None:
         return False
-    if is_op_name(spec.target):  # an op named ns::op: the object is that op
+    if named_by(spec.target):  # an op named ns::op: the object is that op
         from gradverify.targets import op_name_of
 
         name = op_name_of(obj)
@@ -340,7 +340,7 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
         path = Path(name.text)
         if name.form == SPECS:  # a folder named like a spec file is a folder
             (folders if path.is_dir() else specs).append(path)
-        elif name.form in (OP, ATTRIBUTE):
+        elif name.form in (NAMED, ATTRIBUTE):
             names_read.append(name.text)
             folders += config.spec_dirs()  # a mod:Class target runs the specs naming it
         elif name.text.endswith(".py"):

@@ -62,7 +62,7 @@ def _refuse_target(item: str) -> None:
     ``check`` and ``init`` take; imported as a module, it would only say "no module named"."""
     name = parse_target(item)
     taken = f"{item}: list takes a module or a spec file or folder"
-    if name.op:
+    if name.named:
         raise UsageError(f"{taken}, not an op name; list the module that registers it "
                          f"(gradverify list MODULE), or check the op: gradverify check "
                          f"{name.text}")
@@ -74,7 +74,7 @@ def _refuse_target(item: str) -> None:
 def _module_lines(name: str, config: Config) -> Iterator[str]:
     from gradverify.packages import defined_in
     from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.targets import import_module
+    from gradverify.targets import described, import_module
     from gradverify.torchstate import import_torch
 
     import_torch()
@@ -83,8 +83,7 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
     for failure in failed:
         yield f"{failure.module}: not imported, so its targets are not listed: {failure.reason}"
     if not found:
-        yield (f"{name}: no torch.autograd.Function subclasses, custom ops or nn.Module "
-               "classes")
+        yield f"{name}: no {described(listed=True, last='or')}"
         return
     specs = Discoverer(config).folder_specs()
     for each in found:
@@ -107,22 +106,8 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
 
 def _describe(name: str, obj: object) -> tuple[str, list[str]]:
     """The target's name and what the listing says of it (no module is built)."""
-    from gradverify.targets import Capability, introspect, may_have
+    from gradverify.targets import kind_of
 
-    if may_have(obj, Capability.PARAMETERS):
-        return name, ["nn.Module"]
-    info = introspect(obj, name)
-    if info.has(Capability.SCHEMA):
-        traits = ["custom op", "register_autograd" if info.style != "none"
-                  else "no register_autograd"]
-        if info.vmap:
-            traits.append("register_vmap")
-        return info.target, traits
-    traits = ["forward(ctx, ...)" if info.style == "ctx" else "setup_context"]
-    if info.once_differentiable:
-        traits.append("backward @once_differentiable")
-    if info.has_jvp:
-        traits.append("jvp")
-    if info.vmap:
-        traits.append("vmap rule" if info.vmap == "staticmethod" else "generate_vmap_rule")
-    return info.target, traits
+    kind = kind_of(obj)
+    assert kind is not None  # found as a module's target
+    return kind.listing(obj, name)

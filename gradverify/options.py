@@ -49,7 +49,6 @@ class RunOptions:
     """``[tool.gradverify] tolerance``: under every spec."""
     config_checks: Mapping[str, CheckSetting] = field(default_factory=dict)
     """``[tool.gradverify] checks``: under every spec."""
-    verbose: bool = False
     strict: bool = False
     isolate: bool = False
     """Run cases in worker processes (crashes and hangs become that case's error)."""
@@ -83,7 +82,7 @@ class RunOptions:
                     eps: float | None = None, strict: bool | None = None,
                     jobs: int | str | None = None, timeout: float | None = None,
                     shard: str | None = None, isolate: bool = False, changed: bool = False,
-                    verbose: bool = False, repro: bool = False,
+                    repro: bool = False,
                     mutate: bool | None = None) -> RunOptions:
         """The options of a run: each flag given (not None) over ``config`` (pyproject) over
         the default. Raises ``UsageError`` for a value no run can take."""
@@ -112,7 +111,7 @@ class RunOptions:
             only=only, skip=skip, cases=tuple(cases),
             tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps),
             config_tolerance=config.tolerance, config_checks=config_checks,
-            verbose=verbose, strict=bool(strict if strict is not None else config.strict),
+            strict=bool(strict if strict is not None else config.strict),
             isolate=isolate, jobs=parse_jobs(jobs), jobs_auto=jobs == "auto",
             timeout=timeout if timeout is not None else
             config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,

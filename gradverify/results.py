@@ -103,6 +103,50 @@ class Smallest:
     """With ``--repro``, when no script could be written: why."""
 
 
+EVIDENCE_CAP = 32
+"""The most rows and the most columns of a Jacobian block a finding's evidence keeps (32 x 32
+entries): the rows and columns with mismatching entries first, the worst first; the rest are
+cut and the block says ``truncated``."""
+
+
+@dataclass(frozen=True)
+class JacobianBlock:
+    """One (output, input) block of a Jacobian, analytical beside numerical: the numbers
+    behind a gradient finding, whatever the verbosity (the renderers decide what to show)."""
+
+    output: str
+    """The output, as the message names it (``output 0``, ``grad 'x'``)."""
+    input: str
+    """Forward's parameter name of the input (columns)."""
+    analytical: tuple[tuple[float, ...], ...]
+    """[rows][cols]: from backward. Non-finite entries stay NaN or inf (strings in JSON)."""
+    numerical: tuple[tuple[float, ...], ...]
+    """[rows][cols]: from central finite differences."""
+    rows: tuple[tuple[int, ...], ...]
+    """Each row's output element index (``()`` for a 0-d output or a projected row)."""
+    cols: tuple[tuple[int, ...], ...]
+    """Each column's input element index."""
+    projected: bool = False
+    """The single row is a random projection of the output, not one of its elements."""
+    truncated: bool = False
+    """More rows or columns were compared than ``EVIDENCE_CAP`` keeps."""
+
+    def errors(self) -> list[list[float]]:
+        """|analytical - numerical| per entry; NaN where either side is not finite."""
+        return [[abs(a - n) for a, n in zip(arow, nrow)]
+                for arow, nrow in zip(self.analytical, self.numerical)]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a check saw, as data: the Jacobian blocks that disagree, the traceback of a
+    crash. Always filled the same way, whatever ``-q``/``-v`` say."""
+
+    blocks: tuple[JacobianBlock, ...] = ()
+    traceback: str | None = None
+    """The text of the traceback that the finding is about (an internal error), if any."""
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem (or note) found by a check."""
@@ -121,12 +165,14 @@ class Finding:
     location: Location | None = None
     """The Function's code concerned (usually backward's ``def``, or the line that raised)."""
     data: Mapping[str, Any] = field(default_factory=dict)
-    """Numbers behind the message (JSON-safe); ``details`` lines are shown with ``-v``."""
+    """Numbers behind the message (JSON-safe): the worst entry, counts, a pattern."""
     consequence_of: str | None = None
     """``GV222 (mutation)``: this finding follows from that defect of the same case, reported
     there; the message says so and the hint points at it instead of advice of its own."""
     smallest: Smallest | None = None
     """For a failure: the smallest case that still fails so (and its repro, if asked)."""
+    evidence: Evidence = field(default_factory=Evidence)
+    """The numbers and text behind the message (``Evidence``), independent of verbosity."""
 
     def following(self, root: str) -> Finding:
         """This finding, marked as a consequence of ``root`` (``GV222 (mutation)``)."""

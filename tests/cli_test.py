@@ -174,7 +174,7 @@ def test_factory_gets_generator_and_dims(ops):
 def test_json_report_schema(ops):
     result = run_cli("check", "--format", "json")
     data = json.loads(result.stdout)
-    assert data["schema"] == 1 and data["gradverify"] == "0.1.0"
+    assert data["schema"] == 2 and data["gradverify"] == "0.1.0"
     assert set(data) >= {"torch", "python", "settings", "summary", "results", "errors"}
     assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto", "strict": False,
                                 "empty_ok": False}

@@ -76,9 +76,14 @@ def test_check_modules_do_not_import_torch_at_import_time():
 
 
 def test_check_declarations_are_consistent():
+    from gradverify.checks.base import Trait
+
     for name, check in REGISTRY.items():
-        assert set(check.requires) <= set(REGISTRY), name
+        assert set(check.traits) <= set(Trait) and set(check.blocks) <= set(Trait), name
         assert set(check.invalidates) <= set(CODES), name
+        assert all(traits and traits <= set(Trait) for traits in check.invalidates.values())
+        assert {code for code, _ in check.explains} <= set(CODES), name
+        assert {c for later in check.explains.values() for c in later} <= set(CODES), name
 
 
 def test_every_format_has_a_renderer():

@@ -51,12 +51,12 @@ def test_links_are_written_through_and_devices_directly(project):
     assert json.loads((project / "real.json").read_text())["summary"]["exit_code"] == 0
     # /dev/stdout is a link to /proc/self/fd/1: the JSON goes to stdout, the link stays
     result = gv(project, "check", "--format", "json", "--output", "/dev/stdout")
-    assert json.loads(result.stdout)["schema"] == 1
+    assert json.loads(result.stdout)["schema"] == 2
     assert os.path.islink("/dev/stdout")
     os.mkfifo(project / "fifo")
     reader = subprocess.Popen(["cat", str(project / "fifo")], stdout=subprocess.PIPE, text=True)
     assert gv(project, "check", "--json", "fifo").returncode == 0
-    assert json.loads(reader.communicate(timeout=30)[0])["schema"] == 1
+    assert json.loads(reader.communicate(timeout=30)[0])["schema"] == 2
     assert (project / "fifo").is_fifo()
 
 
@@ -85,7 +85,7 @@ def test_read_only_folders(project):
         # a writable file in a read-only folder is simply written
         result = gv(project, "check", "--json", "ro/kept.json", wrap=NO_ROOT)
         assert result.returncode == 0, result.stderr
-        assert json.loads((ro / "kept.json").read_text())["schema"] == 1
+        assert json.loads((ro / "kept.json").read_text())["schema"] == 2
     finally:
         ro.chmod(0o755)
 

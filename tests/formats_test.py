@@ -101,7 +101,7 @@ def broken(project):
     return project
 
 
-@pytest.mark.parametrize("fmt", ["junit", "markdown", "github", "json", "plain"])
+@pytest.mark.parametrize("fmt", ["junit", "markdown", "github", "json", "plain", "html"])
 def test_every_format_from_the_cli(broken, fmt):
     result = run_cli("check", "--format", fmt)
     assert result.code == 1 and "GV121" in result.stdout
@@ -137,13 +137,22 @@ def test_json_dumps_every_field_of_the_data_model():
     import dataclasses
 
     from gradverify.report.jsonfmt import to_dict
-    from gradverify.results import InputInfo, MutantLine, MutantRun, MutationScore
+    from gradverify.results import (
+        Evidence,
+        InputInfo,
+        JacobianBlock,
+        MutantLine,
+        MutantRun,
+        MutationScore,
+    )
 
     finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
                       location=Location("f.py", 1), data={"k": 1},
                       consequence_of="GV222 (mutation)",
                       smallest=Smallest("- name: c-smallest", "c-smallest", (("x", (1,)),), 3,
-                                        repro="# script", no_repro=None))
+                                        repro="# script", no_repro=None),
+                      evidence=Evidence((JacobianBlock("output 0", "x", ((float("nan"),),),
+                                                       ((1.0,),), ((),), ((0,),)),), "tb"))
     check = CheckResult("gradcheck", Status.FAIL, 0.1, "s", (finding,), mode="slow",
                         expect="e", data={"d": 2})
     case = CaseResult("m:F", "s.yaml", "c", Status.FAIL, 0.2, (InputInfo("x", "tensor", (3,),
@@ -167,6 +176,12 @@ def test_json_dumps_every_field_of_the_data_model():
     assert fields[CheckResult] <= set(result["checks"][0])
     assert fields[Finding] <= set(result["checks"][0]["findings"][0])
     assert fields[Smallest] <= set(result["checks"][0]["findings"][0]["smallest"])
+    evidence = result["checks"][0]["findings"][0]["evidence"]
+    assert {f.name for f in dataclasses.fields(Evidence)} == set(evidence)
+    assert {f.name for f in dataclasses.fields(JacobianBlock)} == set(evidence["blocks"][0])
+    assert evidence["blocks"][0]["analytical"] == [["nan"]]  # strict JSON
+    assert evidence["blocks"][0]["rows"] == [[]] and evidence["traceback"] == "tb"
+    assert dumped["schema"] == 2
     assert result["checks"][0]["findings"][0]["smallest"]["shapes"] == [
         {"name": "x", "shape": [1]}]
     assert fields[ErrorEntry] <= set(dumped["errors"][0])

@@ -123,7 +123,9 @@ def test_init_module_to_stdout_is_a_yaml_stream(project):
 def test_a_module_without_functions_is_an_input_error(project):
     project.write("empty.py", "x = 1\n")
     result = run_cli("init", "empty")
-    assert result.code == 3 and "defines no torch.autograd.Function" in result.output
+    assert result.code == 3
+    assert "defines nothing gradverify verifies by module (no torch.autograd.Function" \
+        in result.output
 
 
 STE = '''

@@ -85,7 +85,7 @@ def test_recorded_specs_keep_values_meaning_catch_every_planted_bug_and_are_appe
     # progress: a line per Function as its spec is written, after the script's own output
     lines = done.stderr.splitlines()
     start = lines.index("gradverify record: 8 Function(s) recorded; writing their specs (each "
-                        "case shrunk and tried in a fresh process)")
+                        "case shrunk and tried in a separate process)")
     assert [line.split(": ")[0] for line in lines[start + 1:start + 9]] == [
         f"  recorded/{name}.yaml" for name in (
             "FusedLayerNorm", "RotaryInplace", "StraightThroughQuantize",

@@ -36,9 +36,10 @@ def _row(name: str, status: Status, *codes: str) -> CheckResult:
     return CheckResult(name, status, 0.0, "", tuple(Finding(c, severity, c) for c in codes))
 
 
-def _decide(name: str, *earlier: CheckResult, forward: schedule.Forward = schedule.Forward()
+def _decide(name: str, *earlier: CheckResult, forward: schedule.Forward | None = None
             ) -> schedule.Decision:
-    return schedule.decide(REGISTRY[name], _Class(), {r.name: r for r in earlier}, forward)
+    return schedule.decide(REGISTRY[name], _Class(), {r.name: r for r in earlier},
+                           forward or schedule.Forward())
 
 
 def test_a_failed_contract_skips_every_check_that_calls_backward():

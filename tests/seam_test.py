@@ -120,7 +120,7 @@ def test_parse_target_names_ops_attributes_modules_and_specs(tmp_path, monkeypat
         "ns::op", "ns::op.default", "torch.ops.ns.op", "pkg.mod:Name", "dir/ops.py:Name",
         "pkg.mod", "ops.py", "pkg", "specs", "more.yaml", "x.yml", "a:b.py", "no such/thing"]}
     assert forms == {
-        "ns::op": ("op", ""), "ns::op.default": ("op", ""), "torch.ops.ns.op": ("op", ""),
+        "ns::op": ("named", ""), "ns::op.default": ("named", ""), "torch.ops.ns.op": ("named", ""),
         "pkg.mod:Name": ("attribute", "pkg.mod"), "dir/ops.py:Name": ("attribute", "dir/ops.py"),
         "pkg.mod": ("module", "pkg.mod"), "ops.py": ("module", "ops.py"),
         "pkg": ("module", "pkg"), "specs": ("specs", ""), "more.yaml": ("specs", ""),

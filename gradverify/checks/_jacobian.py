@@ -1,5 +1,5 @@
 """Jacobians and what is wrong with them: numerical columns and analytical rows of a sampled
-block, the diagnosis of a mismatch (recognised patterns, kinks, the worst element, a heatmap),
+block, the diagnosis of a mismatch (recognised patterns, kinks, the worst element, the evidence),
 and the guard that stops torch's fast-mode gradcheck from building a full Jacobian just to word
 its message. Imported only from inside a check's ``run`` (it imports torch)."""
 from __future__ import annotations
@@ -15,6 +15,7 @@ from unittest import mock
 import torch
 
 from gradverify.checks._tensors import unravel
+from gradverify.results import EVIDENCE_CAP, JacobianBlock
 
 
 @dataclass
@@ -255,8 +256,6 @@ def recognise(block: Block, atol: float, rtol: float) -> str | None:
 def summarise(block: Block) -> dict[str, Any]:
     err = torch.nan_to_num((block.analytical - block.numerical).abs(), nan=math.inf)
     finite = torch.isfinite(err)
-    # non-finite entries (NaN from 0 * inf in backward, say) show as the worst in the heatmap
-    shown = torch.where(finite, err, err[finite].max() if finite.any() else torch.ones(()))
     flat = int(torch.argmax(torch.where(block.bad, err, torch.zeros_like(err))))
     r, c = divmod(flat, err.shape[1])
     out_index = None if block.projected else unravel(int(block.rows[r]), block.out_shape)
@@ -275,7 +274,6 @@ def summarise(block: Block) -> dict[str, Any]:
         "sampled": not block.full,
         "projected": block.projected,
         "non_finite_entries": int((~finite).sum()),
-        "heatmap": heatmap(shown),
     }
 
 
@@ -284,23 +282,32 @@ def _short_list(items: list[int], limit: int = 6) -> str:
     return f"[{shown}{', ...' if len(items) > limit else ''}]"
 
 
-_SHADES = " .:-=+*#%@"
+def evidence(block: Block, name: str, output: str, cap: int = EVIDENCE_CAP) -> JacobianBlock:
+    """The block as a finding's evidence: at most ``cap`` rows and columns, those with the
+    worst mismatches first (kept in their order), each labelled with its element's index."""
+    err = torch.nan_to_num((block.analytical - block.numerical).abs(), nan=math.inf)
+    err = torch.where(block.bad, err, torch.zeros_like(err))
+    rows, cols = _worst(err.amax(1), cap), _worst(err.amax(0), cap)
+
+    def values(t: torch.Tensor) -> tuple[tuple[float, ...], ...]:
+        return tuple(tuple(row) for row in t[rows][:, cols].tolist())
+
+    return JacobianBlock(
+        output=output, input=name,
+        analytical=values(block.analytical), numerical=values(block.numerical),
+        rows=tuple(() if block.projected else unravel(int(block.rows[r]), block.out_shape)
+                   for r in rows.tolist()),
+        cols=tuple(unravel(int(block.cols[c]), block.in_shape) for c in cols.tolist()),
+        projected=block.projected,
+        truncated=len(rows) < err.shape[0] or len(cols) < err.shape[1])
 
 
-def heatmap(err: torch.Tensor, max_rows: int = 8, max_cols: int = 32) -> list[str]:
-    """|analytical - numerical| as text: rows are output elements, columns input elements."""
-    rows, cols = err.shape
-    rh = math.ceil(rows / max_rows) if rows > max_rows else 1
-    cw = math.ceil(cols / max_cols) if cols > max_cols else 1
-    top = float(err.max()) or 1.0
-    lines = []
-    for r0 in range(0, rows, rh):
-        line = []
-        for c0 in range(0, cols, cw):
-            v = float(err[r0:r0 + rh, c0:c0 + cw].max()) / top
-            line.append(_SHADES[min(len(_SHADES) - 1, round(v * (len(_SHADES) - 1)))])
-        lines.append("".join(line))
-    return lines
+def _worst(score: torch.Tensor, cap: int) -> torch.Tensor:
+    """The indices of the ``cap`` largest scores (all when there are no more), in order."""
+    if len(score) <= cap:
+        return torch.arange(len(score))
+    order = torch.argsort(score, descending=True, stable=True)
+    return order[:cap].sort().values
 
 
 def format_index(name: str, index: Sequence[int]) -> str:

@@ -23,7 +23,7 @@ from gradverify.checks._modes import (
 )
 from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
-from gradverify.results import CheckResult, Finding, Severity
+from gradverify.results import CheckResult, Evidence, Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import DifferentiableView
@@ -268,7 +268,7 @@ class GradcheckCheck(Check):
                     input=name, output=out, location=ctx.location,
                     hint="choose an `init` in the spec that keeps inputs away from kinks and ties "
                          "(e.g. uniform with low: 0.1, or distinct values)",
-                    data=_data(block, ctx.verbose)))
+                    data=dict(block.data), evidence=_evidence(block, name, f"output {out}")))
                 continue
             if block.input in by_input:
                 kind = by_input[block.input].kind
@@ -282,7 +282,8 @@ class GradcheckCheck(Check):
                                      "wrong", name, f"output {out}"),
                 input=name, output=out, location=ctx.location,
                 hint=hint or jac.pattern_hint(block.pattern, name),
-                data={**_data(block, ctx.verbose), "pattern": block.pattern}))
+                data={**block.data, "pattern": block.pattern},
+                evidence=_evidence(block, name, f"output {out}")))
         for item in nonlinear:
             if item.input not in reported:
                 outcome.add(_nonlinear_finding(item, view.names, ctx))
@@ -381,15 +382,10 @@ def _square_shapes(args: Any) -> int | None:
     return None
 
 
-def _data(block: Block, verbose: bool) -> dict[str, Any]:
-    data = dict(block.data)
-    if block.analytical.numel() <= 400:
-        if verbose:
-            data["analytical_block"] = block.analytical.tolist()
-            data["numerical_block"] = block.numerical.tolist()
-        else:
-            data["blocks_with_verbose"] = True  # the console says -v shows them
-    return data
+def _evidence(block: Block, name: str, output: str) -> Evidence:
+    from gradverify.checks import _jacobian as jac
+
+    return Evidence(blocks=(jac.evidence(block, name, output),))
 
 
 CHECK = GradcheckCheck()

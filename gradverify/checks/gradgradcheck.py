@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks._modes import MODES, resolve_mode
 from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
-from gradverify.results import Finding, Severity
+from gradverify.results import Evidence, Finding, Severity
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import DifferentiableView
@@ -202,7 +202,8 @@ def _report_mismatch(ctx: CheckContext, view: DifferentiableView, grad_outputs: 
             jac.mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
                                  wrt, f"grad {of!r}"),
             input=wrt, location=ctx.location, hint=hint,
-            data={**block.data, "of": of, "pattern": block.pattern}))
+            data={**block.data, "of": of, "pattern": block.pattern},
+            evidence=Evidence(blocks=(jac.evidence(block, wrt, f"grad {of!r}"),))))
     if not outcome.findings:
         outcome.add(_undiagnosed(failure, names, view.outputs, ctx, hint))
 

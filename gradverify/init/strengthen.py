@@ -171,17 +171,20 @@ def apply_edit(case: Case, edit: Edit) -> dict[str, Any]:
 
 
 def strengthen(case: Case, score: Scorer, *, loops: frozenset[str] = frozenset(),
-               max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS) -> Strengthened:
+               max_tries: int = MAX_TRIES, max_seconds: float = MAX_SECONDS,
+               fixed_dims: frozenset[str] = frozenset()) -> Strengthened:
     """The strongest case found by changing one argument at a time: for each argument, its
     candidates (``candidates``) are scored, and the best kept where it is strictly stronger
-    than the case so far. ``loops``: int arguments known to count a loop's runs."""
+    than the case so far. ``loops``: int arguments known to count a loop's runs;
+    ``fixed_dims``: dims whose size is never changed (3 coordinates)."""
     started = time.monotonic()
     before = best_strength = score(case)
     edits: dict[str, Edit] = {}
     tried = 1
     for _ in range(PASSES):
         improved = False
-        for name in [*case.get("args", {}), *(DIM + d for d in case.get("dims", {})), None]:
+        dims = [DIM + d for d in case.get("dims", {}) if d not in fixed_dims]
+        for name in [*case.get("args", {}), *dims, None]:
             best: tuple[Edit, ...] = ()
             for group in _groups(case, name, loops):
                 if tried >= max_tries or time.monotonic() - started > max_seconds:

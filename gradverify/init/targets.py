@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from gradverify.errors import InputError, TargetError
-from gradverify.targets import Target
+from gradverify.targets import Target, described
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
     for module in imports:
         import_module(module)
     name = parse_target(target)
-    if name.op:
+    if name.named:
         try:
             return [Found(resolve(name.text, imports), imports)], []
         except TargetError as exc:
@@ -64,10 +64,9 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
         return [Found(resolve(target, init_args=init_args))], []
     found, skipped = _in_module(import_module(target))
     if not found and not skipped:
-        raise TargetError(f"{target} defines no torch.autograd.Function subclasses, custom ops "
-                          "(torch.library.custom_op, or torch.library.define) or nn.Module "
-                          f"classes; a plain function is named as {target}:function",
-                          code="GV022", where=target)
+        raise TargetError(f"{target} defines nothing gradverify verifies by module (no "
+                          f"{described(listed=True, last='or')}); a plain function is named "
+                          f"as {target}:function", code="GV022", where=target)
     if not found:
         raise TargetError(f"{target}: no target could be introspected: "
                           + "; ".join(f"{s.target}: {s.reason}" for s in skipped),
@@ -78,15 +77,15 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
 def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
     """The targets of a module, or of a package and every module below it."""
     from gradverify.packages import defined_in
-    from gradverify.spec.model import is_op_name
     from gradverify.targets import Capability, introspect, may_have
+    from gradverify.targets.names import named_by
 
     found: list[Found] = []
     defined, failed = defined_in(module)
     skipped = [Skipped(f.module, f"not imported: {f.reason}") for f in failed]
     for each in defined:
         obj = each.obj
-        if is_op_name(each.attr):  # registered by name with torch.library: no object to name
+        if named_by(each.attr):  # registered by name (torch.library): no object to name
             _by_name(each.attr, each.module, found, skipped)
             continue
         name = each.target

@@ -1,7 +1,7 @@
 """``gradverify record``: capture each user-defined Function's calls during a real run
 (``capture``, in the script's process, started by ``launch``; the calls go through a ``spool``),
-shrink them to small specs with back-off (``shrink``, pure functions over frozen values), and
-write the specs (``write``).
+shrink them to small specs with back-off (``shrink``, pure functions over frozen values, run in
+one probe process for every Function: ``prober``), and write the specs (``write``).
 
 ``record(folder)`` is the Python API (also ``gradverify.record``).
 """

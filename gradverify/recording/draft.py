@@ -2,8 +2,9 @@
 
 A size seen on the tensors of one call is a dim (``N``, ``C``, ``L``, ...), shrunk to a small size
 (2, 3, 4, ... in the order of the recorded sizes, so that different dims stay different and
-transposition bugs stay visible). Two things are decided by ``joined``, a set of keys that the
-probe (``gradverify.recording.shrink``) chooses by running forward:
+transposition bugs stay visible); a dim recorded at most ``KEPT_SIZE`` long keeps its size (3-D
+points stay 3-D). Two things are decided by ``joined``, keys the probe (``recording.shrink``)
+chooses by running forward:
 
 - ``size:S``: axes of size S at different positions (counted from the last axis) are one dim.
   Not joined, each position is a dim of its own: a batch of 4 and 4 heads stay two dims.
@@ -30,6 +31,8 @@ from gradverify.recording.spool import Observation
 _NAMES = ("N", "C", "L", "D", "H", "W", "K", "M", "P", "Q", "R", "S", "T", "U", "V")
 MIN_TIED_INT = 8
 """A count at least this large that integer values index is a dim of its own (``num_classes``)."""
+KEPT_SIZE = 4
+"""A dim recorded at most this long keeps its size: coordinates (``linalg.cross`` needs 3)."""
 MAX_KEPT_RELATION = 32
 """An int kept at its recorded value keeps the dims recorded above it above it, up to this value
 (a larger one would keep the case large: its relation is left to a hand-written case)."""
@@ -99,13 +102,9 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
     kept = [v for path, v in _ints(args) if path not in int_dims and v not in counts
             and 2 <= v <= MAX_KEPT_RELATION]
     kept += [v for v in observation.defaults.values() if 2 <= v <= MAX_KEPT_RELATION]
-    chosen: dict[str, int] = {}
-    previous = 1
-    for key in sorted(order, key=lambda k: (k[0], order.index(k))):
-        floor = max([v + 1 for v in kept if v < key[0]], default=2)
-        previous = min(key[0], max(previous + 1, floor))
-        chosen[names[key]] = previous
-    chosen = {names[k]: chosen[names[k]] for k in order}  # in the order of appearance
+    sized = _sizes(order, kept, {(a[2], root) for a, root in zip(axes, classes, strict=True)
+                                 if a[1] == -1})  # the dims of a last axis
+    chosen = {names[k]: sized[k] for k in order}  # in the order of appearance
     recorded = {names[k]: k[0] for k in order}
     ranks = {size: {a[1] - a[3] for a in axes if a[2] == size} for size in by_size}
     keys = tuple(f"lead:{s}" for s, roots in by_size.items() if len(roots) > 1
@@ -122,6 +121,28 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
     return Draft(recorded, chosen, out, built.dtype, tuple(built.factory), tuple(built.todo),
                  signature, tuple(args), dims_of, tuple(notes), observation, keys,
                  int_dims)
+
+
+def _sizes(order: Sequence[tuple[int, int]], kept: Sequence[int],
+           last: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """The shrunk size of each dim (a (recorded size, root) key): 2, 3, 4, ... in the order of
+    the recorded sizes, each above the ``kept`` ints recorded below it. A small dim keeps its
+    recorded size (``KEPT_SIZE``: forward's meaning depends on 3 coordinates, and shrinking
+    saves nothing); of several recorded at one small size, only the first of a last axis
+    (``last``) does, and the others shrink below it: a transposition stays visible."""
+    small: dict[int, tuple[int, int]] = {}
+    for size in {k[0] for k in order if k[0] <= KEPT_SIZE}:
+        keys = [k for k in order if k[0] == size]
+        keep = keys if len(keys) == 1 else [k for k in keys if k in last]
+        if keep:
+            small[size] = keep[0]
+    chosen: dict[tuple[int, int], int] = {}
+    previous = 1
+    for key in sorted(order, key=lambda k: (k[0], small.get(k[0]) == k, order.index(k))):
+        floor = max([v + 1 for v in kept if v < key[0]], default=2)
+        previous = key[0] if small.get(key[0]) == key else min(key[0], max(previous + 1, floor))
+        chosen[key] = previous
+    return chosen
 
 
 def _axes(args: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, int, int, int]]:

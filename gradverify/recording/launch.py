@@ -16,6 +16,7 @@ from typing import Any
 
 from gradverify import frames, torchcompat
 from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, install
+from gradverify.recording.prober import Prober
 from gradverify.recording.spool import read_spool
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
@@ -48,36 +49,45 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
                  ) -> tuple[int, Any]:
     """Run the command with recording on, in a child process whose output and exit code pass
     through; then write the specs. Returns (the command's exit code, ``write.Written``)."""
-    import subprocess
-
     from gradverify.files import check_folder
-    from gradverify.recording.write import write_specs
-    from gradverify.syspath import own_module_command
+    from gradverify.recording.write import write_specs  # not in the script's process
 
     target = command_target(command)
     check_folder(out, option="-o/--output")  # before the script runs, not after
-    with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool:
+    with tempfile.TemporaryDirectory(prefix="gradverify-record-") as spool, \
+            contextlib.ExitStack() as stack:
         config = Path(spool) / "config.json"
         config.write_text(json.dumps({"spool": spool, "include": list(include),
                                       "exclude": list(exclude), "limit": limit}))
-        received: list[int] = []
-        children: list[subprocess.Popen[bytes]] = []
-        # handlers first: the script starts with each signal's default disposition, even where
-        # this process was started ignoring it (a background job of a shell ignores SIGINT)
-        with _passing_signals(children, received):
-            child = subprocess.Popen(own_module_command("gradverify.recording.launch",
-                                                        str(config), *target))
-            children.append(child)
-            if received:  # a signal that came while it started
-                with contextlib.suppress(OSError):
-                    child.send_signal(received[0])
-            code = child.wait()
+        # the probe process imports torch while the script runs, not after it
+        prober = Prober().start() if shrink else None
+        if prober is not None:
+            stack.callback(prober.close, kill=True)  # closed by write_specs, or on a failure
+        code, received = _run_script(config, target)
         written = write_specs(read_spool(Path(spool)), out, limit=limit, force=force,
                               shrink=shrink, origin=f"`{' '.join(command)}`",
-                              progress=progress)
+                              progress=progress, prober=prober)
     if received:  # stopped as the script would be without gradverify: 128 + the signal
         return 128 + received[0], written
     return code, written
+
+
+def _run_script(config: Path, target: list[str]) -> tuple[int, list[int]]:
+    """Run the script with recording on: its exit code, and the signals this process got."""
+    from gradverify.syspath import own_module_command
+
+    received: list[int] = []
+    children: list[subprocess.Popen[bytes]] = []
+    # handlers first: the script starts with each signal's default disposition, even where
+    # this process was started ignoring it (a background job of a shell ignores SIGINT)
+    with _passing_signals(children, received):
+        child = subprocess.Popen(own_module_command("gradverify.recording.launch",
+                                                    str(config), *target))
+        children.append(child)
+        if received:  # a signal that came while it started
+            with contextlib.suppress(OSError):
+                child.send_signal(received[0])
+        return child.wait(), received
 
 
 @contextlib.contextmanager

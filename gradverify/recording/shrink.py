@@ -2,27 +2,33 @@
 and how far the sizes shrink.
 
 Drafting (``gradverify.recording.draft``) gives the choices; they are made here in a separate
-process (``python -m gradverify.recording.shrink``) that imports the target and runs forward on
-each choice. Meaning comes first: every int at its recorded value and every position of a size a
-dim of its own, where forward runs so; else the fewest joins that make it run; else, where forward
-raises at the shrunk sizes, dims back off towards their recorded sizes in halving steps until it
-runs. Writing the specs is ``gradverify.recording.write``.
+process (``python -m gradverify.recording.shrink``, one for every Function: ``prober``) that
+imports the target and runs forward on each choice. Meaning comes first: every int at its
+recorded value and every position of a size a dim of its own, where forward runs so; else the
+fewest joins that make it run; else, where forward raises at the shrunk sizes, dims back off
+towards their recorded sizes in halving steps until it runs. Writing the specs is
+``gradverify.recording.write``.
 """
 from __future__ import annotations
 
 import functools
 import json
-import subprocess
+import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.recording.draft import Draft, case_dict, draft
+from gradverify.recording.prober import ProbeFailed, Prober
 from gradverify.recording.spool import Observation
 from gradverify.recording.strong import strong_case, strong_draft
 
-PROBE_TIMEOUT = 120.0
+FUNCTION_SECONDS = 10.0
+"""Seconds that making one Function's cases strong may take in all (its mutation score
+included), after which its remaining cases are written as shrunk: a bound per Function on the
+time ``record`` adds after the script."""
 
 
 @dataclass(frozen=True)
@@ -38,50 +44,70 @@ class SizeChoice:
 # ----------------------------------------------------------------------------- backing off
 
 
-def back_off(target: str, drafts: Sequence[Draft]) -> list[Draft]:
-    """The drafts with their joins and sizes chosen by running forward in a separate process
-    (``choose``). Drafts that need a factory are returned as they are."""
+def back_off(target: str, drafts: Sequence[Draft], prober: Prober | None = None) -> list[Draft]:
+    """The drafts with their joins and sizes chosen by running forward in the probe process
+    (``choose``; ``prober``'s, else one of its own). Drafts that need a factory are returned
+    as they are."""
     todo = [d for d in drafts if not d.factory and not d.todo and d.sizes and d.source]
     if not todo:
         return list(drafts)
-    request = {"target": target, "calls": [
+    request = {"target": target, "seconds": FUNCTION_SECONDS, "calls": [
         {"args": d.raw, "grad_enabled": d.source.grad_enabled, "defaults": d.source.defaults}
         for d in todo if d.source]}
-    from gradverify.syspath import own_module_command
-
+    own = prober is None
+    prober = prober or Prober()
     try:
-        done = subprocess.run(own_module_command("gradverify.recording.shrink"),
-                              input=json.dumps(request), capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT)
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        answer = prober.ask(request)
         chosen = {}
         for d, r in zip(todo, answer["calls"], strict=True):
             redrafted = draft(d.source, frozenset(r["joined"])) if d.source else d
             chosen[id(d)] = strong_draft(replace(redrafted, sizes=r["sizes"],
                                                  notes=d.notes + tuple(r["notes"])), r)
-    except (subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
-        note = f"the shrunk sizes were not tried: the probe failed ({type(exc).__name__})"
+    except (ProbeFailed, ValueError, KeyError, TypeError) as exc:
+        why = str(exc) if isinstance(exc, ProbeFailed) else type(exc).__name__
+        note = f"the shrunk sizes were not tried: the probe failed ({why})"
         chosen = {id(d): replace(d, notes=(*d.notes, note)) for d in todo}
+    finally:
+        if own:
+            prober.close()
     return [chosen.get(id(d), d) for d in drafts]
 
 
-def _probe_main() -> None:
-    """In a fresh process: import the target, and choose joins and sizes at which forward
-    runs."""
-    request = json.loads(sys.stdin.read())
+def _serve() -> None:
+    """In the probe process: one request a line on stdin, one answer a line on the original
+    stdout; what the user's code prints goes to stderr."""
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    # imported before the first request: the process is started while the script runs
+    import gradverify.init.measure
+    import gradverify.run.scoring
+    import gradverify.spec.inputs
+    import gradverify.targets  # noqa: F401
     from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.targets import resolve
 
     ensure_cwd_on_path()
+    for line in sys.stdin:
+        if line.strip():
+            print(json.dumps(_answer(json.loads(line))), file=answers, flush=True)
+    answers.close()
+    sys.stderr.flush()
+    os._exit(0)  # torch's teardown would cost the user a second at the end of every record
+
+
+def _answer(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Import the target, and choose joins and sizes at which forward runs for each call; the
+    cases are then made strong within ``request["seconds"]`` in all."""
+    from gradverify.targets import resolve
+
+    started = time.monotonic()
     calls = [Observation(request["target"], tuple(c["args"]), c["grad_enabled"],
                          c.get("defaults", {})) for c in request["calls"]]
     try:
         info = resolve(request["target"])
     except Exception as exc:  # noqa: BLE001 -- reported as a note
         note = f"the shrunk sizes were not tried: {request['target']} cannot be imported ({exc})"
-        print(json.dumps({"calls": [{"joined": [], "sizes": draft(c).sizes, "notes": [note]}
-                                    for c in calls]}))
-        return
+        return {"calls": [{"joined": [], "sizes": draft(c).sizes, "notes": [note]}
+                          for c in calls]}
     results = []
     for call in calls:
         def error(d: Draft, sizes: Mapping[str, int]) -> str | None:
@@ -90,10 +116,11 @@ def _probe_main() -> None:
         joined, choice = choose(call, error)
         if choice.runs:
             joined |= gradients_computed(info, call, joined, choice.sizes)
+        left = request.get("seconds", FUNCTION_SECONDS) - (time.monotonic() - started)
         results.append({"joined": sorted(joined), "sizes": dict(choice.sizes),
                         "notes": list(choice.notes),
-                        **strong_case(info, call, joined, choice.sizes)})
-    print(json.dumps({"calls": results}))
+                        **strong_case(info, call, joined, choice.sizes, seconds=left)})
+    return {"calls": results}
 
 
 def choose(call: Observation, error: Callable[[Draft, Mapping[str, int]], str | None]
@@ -215,4 +242,4 @@ def _forward_error(info: Any, case: dict[str, Any]) -> str | None:
 
 
 if __name__ == "__main__":
-    _probe_main()
+    _serve()

@@ -4,32 +4,41 @@ list without self-loops stays one); the edits sent back as JSON and made on the 
 why in its comment."""
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from gradverify.init.strengthen import Edit, apply_edit, chain_edit, strengthen
-from gradverify.recording.draft import Draft, case_dict, draft
+from gradverify.init.strengthen import MAX_SECONDS, Edit, apply_edit, chain_edit, strengthen
+from gradverify.recording.draft import KEPT_SIZE, Draft, case_dict, draft
 from gradverify.recording.spool import Observation
 
 
 def strong_case(info: Any, call: Observation, joined: frozenset[str],
-                sizes: Mapping[str, int]) -> dict[str, Any]:
-    """``{"edits": [...], "strength": line}`` for one recorded call at its chosen sizes."""
+                sizes: Mapping[str, int], *, seconds: float = MAX_SECONDS) -> dict[str, Any]:
+    """``{"edits": [...], "strength": line}`` for one recorded call at its chosen sizes, made
+    strong within about ``seconds`` (strengthening first; the mutation score where time is
+    left); a dim recorded at most ``KEPT_SIZE`` long keeps its size."""
     from gradverify.init.measure import scorer_for
     from gradverify.init.strong import weakness, with_mutation_score
 
+    started = time.monotonic()
     d = draft(call, joined)
     case = case_dict(d.args, d.dtype, sizes, "recorded")  # a spec's first case's name
     kept = [e for e in (_kept_structure(case, raw) for raw in call.args) if e is not None]
     for edit in kept:
         case = apply_edit(case, edit)
+    fixed = frozenset(n for n, size in d.recorded.items()  # kept at their small recorded size
+                      if size <= KEPT_SIZE and sizes.get(n) == size)
     try:
-        done = strengthen(case, scorer_for(info))
+        done = strengthen(case, scorer_for(info), fixed_dims=fixed,
+                          max_seconds=max(0.0, min(seconds, MAX_SECONDS)))
     except Exception as exc:  # noqa: BLE001 -- the user's code: the case stays as drafted
         return {"edits": [_json(e) for e in kept],
                 "strength": f"strength not measured ({type(exc).__name__})"}
-    strength = with_mutation_score(info, done.case, done.strength)
+    strength = done.strength
+    if time.monotonic() - started < seconds:
+        strength = with_mutation_score(info, done.case, done.strength)
     problem = weakness(strength)
     scored = f"; {strength.score_line()}" if strength.score_line() else ""
     line = strength.header() + scored if problem is None else \

@@ -19,6 +19,7 @@ from typing import Any
 from gradverify.errors import shown_path
 from gradverify.files import write_text, written_by_gradverify
 from gradverify.recording.draft import Draft, indexed_dim, initial_draft, is_dim
+from gradverify.recording.prober import Prober
 from gradverify.recording.shrink import back_off
 from gradverify.recording.spool import Observation, Spool
 from gradverify.spec.yamlio import flow_scalar
@@ -37,10 +38,12 @@ class Written:
 
 
 def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: bool,
-                origin: str, progress: Callable[[str, bool], None] | None = None) -> Written:
+                origin: str, progress: Callable[[str, bool], None] | None = None,
+                prober: Prober | None = None) -> Written:
     """One spec per recorded target under ``out``. ``progress(text, done)`` hears of each
     target before its calls are shrunk and tried (``done`` False) and with its line once its
-    spec is written (``done`` True)."""
+    spec is written (``done`` True). The calls are tried in ``prober``'s process (closed on
+    return), else in one of its own."""
     written = Written()
     say = progress or (lambda text, done: None)
     by_target: dict[str, list[Observation]] = {}
@@ -62,23 +65,27 @@ def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: boo
         written.notes.append(f"{target}: calls inside torch.compile regions were not seen; only "
                              "eager calls were recorded")
     if not by_target:
+        if prober is not None:
+            prober.close(kill=True)
         return written
     out.mkdir(parents=True, exist_ok=True)
     say(f"gradverify record: {len(by_target)} Function(s) recorded; writing their specs"
-        + (" (each case shrunk and tried in a fresh process)" if shrink else ""), True)
-    for number, (target, calls) in enumerate(by_target.items(), 1):
-        say(f"  [{number}/{len(by_target)}] {target} ...", False)
-        _write_target(written, target, calls, out, force=force, shrink=shrink, origin=origin,
-                      say=say, progress=progress is not None)
+        + (" (each case shrunk and tried in a separate process)" if shrink else ""), True)
+    with prober or Prober() as prober:  # one probe process for every target
+        for number, (target, calls) in enumerate(by_target.items(), 1):
+            say(f"  [{number}/{len(by_target)}] {target} ...", False)
+            _write_target(written, target, calls, out, force=force, shrink=shrink,
+                          origin=origin, say=say, progress=progress is not None, prober=prober)
     return written
 
 
 def _write_target(written: Written, target: str, calls: list[Observation], out: Path, *,
                   force: bool, shrink: bool, origin: str, say: Callable[[str, bool], None],
-                  progress: bool) -> None:
+                  progress: bool, prober: Prober) -> None:
     """One target's spec, written or appended to; its line and notes said."""
     drafts = [initial_draft(c) for c in calls]
-    drafts = back_off(target, drafts) if shrink else [d.at_recorded_sizes() for d in drafts]
+    drafts = back_off(target, drafts, prober) if shrink else \
+        [d.at_recorded_sizes() for d in drafts]
     first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
     broken = _invalid(first) if first.exists() and not force else None
     path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)

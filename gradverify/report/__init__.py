@@ -2,7 +2,7 @@
 ``--format`` takes (``gradverify.choices.FORMATS``; a test keeps the two equal)."""
 from __future__ import annotations
 
-from gradverify.report import console, github, jsonfmt, junit, markdown
+from gradverify.report import console, github, html, jsonfmt, junit, markdown
 from gradverify.report.interface import Renderer, Verbosity
 from gradverify.results import set_text_renderer
 
@@ -13,6 +13,7 @@ RENDERERS: dict[str, Renderer] = {
     "junit": junit.Junit(),
     "markdown": markdown.Markdown(),
     "github": github.Github(),
+    "html": html.Html(),
 }
 
 __all__ = ["RENDERERS", "Renderer", "Verbosity"]

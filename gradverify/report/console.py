@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from gradverify.report import heatmap
 from gradverify.report.interface import Verbosity
 from gradverify.report.line import Line, plain
 from gradverify.report.text import (
@@ -27,7 +28,16 @@ from gradverify.report.text import (
     mutation_lines,
     smallest_lines,
 )
-from gradverify.results import CaseResult, CheckResult, Finding, InputInfo, Severity, Status
+from gradverify.results import (
+    EVIDENCE_CAP,
+    CaseResult,
+    CheckResult,
+    Evidence,
+    Finding,
+    InputInfo,
+    Severity,
+    Status,
+)
 
 if TYPE_CHECKING:
 
@@ -140,31 +150,43 @@ class _Writer:
                 label = ""
 
     def case(self, case: CaseResult) -> Iterator[Line]:
+        """A case's title line, its inputs and check table (unless ``-q``), its findings."""
         where = f"  ({case.spec})" if case.spec else ("  (inferred spec)" if case.inferred else "")
         yield Line((f"{case.target} :: {case.case}", "bold"), (where, "dim"),
                     ("  ", ""), (case.status.value.upper(), STYLE[case.status]),
                     (f"  {case.duration_s:.2f}s", "dim"))
         if self.verbosity > Verbosity.QUIET:
-            shapes = ", ".join(_input(i) for i in case.inputs)
-            if shapes:
-                for line in self.wrap(f"inputs: {shapes}", "    ", "  "):
-                    yield plain(line, "dim")
-            rows = [c for c in case.rows
-                    if self.verbosity == Verbosity.VERBOSE or _row_needed(c)]
-            if self.verbosity != Verbosity.VERBOSE:
-                rows = _grouped_skips(rows)
-            name_width = max((len(c.name) for c in rows if "," not in c.name), default=8)
-            for check in rows:
-                yield from self.check_row(check, name_width)
-            shown = {n for c in rows for n in c.name.split(", ")}
-            rest = [c for c in case.rows if c.name not in shown]
-            if rest:
-                passed = sum(1 for c in rest if c.status == Status.PASS)
-                skipped = len(rest) - passed
-                yield plain("  (" + ", ".join(part for part in (
-                    f"{passed} other check{'s' * (passed != 1)} passed" if passed else "",
-                    f"{skipped} skipped" if skipped else "") if part) + "; -v shows them)",
-                    "dim")
+            yield from self.inputs(case)
+            yield from self.check_table(case)
+        yield from self.case_findings(case)
+
+    def inputs(self, case: CaseResult) -> Iterator[Line]:
+        shapes = ", ".join(_input(i) for i in case.inputs)
+        if shapes:
+            for line in self.wrap(f"inputs: {shapes}", "    ", "  "):
+                yield plain(line, "dim")
+
+    def check_table(self, case: CaseResult) -> Iterator[Line]:
+        """The rows of the checks shown (all with ``-v``; else what did not pass, skips for one
+        reason grouped), then a line counting the others."""
+        rows = [c for c in case.rows if self.verbosity == Verbosity.VERBOSE or _row_needed(c)]
+        if self.verbosity != Verbosity.VERBOSE:
+            rows = _grouped_skips(rows)
+        name_width = max((len(c.name) for c in rows if "," not in c.name), default=8)
+        for check in rows:
+            yield from self.check_row(check, name_width)
+        shown = {n for c in rows for n in c.name.split(", ")}
+        rest = [c for c in case.rows if c.name not in shown]
+        if rest:
+            passed = sum(1 for c in rest if c.status == Status.PASS)
+            skipped = len(rest) - passed
+            yield plain("  (" + ", ".join(part for part in (
+                f"{passed} other check{'s' * (passed != 1)} passed" if passed else "",
+                f"{skipped} skipped" if skipped else "") if part) + "; -v shows them)", "dim")
+
+    def case_findings(self, case: CaseResult) -> Iterator[Line]:
+        """Every finding of the case; a note said already for the target is not repeated, and
+        a passing check's notes wait for ``-v``."""
         for check in case.rows:
             for finding in check.findings:
                 if finding.severity == Severity.INFO:
@@ -216,28 +238,31 @@ class _Writer:
             yield Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
             for rest in hint[1:]:
                 yield plain(rest)
-        heat = finding.data.get("heatmap") if finding.data else None
-        if heat:
-            cols = f"'{finding.input}'" if finding.input else "input"
-            yield plain(f"  |analytical - numerical| (rows: output elements, columns: {cols} "
-                     "elements)", "dim")
-            for row in heat:
-                yield plain(f"    |{row}|", "red")
-        if self.verbosity != Verbosity.VERBOSE and finding.data \
-                and finding.data.get("blocks_with_verbose"):
-            yield plain("  (-v shows the analytical and numerical Jacobian blocks)", "dim")
-        if self.verbosity == Verbosity.VERBOSE and finding.data:
-            for key in ("analytical_block", "numerical_block"):
-                if key in finding.data:
-                    yield from self.block(key.replace("_", " "), finding.data[key])
-            if "traceback" in finding.data:
-                for row in str(finding.data["traceback"]).rstrip().splitlines():
-                    for line in self.wrap(row.strip(), "      ",
-                                          "    " + " " * (len(row) - len(row.lstrip()))):
-                        yield plain(line, "dim")
+        yield from self.evidence(finding.evidence)
         yield from self.smallest(finding)
         if finding.severity != Severity.INFO:
             yield plain(f"  explain: gradverify explain {finding.code}", "dim")
+
+    def evidence(self, evidence: Evidence) -> Iterator[Line]:
+        """Each Jacobian block as a heatmap; its numbers and a traceback with ``-v`` only."""
+        for jacobian in evidence.blocks:
+            yield plain(f"  |analytical - numerical| (rows: output elements, columns: "
+                        f"'{jacobian.input}' elements)", "dim")
+            if jacobian.truncated:
+                yield plain(f"  (the {EVIDENCE_CAP} rows and columns with the largest "
+                            "differences)", "dim")
+            for row in heatmap.text(jacobian):
+                yield plain(f"    |{row}|", "red")
+            if self.verbosity != Verbosity.VERBOSE:
+                yield plain("  (-v shows the analytical and numerical Jacobian blocks)", "dim")
+                continue
+            yield from self.block("analytical block", jacobian.analytical)
+            yield from self.block("numerical block", jacobian.numerical)
+        if self.verbosity == Verbosity.VERBOSE and evidence.traceback:
+            for row in evidence.traceback.rstrip().splitlines():
+                for line in self.wrap(row.strip(), "      ",
+                                      "    " + " " * (len(row) - len(row.lstrip()))):
+                    yield plain(line, "dim")
 
     def smallest(self, finding: Finding) -> Iterator[Line]:
         """The smallest failing case, as a spec case; why it has no repro, when asked for."""
@@ -245,7 +270,7 @@ class _Writer:
             yield plain(line, "" if line.startswith("    ") else "dim")
 
 
-    def block(self, title: str, rows: list[list[float]]) -> Iterator[Line]:
+    def block(self, title: str, rows: Sequence[Sequence[float]]) -> Iterator[Line]:
         """A Jacobian block, its columns in groups that fit the width."""
         per = max(1, (self.width - 4) // 10)
         columns = len(rows[0]) if rows else 0

@@ -1,5 +1,7 @@
-"""JSON report, schema 1 (DESIGN §5): a plain dump of the data model, every field of it
-(``tests/formats_test.py`` checks that none is left out)."""
+"""JSON report, schema 2 (DESIGN §5): a plain dump of the data model, every field of it
+(``tests/formats_test.py`` checks that none is left out). Schema 2 added each finding's
+``evidence`` (its Jacobian blocks and traceback) and took the text heatmap and the ``-v``-only
+blocks out of ``data``: the JSON no longer changes with ``-v``."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,7 @@ from gradverify.report.interface import Verbosity
 from gradverify.results import (
     CaseResult,
     CheckResult,
+    Evidence,
     Finding,
     MutantLine,
     MutationScore,
@@ -19,7 +22,7 @@ from gradverify.results import (
 if TYPE_CHECKING:
     from gradverify.results import Location, Report
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 def _clean(value: Any) -> Any:
@@ -42,7 +45,16 @@ def _finding(f: Finding) -> dict[str, Any]:
     return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
             "output": f.output, "hint": f.hint, "location": _location(f.location),
             "data": _clean(dict(f.data)), "consequence_of": f.consequence_of,
-            "smallest": _smallest(f.smallest)}
+            "smallest": _smallest(f.smallest), "evidence": _evidence(f.evidence)}
+
+
+def _evidence(e: Evidence) -> dict[str, Any]:
+    return {"blocks": [{"output": b.output, "input": b.input,
+                        "analytical": _clean(b.analytical), "numerical": _clean(b.numerical),
+                        "rows": [list(r) for r in b.rows], "cols": [list(c) for c in b.cols],
+                        "projected": b.projected, "truncated": b.truncated}
+                       for b in e.blocks],
+            "traceback": e.traceback}
 
 
 def _smallest(s: Smallest | None) -> dict[str, Any] | None:

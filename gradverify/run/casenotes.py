@@ -13,7 +13,7 @@ from dataclasses import replace
 from gradverify import torchstate
 from gradverify.checks.base import Check, Trait
 from gradverify.context import CheckContext
-from gradverify.results import CheckResult, Finding, Location, Severity, Status
+from gradverify.results import CheckResult, Evidence, Finding, Location, Severity, Status
 from gradverify.run import leftovers
 from gradverify.spec.binding import case_tensors
 from gradverify.spec.model import Spec
@@ -73,7 +73,8 @@ def inputs_failed(exc: BaseException, ctx: CheckContext) -> CheckResult:
                           f"internal error setting up case {ctx.case.name!r}: "
                           f"{type(exc).__name__}: {exc}",
                           hint="this is a bug in gradverify; please report it with the traceback",
-                          data={"traceback": "".join(traceback.format_exception(exc))})
+                          evidence=Evidence(
+                              traceback="".join(traceback.format_exception(exc))))
     return CheckResult("inputs", Status.ERROR, 0.0, finding.message[:80], (finding,))
 
 

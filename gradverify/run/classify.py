@@ -8,7 +8,7 @@ import traceback
 from gradverify import frames
 from gradverify.checks.base import Outcome
 from gradverify.context import CheckContext
-from gradverify.results import Finding, Severity
+from gradverify.results import Evidence, Finding, Severity
 from gradverify.run import casenotes
 from gradverify.targets import Capability, Target
 
@@ -143,5 +143,5 @@ def classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, str
     finding = Finding("GV011", Severity.ERROR,
                       f"internal error in check {check}: {calls.describe_exception(exc)}",
                       hint="this is a bug in gradverify; please report it with the traceback",
-                      data={"traceback": text})
+                      evidence=Evidence(traceback=text))
     return Outcome(findings=[finding], summary="internal error"), text

@@ -86,7 +86,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
                                         case_seed(options.seed, info.target, case.name),
                                         options.device),
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
-                       seed=options.seed, device=options.device, verbose=options.verbose,
+                       seed=options.seed, device=options.device,
                        smallest=smallest, reference=reference)
     checks = schedule.rows(spec, case, options, info.capabilities, first=first)
     running = leftovers.snapshot()
@@ -179,7 +179,7 @@ class _Rows:
 
     def setup_failed(self, row: CheckResult, ctx: CheckContext) -> None:
         """The case's inputs could not be made: a row about the case, no check ran."""
-        traceback_text = row.findings[0].data.get("traceback") \
+        traceback_text = row.findings[0].evidence.traceback \
             if row.findings[0].code == "GV011" else None
         if traceback_text is not None and self.internal is None:
             self.internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011",

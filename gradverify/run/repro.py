@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.results import Finding
 from gradverify.spec.inputs import InputMaker, case_seed
-from gradverify.spec.model import Case, ResolvedTolerance, is_op_name
+from gradverify.spec.model import Case, ResolvedTolerance
 from gradverify.targets import Capability, Target
+from gradverify.targets.names import parse_target
 
 if TYPE_CHECKING:
     from gradverify.spec.binding import Bound
@@ -128,7 +129,7 @@ def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
     if info.has(Capability.PARAMETERS) or any(p.kind in ("keyword_only", "var_keyword")
                                               for p in info.params):
         return None
-    if is_op_name(info.target):
+    if parse_target(info.target).named:
         namespace, _, op = info.target.partition("::")
         return (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
                 + "".join(f"import {module}\n" for module in imports)), \

@@ -31,10 +31,9 @@ from gradverify.spec.model import (
     Case,
     Spec,
     Tolerance,
-    is_op_name,
-    is_target_string,
 )
 from gradverify.spec.yamlio import join_key, kind_of, load_documents, looks_like_spec
+from gradverify.targets.names import is_target_string, named_by
 
 # ----------------------------------------------------------------------------- loading
 
@@ -156,7 +155,7 @@ class _Validator(ArgsReader):
 
     def reference(self, value: Any, line: int | None, key: str) -> str:
         text = self.string(value, line, key)
-        if not is_target_string(text) or is_op_name(text):
+        if not is_target_string(text) or named_by(text) is not None:
             raise self.fail("expected 'package.module:Name' or 'path/to/file.py:Name', got "
                             f"{text!r}", line, key)
         return text

@@ -5,7 +5,6 @@ inits, keys) they are validated against. Reading and validating spec files is
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,9 +53,6 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 NAMED_SPEC_SUFFIXES = (*SPEC_SUFFIXES, ".json")
 """What a spec file named on the command line may end with: JSON is YAML, so a spec a tool
 wrote as JSON reads as it is (spec folders hold ``.yaml``/``.yml`` files only)."""
-_MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
-OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
-"""An operator's name, ``namespace::op`` or ``namespace::op.overload``."""
 DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 DIM_RE = re.compile(r"^[A-Za-z_]\w*$")
 MAX_SWEEP = 256
@@ -241,32 +237,3 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
-def is_op_name(text: str) -> bool:
-    return OP_NAME_RE.match(text) is not None
-
-
-def canonical_target(text: str) -> str:
-    """``torch.ops.ns:op`` or ``torch.ops.ns.op[.overload]`` (as Python spells an op) as the
-    op's name ``ns::op[.overload]``; any other target as it is, its ``:Name`` normalised as
-    Python normalises identifiers (NFKC: ``Café`` typed as ``Cafe`` + a combining accent is
-    the class ``Café``). A file path keeps the file system's spelling."""
-    spelt = re.fullmatch(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)", text)
-    if spelt:
-        return f"{spelt.group(1)}::{spelt.group(2)}"
-    module, sep, name = text.rpartition(":")
-    if sep and module and not is_op_name(text):
-        return f"{module}:{unicodedata.normalize('NFKC', name)}"
-    return text
-
-
-def is_target_string(text: str) -> bool:
-    """``module:Name`` or ``path/file.py:Outer.Inner``: any Python identifiers, Unicode
-    included (``uniops:ΔScale``), and a file's path as the file system spells it (``my ops
-    dir/ünï códe ops.py:Quad``, as on the command line); or an operator's name,
-    ``ns::op[.overload]``."""
-    if is_op_name(text):
-        return True
-    module, sep, attr = text.rpartition(":")
-    path = module.endswith(".py") and module.isprintable()
-    return bool(sep and (_MODULE_RE.match(module) or path)
-                and all(part.isidentifier() for part in attr.split(".")))

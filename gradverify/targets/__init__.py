@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gradverify.errors import TargetError
-from gradverify.targets import custom_op, function_class, module, plain_function
+from gradverify.targets import custom_op, kinds
 from gradverify.targets.custom_op import registered_formula
 from gradverify.targets.introspection import line_of, location_of
 from gradverify.targets.load import import_module, normalise, resolve_named, resolve_object
@@ -22,21 +22,49 @@ from gradverify.targets.model import MISSING, Capability, Kind, Param, Target
 from gradverify.targets.module import ModuleParameter, module_parameter
 from gradverify.targets.names import TargetName, parse_target
 
-KINDS: tuple[Kind, ...] = (function_class.KIND, custom_op.KIND, plain_function.KIND,
-                           module.KIND)
-"""Every kind, in the order they are tried (a Function class is also a class)."""
+KINDS = kinds.KINDS
+"""Every kind, in the order they are tried (a Function class is also a class): read here,
+registered in ``targets/kinds.py`` (the functions below read it there, at call time)."""
 
-__all__ = ["KINDS", "MISSING", "Capability", "Kind", "ModuleParameter", "Param", "Target",
-           "TargetName", "draws_random", "import_module", "introspect", "kind_of",
-           "location_of", "may_have", "module_parameter", "normalise", "op_name_of",
-           "parse_target", "registered_formula", "resolve", "resolve_object", "targets_in",
-           "why_lacking"]
+__all__ = [
+    "KINDS",
+    "MISSING",
+    "Capability",
+    "Kind",
+    "ModuleParameter",
+    "Param",
+    "Target",
+    "TargetName",
+    "described",
+    "draws_random",
+    "import_module",
+    "introspect",
+    "kind_of",
+    "location_of",
+    "may_have",
+    "module_parameter",
+    "normalise",
+    "op_name_of",
+    "parse_target",
+    "registered_formula",
+    "resolve",
+    "resolve_object",
+    "targets_in",
+    "why_lacking",
+]
+
+
+def described(*, listed: bool = False, last: str = "and") -> str:
+    """What gradverify verifies, in the kinds' own words: every kind, or (``listed``) those
+    a module's targets include, the last joined by ``last``."""
+    plurals = [k.plural for k in kinds.KINDS if k.listed or not listed]
+    return ", ".join(plurals[:-1]) + (f" {last} " if len(plurals) > 1 else "") + plurals[-1]
 
 
 def kind_of(obj: Any) -> Kind | None:
     """The kind of a target object, or None when gradverify cannot verify it (TargetError
     for an op packet of several overloads: name one)."""
-    return next((kind for kind in KINDS if kind.detect(obj)), None)
+    return next((kind for kind in kinds.KINDS if kind.detect(obj)), None)
 
 
 def may_have(obj: Any, capability: Capability) -> bool:
@@ -64,8 +92,9 @@ def resolve(text: str, imports: tuple[str, ...] = (),
     it. An op's name (``ns::op``, or ``torch.ops.ns:op``) is looked up after importing
     ``imports``; a module class is built from ``init_args``."""
     name = parse_target(text)
-    if name.op:
-        return custom_op.KIND.introspect(custom_op.op_by_name(name.text, imports), name.text, {})
+    if name.named:
+        kind = next(k for k in kinds.KINDS if k.name == name.kind)
+        return kind.by_name(name.text, imports)
     obj, shown = resolve_named(name.text)
     return introspect(obj, shown, init_args)
 
@@ -79,15 +108,13 @@ def introspect(obj: Any, target: str | None = None,
         what = f"class {obj.__qualname__}" if inspect.isclass(obj) else type(obj).__name__
         article = "an" if what[:1].lower() in "aeiou" else "a"
         raise TargetError(f"{name} is {article} {what}; gradverify verifies "
-                          "torch.autograd.Function classes, custom ops (torch.library.custom_op, "
-                          "or 'namespace::op'), plain functions and torch.nn.Module classes",
-                          code="GV005", where=name)
+                          f"{described()}", code="GV005", where=name)
     return kind.introspect(obj, name, init_args or {})
 
 
 def why_lacking(target: Target, capability: Capability) -> str:
     """Why ``target`` lacks ``capability``, in its kind's words."""
-    kind = next(k for k in KINDS if k.name == target.kind)
+    kind = next(k for k in kinds.KINDS if k.name == target.kind)
     return kind.lacking.get(capability) or f"made for {capability.who} only"
 
 

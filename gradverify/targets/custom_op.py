@@ -27,10 +27,18 @@ GENERATED = "GeneratedBackwardFor_"
 SCHEMA_CAPABILITIES = frozenset({Capability.OWN_AUTOGRAD, Capability.SCHEMA})
 
 
+OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
+"""An operator's name, ``namespace::op`` or ``namespace::op.overload``."""
+PYTHON_SPELLING_RE = re.compile(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)")
+"""An op as Python spells it: ``torch.ops.ns.op[.overload]`` (or ``torch.ops.ns:op``)."""
+
+
 class CustomOpKind:
     """``gradverify.targets.model.Kind`` of custom ops."""
 
     name = "custom op"
+    plural = "custom ops (torch.library.custom_op, or 'namespace::op')"
+    listed = True
     capabilities = SCHEMA_CAPABILITIES | {Capability.OWN_BACKWARD, Capability.OWN_CTX}
     lacking: Mapping[Capability, str] = MappingProxyType({
         Capability.OWN_BACKWARD: "it has no backward of its own (none registered with "
@@ -54,6 +62,26 @@ class CustomOpKind:
     def defined_in(obj: Any, module: str) -> bool:
         return module in (getattr(obj, "__module__", None),
                           getattr(getattr(obj, "_init_fn", None), "__module__", None))
+
+    @staticmethod
+    def name_of(text: str) -> str | None:
+        spelt = PYTHON_SPELLING_RE.fullmatch(text)
+        if spelt:
+            text = f"{spelt.group(1)}::{spelt.group(2)}"
+        return text if OP_NAME_RE.match(text) else None
+
+    @staticmethod
+    def by_name(text: str, imports: tuple[str, ...]) -> Target:
+        return KIND.introspect(op_by_name(text, imports), text, {})
+
+    @staticmethod
+    def listing(obj: Any, name: str) -> tuple[str, list[str]]:
+        info = KIND.introspect(obj, name, {})
+        traits = ["custom op", "register_autograd" if info.style != "none"
+                  else "no register_autograd"]
+        if info.vmap:
+            traits.append("register_vmap")
+        return info.target, traits
 
 
 KIND = CustomOpKind()
@@ -88,8 +116,6 @@ def op_of(obj: Any) -> Any:
 def op_by_name(text: str, imports: tuple[str, ...]) -> Any:
     """``ns::op[.overload]`` to its ``OpOverload``, after importing ``imports``."""
     import torch
-
-    from gradverify.spec.model import OP_NAME_RE
 
     for name in imports:
         import_module(name)

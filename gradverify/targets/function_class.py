@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.errors import TargetError
 from gradverify.targets.introspection import location_of, params_of, underlying, unwrap
 from gradverify.targets.load import normalise
-from gradverify.targets.model import Capability, Target
+from gradverify.targets.model import Capability, Target, UnnamedKind
 
 if TYPE_CHECKING:
     from torch.autograd import Function
@@ -19,12 +19,26 @@ CAPABILITIES = frozenset({Capability.OWN_AUTOGRAD, Capability.OWN_BACKWARD,
                           Capability.CLASS_SOURCE, Capability.OWN_CTX, Capability.FORWARD_AD})
 
 
-class FunctionClassKind:
+class FunctionClassKind(UnnamedKind):
     """``gradverify.targets.model.Kind`` of autograd.Function classes."""
 
     name = "autograd.Function"
+    plural = "torch.autograd.Function classes"
+    listed = True
     capabilities = CAPABILITIES
     lacking: Mapping[Capability, str] = MappingProxyType({})
+
+    @staticmethod
+    def listing(obj: Any, name: str) -> tuple[str, list[str]]:
+        info = class_target(obj, name)
+        traits = ["forward(ctx, ...)" if info.style == "ctx" else "setup_context"]
+        if info.once_differentiable:
+            traits.append("backward @once_differentiable")
+        if info.has_jvp:
+            traits.append("jvp")
+        if info.vmap:
+            traits.append("vmap rule" if info.vmap == "staticmethod" else "generate_vmap_rule")
+        return info.target, traits
 
     @staticmethod
     def detect(obj: Any) -> bool:

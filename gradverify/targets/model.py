@@ -129,9 +129,17 @@ class Target:
 
 
 class Kind(Protocol):
-    """One kind of target (a module of ``gradverify.targets``, listed in ``KINDS``)."""
+    """One kind of target (a module of ``gradverify.targets``, listed in ``KINDS``). It owns
+    its words: its name and description in messages, the grammar of names it accepts on its
+    own (an op's ``ns::op``), and what ``gradverify list`` says of one."""
 
     name: str
+    plural: str
+    """How messages name its targets when they list what gradverify verifies: ``custom ops
+    (torch.library.custom_op, or 'namespace::op')``."""
+    listed: bool
+    """Whether a module's (or package's) targets include this kind's objects (plain functions
+    are only targets when named: every helper is a function)."""
     capabilities: frozenset[Capability]
     """What its targets may have (a target's own ``capabilities`` are a subset)."""
     lacking: Mapping[Capability, str]
@@ -145,3 +153,27 @@ class Kind(Protocol):
 
     def defined_in(self, obj: Any, module: str) -> bool:
         """Whether module ``module`` defines ``obj`` (a module's targets are its own)."""
+
+    def name_of(self, text: str) -> str | None:
+        """``text`` as this kind's own grammar spells a target (``torch.ops.ns.op`` as
+        ``ns::op``), or None when it is not a name of this kind (most kinds have none: their
+        targets are named ``module:attribute``)."""
+
+    def by_name(self, text: str, imports: tuple[str, ...]) -> Target:
+        """The target named ``text`` in this kind's grammar, after importing ``imports``."""
+
+    def listing(self, obj: Any, name: str) -> tuple[str, list[str]]:
+        """What ``gradverify list`` says of ``obj``: its target name and its traits."""
+
+
+class UnnamedKind:
+    """What a kind whose targets are only named ``module:attribute`` shares: no grammar of
+    its own."""
+
+    @staticmethod
+    def name_of(text: str) -> str | None:
+        return None
+
+    @staticmethod
+    def by_name(text: str, imports: tuple[str, ...]) -> Target:
+        raise AssertionError(f"{text!r} is not a name of this kind")

@@ -10,7 +10,7 @@ from typing import Any
 
 from gradverify.errors import TargetError
 from gradverify.targets.introspection import adapter, file_of, location_of, params_of
-from gradverify.targets.model import Capability, Param, Target
+from gradverify.targets.model import Capability, Param, Target, UnnamedKind
 from gradverify.targets.module_calls import (
     RandomUse,
     buffer_copy,
@@ -21,10 +21,16 @@ from gradverify.targets.module_calls import (
 from gradverify.targets.plain_function import composite_lacking
 
 
-class ModuleKind:
+class ModuleKind(UnnamedKind):
     """``gradverify.targets.model.Kind`` of ``nn.Module`` classes."""
 
     name = "module"
+    plural = "torch.nn.Module classes"
+    listed = True
+
+    @staticmethod
+    def listing(obj: Any, name: str) -> tuple[str, list[str]]:
+        return name, ["nn.Module"]  # no module is built to list one
     capabilities = frozenset({Capability.KEYWORDS, Capability.PARAMETERS})
     lacking = composite_lacking("what forward calls")
 

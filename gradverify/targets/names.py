@@ -6,18 +6,14 @@ name; imports nothing."""
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradverify.spec.model import (
-    NAMED_SPEC_SUFFIXES,
-    SPEC_SUFFIXES,
-    canonical_target,
-    is_op_name,
-    is_target_string,
-)
+from gradverify.spec.model import NAMED_SPEC_SUFFIXES, SPEC_SUFFIXES
 
-OP = "op"
+NAMED = "named"
 ATTRIBUTE = "attribute"
 MODULE = "module"
 SPECS = "specs"
@@ -27,13 +23,18 @@ UNKNOWN = "unknown"
 @dataclass(frozen=True)
 class TargetName:
     text: str
-    """As given, with an op spelt as Python spells it (``torch.ops.ns.op``) as ``ns::op``."""
+    """As given, with a name in a kind's own grammar spelt as that kind spells it (an op
+    spelt as Python spells it, ``torch.ops.ns.op``, as ``ns::op``)."""
     form: str
-    """``op``, ``attribute``, ``module``, ``specs`` or ``unknown``."""
+    """``named`` (by a kind's own grammar), ``attribute``, ``module``, ``specs`` or
+    ``unknown``."""
+    kind: str | None = None
+    """For a ``named`` target: the name of the kind whose grammar it is."""
 
     @property
-    def op(self) -> bool:
-        return self.form == OP
+    def named(self) -> bool:
+        """Named by a kind's own grammar (an op's ``ns::op``), not ``module:attribute``."""
+        return self.form == NAMED
 
     @property
     def module(self) -> str:
@@ -55,8 +56,9 @@ def parse_target(text: str) -> TargetName:
     attribute unless a file of that name exists."""
     text = canonical_target(text)
     path = Path(text)
-    if is_op_name(text):
-        return TargetName(text, OP)
+    kind = named_by(text)
+    if kind is not None:
+        return TargetName(text, NAMED, kind)
     if path.is_dir() and not is_package_folder(text):
         return TargetName(text, SPECS)
     if text.endswith(NAMED_SPEC_SUFFIXES):
@@ -77,3 +79,45 @@ def is_package_folder(name: str) -> bool:
     if not name.isidentifier() or not (folder / "__init__.py").is_file():
         return False
     return not any(p.suffix in SPEC_SUFFIXES for p in folder.rglob("*") if p.is_file())
+
+
+_MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
+
+
+def named_by(text: str) -> str | None:
+    """The name of the kind whose own grammar ``text`` is a name in (``custom op`` for
+    ``ns::op``), or None."""
+    from gradverify.targets.kinds import KINDS
+
+    return next((kind.name for kind in KINDS if kind.name_of(text) == text), None)
+
+
+def canonical_target(text: str) -> str:
+    """A name in a kind's grammar as that kind spells it (``torch.ops.ns:op`` or
+    ``torch.ops.ns.op[.overload]``, as Python spells an op, as ``ns::op[.overload]``); any
+    other target as it is, its ``:Name`` normalised as Python normalises identifiers (NFKC:
+    ``Café`` typed as ``Cafe`` + a combining accent is the class ``Café``). A file path keeps
+    the file system's spelling."""
+    from gradverify.targets.kinds import KINDS
+
+    for kind in KINDS:
+        spelt = kind.name_of(text)
+        if spelt is not None:
+            return spelt
+    module, sep, name = text.rpartition(":")
+    if sep and module:
+        return f"{module}:{unicodedata.normalize('NFKC', name)}"
+    return text
+
+
+def is_target_string(text: str) -> bool:
+    """``module:Name`` or ``path/file.py:Outer.Inner``: any Python identifiers, Unicode
+    included (``uniops:ΔScale``), and a file's path as the file system spells it (``my ops
+    dir/ünï códe ops.py:Quad``, as on the command line); or a name in a kind's own grammar
+    (an operator's ``ns::op[.overload]``)."""
+    if named_by(text) is not None:
+        return True
+    module, sep, attr = text.rpartition(":")
+    path = module.endswith(".py") and module.isprintable()
+    return bool(sep and (_MODULE_RE.match(module) or path)
+                and all(part.isidentifier() for part in attr.split(".")))

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gradverify.targets.introspection import adapter, file_of, location_of, params_of
-from gradverify.targets.model import Capability, Target
+from gradverify.targets.model import Capability, Target, UnnamedKind
 from gradverify.targets.module_calls import RandomUse, same_random_numbers, split
 
 
@@ -29,10 +29,12 @@ def composite_lacking(calls: str) -> Mapping[Capability, str]:
     })
 
 
-class PlainFunctionKind:
+class PlainFunctionKind(UnnamedKind):
     """``gradverify.targets.model.Kind`` of plain functions."""
 
     name = "function"
+    plural = "plain functions (mod:fn)"
+    listed = False
     capabilities = frozenset({Capability.KEYWORDS})
     lacking = composite_lacking("what it calls")
 
@@ -48,6 +50,10 @@ class PlainFunctionKind:
     @staticmethod
     def defined_in(obj: Any, module: str) -> bool:
         return False  # every helper is a function: a plain function is a target when named
+
+    @staticmethod
+    def listing(obj: Any, name: str) -> tuple[str, list[str]]:
+        return name, ["function"]
 
 
 KIND = PlainFunctionKind()
