@@ -125,4 +125,5 @@ def _hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """... and again for every test, whatever the test before it left: subprocesses inherit it."""
     _make_hermetic(monkeypatch.setenv, lambda key: monkeypatch.delenv(key, raising=False))
 
+
 pytest_plugins = ["pytester"]
