@@ -1,5 +1,5 @@
 """GitHub Actions workflow commands: one ``::error``/``::warning`` annotation per finding,
-pointing at the Function's source line (DESIGN §5), and one per error, at the spec's line when
+pointing at the Function's source line (docs/ci.md), and one per error, at the spec's line when
 the error has one. The file and line come from the model's ``Location``s, never from a
 message's text."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""JSON report, schema 2 (DESIGN §5): a plain dump of the data model, every field of it
-(``tests/formats_test.py`` checks that none is left out). Schema 2 added each finding's
+"""JSON report, schema 2 (docs/ci.md, the formats): a plain dump of the data model, every field
+of it (``tests/formats_test.py`` checks that none is left out). Schema 2 added each finding's
 ``evidence`` (its Jacobian blocks and traceback) and took the text heatmap and the ``-v``-only
 blocks out of ``data``: the JSON no longer changes with ``-v``."""
 from __future__ import annotations
