@@ -26,7 +26,7 @@ from gradverify.results import (
     worst,
 )
 from gradverify.run import casenotes, classify, leftovers, schedule
-from gradverify.run.prepare import prepare
+from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import Task, TaskOutcome, Unsupported
 from gradverify.spec.binding import Bound
@@ -56,6 +56,9 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
         return None, [prepared]
     if isinstance(prepared, Unsupported):
         return prepared.skipped(task.case), []
+    unavailable = device_unavailable(prepared.spec, options)
+    if unavailable is not None:
+        return None, [unavailable]
     case = next(c for c in prepared.spec.cases if c.name == task.case)
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,
@@ -84,9 +87,9 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     ctx = CheckContext(info=info, spec=spec, case=case,
                        maker=InputMaker(case, bound, info,
                                         case_seed(options.seed, info.target, case.name),
-                                        options.device),
+                                        options.device_for(spec)),
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
-                       seed=options.seed, device=options.device, verbose=options.verbose,
+                       seed=options.seed, device=options.device_for(spec), verbose=options.verbose,
                        smallest=smallest, reference=reference)
     checks = schedule.rows(spec, case, options, info.capabilities, first=first)
     running = leftovers.snapshot()
