@@ -1,6 +1,6 @@
-"""The choices of each run option and their parsing, once: read by ``config`` (pyproject), by
-``options`` (flags over pyproject) and by the command line, which import this module and not
-each other."""
+"""The choices of each run option and their parsing, once: the validators of the option table
+(``optiontable``), which ``config`` (pyproject), ``options`` (flags over pyproject) and the
+command line read. Nothing here imports torch: a device is checked for its spelling only."""
 from __future__ import annotations
 
 import os

@@ -103,9 +103,9 @@ def _boolean(read: SettingsReader, value: Any, key: str) -> Any:
 def _checked(option: str, read_value: Read) -> Read:
     """``read_value``, then the option's validator; its message keyed like the reader's."""
     def reading(read: SettingsReader, value: Any, key: str) -> Any:
-        got = read_value(read, value, key)
+        got, check = read_value(read, value, key), BY_NAME[option].check
         try:
-            return BY_NAME[option].check(got) if BY_NAME[option].check else got  # type: ignore
+            return check(got) if check is not None else got
         except UsageError as exc:
             raise read.fail(str(exc).partition(": ")[2] or str(exc), None, key) from None
     return reading

@@ -20,8 +20,8 @@ from gradverify import config as config_mod
 from gradverify.cli import cli
 from gradverify.config import Config
 from gradverify.errors import SpecError, UsageError
-from gradverify.optiontable import BY_NAME, KEYS, KEYWORDS, OPTIONS
 from gradverify.options import RunOptions
+from gradverify.optiontable import BY_NAME, KEYS, KEYWORDS, OPTIONS
 from gradverify.spec.file import from_dict
 
 ROOT = Path(__file__).resolve().parent.parent

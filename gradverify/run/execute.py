@@ -47,6 +47,9 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     ``SHRUNK``, what was shrunk). A failed check's case is shrunk after the case (``smallest``),
     said first to ``on_shrink`` with the outcome that stands if shrinking ends the process.
     """
+    unavailable = device_unavailable(task.job.spec, options)  # before its target is imported
+    if unavailable is not None:
+        return None, [unavailable]
     if task.job_index not in cache:
         if on_check:
             on_check("import")  # a process that dies now dies importing the target
@@ -56,9 +59,6 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
         return None, [prepared]
     if isinstance(prepared, Unsupported):
         return prepared.skipped(task.case), []
-    unavailable = device_unavailable(prepared.spec, options)
-    if unavailable is not None:
-        return None, [unavailable]
     case = next(c for c in prepared.spec.cases if c.name == task.case)
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,

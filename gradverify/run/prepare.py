@@ -46,14 +46,14 @@ def device_problem(device: str) -> str | None:
     return None
 
 
-def device_unavailable(spec: Spec, options: RunOptions) -> ErrorEntry | None:
+def device_unavailable(spec: Spec | None, options: RunOptions) -> ErrorEntry | None:
     """GV024 (exit 2) when the device a spec's cases run on is not on this machine: the run's
     (``--device``, ``device =``), said once for the run, or the spec's ``device:``."""
-    device = options.device_for(spec)
+    device = options.device_for(spec) if spec is not None else options.device
     problem = device_problem(device)
     if problem is None:
         return None
-    if device != options.device:  # the spec's own
+    if spec is not None and device != options.device:  # the spec's own
         return ErrorEntry(spec.target, spec.path, "GV024", f"{spec.where}: {problem}; "
                           "`--device cpu` runs it on the CPU", location=spec.location,
                           usage=True)
