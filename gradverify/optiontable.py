@@ -15,11 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from gradverify.checks._modes import MODES
 from gradverify.choices import (
     DEFAULT_DEVICE,
     DEFAULT_MODE,
@@ -34,10 +33,11 @@ from gradverify.choices import (
     parse_shard,
 )
 from gradverify.errors import UsageError
-from gradverify.spec.settings import SettingsReader
-from gradverify.spec.yamlio import kind_of
 
-Read = Callable[[SettingsReader, Any, str], Any]
+if TYPE_CHECKING:  # the pytest plugin reads the table at start-up: nothing more is imported
+    from gradverify.spec.settings import SettingsReader
+
+Read = Callable[["SettingsReader", Any, str], Any]
 """How a ``[tool.gradverify]`` value is read: the spec's validator, so that a value is refused
 with the same message in either file."""
 
@@ -112,12 +112,26 @@ def _checked(option: str, read_value: Read) -> Read:
 
 
 def _jobs(read: SettingsReader, value: Any, key: str) -> str:
+    from gradverify.spec.yamlio import kind_of
+
     try:
         parse_jobs(value)
     except UsageError:
         raise read.fail(f"expected a positive integer or \"auto\", got {kind_of(value)}", None,
                         key) from None
     return str(value)
+
+
+def _mode(value: Any) -> str:
+    from gradverify.checks._modes import MODES
+
+    return choice("mode", value, MODES)
+
+
+def _read_mode(read: SettingsReader, value: Any, key: str) -> Any:
+    from gradverify.checks._modes import MODES
+
+    return read.choice(value, MODES, None, key)
 
 
 def _unknown_checks(names: Any) -> Any:
@@ -155,9 +169,8 @@ OPTIONS: tuple[Option, ...] = (
            default=DEFAULT_DEVICE, shown_default=DEFAULT_DEVICE, check=check_device),
     Option("mode", "gradcheck fast or slow mode (default: automatic by size); over each "
            "check's own mode option, in specs too.", ("--fast/--slow", "fast"),
-           {"default": None}, keys=("mode",), read=lambda r, v, k: r.choice(v, MODES, None, k),
-           keyword="mode", default=DEFAULT_MODE, shown_default=DEFAULT_MODE,
-           check=lambda value: choice("mode", value, MODES)),
+           {"default": None}, keys=("mode",), read=_read_mode, keyword="mode",
+           default=DEFAULT_MODE, shown_default=DEFAULT_MODE, check=_mode),
     Option("atol", "Absolute tolerance, over every spec's and case's.", ("--atol",),
            {"type": FiniteRange(min=0), "default": None}, keyword="atol", run=False,
            shown_default="1e-05"),
