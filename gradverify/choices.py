@@ -1,6 +1,6 @@
-"""The choices of each run option and their parsing, once: read by ``config`` (pyproject), by
-``options`` (flags over pyproject) and by the command line, which import this module and not
-each other."""
+"""The choices of each run option and their parsing, once: the validators of the option table
+(``optiontable``), which ``config`` (pyproject), ``options`` (flags over pyproject) and the
+command line read. Nothing here imports torch: a device is checked for its spelling only."""
 from __future__ import annotations
 
 import os
@@ -31,12 +31,20 @@ def choice(option: str, value: str, choices: tuple[str, ...]) -> str:
 
 
 def check_device(device: str) -> str:
-    """A device a run can take (``cpu``, ``cuda``, ``cuda:1``); CUDA must be available."""
-    if not DEVICE_RE.match(device):
+    """A device's spelling (``cpu``, ``cuda``, ``cuda:1``), checked without importing torch:
+    whether this machine has it is the worker's question (``run.prepare.device_problem``)."""
+    if not isinstance(device, str) or not DEVICE_RE.match(device):
         raise UsageError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda"):
-        _require_cuda(device)
     return device
+
+
+def check_timeout(timeout: float) -> float:
+    """Seconds per case: more than 0, at most ``MAX_TIMEOUT``."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 0 < timeout <= MAX_TIMEOUT:
+        raise UsageError(f"timeout: must be > 0 and at most {MAX_TIMEOUT:g} seconds, got "
+                         f"{timeout}")
+    return float(timeout)
 
 
 def parse_jobs(value: int | str | None) -> int:
@@ -84,16 +92,3 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise UsageError(f"--shard: expected K/N with 1 <= K <= N, like 2/4; got {value!r}")
     return int(k), int(n)
-
-
-def _require_cuda(device: str) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise UsageError(f"device {device!r}: CUDA is not available on this machine (torch "
-                         f"{torch.__version__}, torch.cuda.is_available() is False)")
-    index = int(device.partition(":")[2] or 0)
-    if index >= torch.cuda.device_count():
-        raise UsageError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA "
-                         f"device(s), numbered from 0")
-

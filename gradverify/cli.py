@@ -18,8 +18,7 @@ import click
 
 from gradverify import sinks, terminal
 from gradverify._version import __version__
-from gradverify.choices import FORMATS, MAX_TIMEOUT
-from gradverify.cliparams import FiniteRange, not_empty, split_checks
+from gradverify.cliparams import check_options, not_empty, split_checks
 from gradverify.errors import (
     GradverifyError,
     InputError,
@@ -50,57 +49,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("targets", nargs=-1, metavar="[TARGET]...", callback=not_empty)
-@click.option("--spec", "spec_file", type=click.Path(dir_okay=False), callback=not_empty,
-              help="Spec file for a target named on the command line (mod:Name).")
-@click.option("--case", "cases", multiple=True, metavar="NAME",
-              help="Only cases whose name matches (glob; repeatable).")
-@click.option("--only", multiple=True, metavar="CHECK,...", help="Run only these checks.")
-@click.option("--skip", multiple=True, metavar="CHECK,...", help="Do not run these checks.")
-@click.option("--seed", type=int, default=None, help="Seed for inputs (default 0).")
-@click.option("--device", default=None, metavar="cpu|cuda[:N]",
-              help="Device to run on (default cpu).")
-@click.option("--fast/--slow", "fast", default=None,
-              help="gradcheck fast or slow mode (default: automatic by size).")
-@click.option("--atol", type=FiniteRange(min=0), default=None)
-@click.option("--rtol", type=FiniteRange(min=0), default=None)
-@click.option("--eps", type=FiniteRange(min=0, min_open=True), default=None)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Report format (default: rich on a terminal, plain otherwise).")
-@click.option("--output", type=click.Path(dir_okay=False), default=None, callback=not_empty,
-              help="Write the --format report to this file (the console still gets the report).")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None,
-              callback=not_empty,
-              help="Also write a JSON report to this file.")
-@click.option("--junit-xml", "junit_file", type=click.Path(dir_okay=False), default=None,
-              callback=not_empty,
-              help="Also write a JUnit XML report to this file.")
-@click.option("--repro", "repro_dir", type=click.Path(), default=None, metavar="DIR",
-              callback=not_empty,
-              help="Write a bare-torch script reproducing each failure (its smallest case) "
-              "into DIR.")
-@click.option("-j", "--jobs", default=None, metavar="N|auto",
-              help="Worker processes running cases in parallel (default 1; auto = cores).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
-              default=None,
-              metavar="SECONDS", help="Per-case time limit; the case's worker is killed "
-              "(default 300).")
-@click.option("--shard", default=None, metavar="K/N",
-              help="Run the K-th of N stable slices of the cases (CI sharding).")
-@click.option("--no-isolate", is_flag=True,
-              help="Run cases in this process (for debuggers; crashes and hangs are not caught).")
-@click.option("--changed", is_flag=True,
-              help="TARGETs are changed files (pre-commit): check changed specs and the specs "
-              "whose target, reference, factory or imports: is a changed .py file or imports one "
-              "(directly or not, read from source); ignore other files; nothing to check is "
-              "success.")
-@click.option("--strict", is_flag=True, default=None, help="Warnings and xpasses fail.")
-@click.option("--mutate", is_flag=True, default=None, help="Also run mutants of each backward "
-              "against its cases: each spec's mutation score, and why each survivor lived.")
-@click.option("-v", "--verbose", is_flag=True,
-              help="Every case's check table, notes and details such as full Jacobian blocks.")
-@click.option("-q", "--quiet", is_flag=True,
-              help="Only the findings of cases that did not pass, and the summary.")
-@click.option("--no-color", is_flag=True, help="Plain console output.")
+@check_options
 def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...],
           only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
           fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,

@@ -1,12 +1,16 @@
 """The command line's own parameter checks, shared by its commands: check lists (``--only
-a,b``), values that must not be empty (an unset variable), and numbers that must be finite."""
+a,b``) and values that must not be empty (an unset variable); and ``check``'s options, made from
+the option table."""
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+
+from gradverify.optiontable import OPTIONS, FiniteRange
+
+__all__ = ["FiniteRange", "check_options", "not_empty", "split_checks"]
 
 
 def split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
@@ -38,13 +42,12 @@ def not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-class FiniteRange(click.FloatRange):
-    """A float range that refuses nan and inf: a tolerance of nan or inf would turn every
-    comparison into a pass or a failure."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-                ) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``gradverify check``, as ``optiontable.OPTIONS`` declares them, in its
+    order."""
+    for option in reversed(OPTIONS):
+        if option.flags:
+            extra: dict[str, Any] = {"callback": not_empty} if option.not_empty else {}
+            command = click.option(*option.flags, help=option.help, **option.click,
+                                   **extra)(command)
+    return command

@@ -197,5 +197,15 @@ GENERAL = (
          "Choose inputs forward is defined on (an `init` away from the singular point, a "
          "`factory` that draws edges without self-loops); `gradverify init` and `record` "
          "write only such inputs."),
+    Code("GV024", "device-unavailable",
+         "The device a case is to run on (`--device`, the spec's `device:`, `device =` of "
+         "pyproject.toml) is not on this machine: no CUDA, or fewer CUDA devices than its "
+         "index.",
+         "A case cannot run where there is no device; the worker that would run it says so "
+         "(the command line never imports torch to ask). It is a usage error (exit 2): the "
+         "run asked for what this machine cannot do.",
+         "device: cuda        # in a spec, run on a machine without CUDA",
+         "Run on a machine with the device, or pass `--device cpu` (the flag is over a "
+         "spec's `device:`)."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

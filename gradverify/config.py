@@ -8,20 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify.checks._modes import MODES
-from gradverify.choices import DEVICE_RE, FORMATS, MAX_TIMEOUT, parse_jobs
-from gradverify.errors import InputError, UsageError, shown_path
+from gradverify.errors import InputError, shown_path
+from gradverify.optiontable import KEYS, OPTIONS
 from gradverify.spec.model import SPEC_SUFFIXES, CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader
-from gradverify.spec.yamlio import kind_of
 
 if sys.version_info >= (3, 11):  # mypy checks the version CI runs
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-KEYS = ("specs", "exclude", "checks", "only", "skip", "tolerance", "seed", "device", "mode",
-        "jobs", "timeout", "fail-on-warnings", "strict", "format", "mutate")
 
 
 @dataclass(frozen=True)
@@ -117,41 +112,8 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
     read = SettingsReader(f"{shown_path(file) if file else 'pyproject.toml'}: [tool.gradverify]")
     read.known_keys(section, KEYS, None, "")
     values: dict[str, Any] = {}
-    for key in ("specs", "exclude"):
-        if key in section:
-            values[key] = read.strings(section[key], None, key)
-    for key in ("only", "skip"):
-        if key in section:
-            values[key] = read.check_names(section[key], None, key)
-    if "checks" in section:
-        values["checks"] = read.checks(section["checks"], None, "checks")
-    if "tolerance" in section:
-        values["tolerance"] = read.tolerance(section["tolerance"], None, "tolerance")
-    if "seed" in section:
-        values["seed"] = read.number(section["seed"], None, "seed", integer=True)
-    if "timeout" in section:
-        values["timeout"] = float(read.number(section["timeout"], None, "timeout", positive=True))
-        if not values["timeout"] <= MAX_TIMEOUT:
-            raise read.fail(f"at most {MAX_TIMEOUT:g} seconds, got {section['timeout']}", None,
-                            "timeout")
-    for key in ("strict", "fail-on-warnings"):  # fail-on-warnings: the documented name
-        if key in section:
-            values["strict"] = read.boolean(section[key], None, key)
-    if "mutate" in section:
-        values["mutate"] = read.boolean(section["mutate"], None, "mutate")
-    if "device" in section:
-        values["device"] = read.string(section["device"], None, "device")
-        if not DEVICE_RE.match(values["device"]):
-            raise read.fail(f"expected cpu, cuda or cuda:N, got {values['device']!r}", None,
-                            "device")  # CUDA's availability is a question for the run
-    for key, choices in (("mode", MODES), ("format", FORMATS)):
-        if key in section:
-            values[key] = read.choice(section[key], choices, None, key)
-    if "jobs" in section:
-        try:
-            parse_jobs(section["jobs"])
-        except UsageError:
-            raise read.fail(f"expected a positive integer or \"auto\", got "
-                            f"{kind_of(section['jobs'])}", None, "jobs") from None
-        values["jobs"] = str(section["jobs"])
+    for option in OPTIONS:  # each key read as the option table says
+        for key in reversed(option.keys):  # the documented spelling last: it wins
+            if key in section and option.read is not None:
+                values[option.name] = option.read(read, section[key], key)
     return Config(root=root, file=file, **values)

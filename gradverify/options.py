@@ -3,45 +3,40 @@ spec, over ``[tool.gradverify]``, over the default.
 
 ``RunOptions.from_config(config, **flags)`` is the one constructor, used by the command line,
 ``verify()`` and the pytest plugin; the levels that belong to a spec and a case (tolerances,
-check switches and check options) are resolved at the case by its methods. The choices of each
-option are listed here, once (gradcheck's ``MODES`` with the rest of its modes, in
-``checks/_modes.py``).
+check switches and check options) are resolved at the case by its methods. Each option, its
+default and its validator are declared once, in ``optiontable.OPTIONS``.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES
-from gradverify.choices import (
-    DEFAULT_DEVICE,
-    DEFAULT_MODE,
-    DEFAULT_SEED,
-    DEFAULT_TIMEOUT,
-    MAX_TIMEOUT,
-    check_device,
-    choice,
-    parse_jobs,
-    parse_shard,
-)
-from gradverify.errors import UsageError
+from gradverify.optiontable import OPTIONS, default
 from gradverify.spec.model import Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
 
 if TYPE_CHECKING:
     from gradverify.config import Config
 
+FLAGS = (*(o.name for o in OPTIONS if o.run), "atol", "rtol", "eps")
+"""What ``from_config`` takes: ``verify()``'s keywords and the flags of ``check`` that a run
+is given (named as ``RunOptions``' fields)."""
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """The options of one run, every level above the spec resolved."""
 
-    seed: int = DEFAULT_SEED
-    device: str = DEFAULT_DEVICE
-    mode: str = DEFAULT_MODE
-    only: tuple[str, ...] | None = None
+    seed: int = default("seed")
+    device: str = default("device")
+    """The flag's device, else ``device =``, else cpu: a spec's ``device:`` is under the flag
+    and over ``device =`` (``device_for``)."""
+    mode: str = default("mode")
+    only: tuple[str, ...] | None = default("only")
     """Run only these checks (the flag, else ``only =``); None: every selected check."""
-    skip: tuple[str, ...] = ()
-    cases: tuple[str, ...] = ()
+    skip: tuple[str, ...] = default("skip")
+    cases: tuple[str, ...] = default("cases")
     """Glob patterns on case names; empty means every case."""
     tolerance: Tolerance = field(default_factory=Tolerance)
     """Flag tolerances: over every spec."""
@@ -49,74 +44,77 @@ class RunOptions:
     """``[tool.gradverify] tolerance``: under every spec."""
     config_checks: Mapping[str, CheckSetting] = field(default_factory=dict)
     """``[tool.gradverify] checks``: under every spec."""
-    strict: bool = False
-    isolate: bool = False
+    strict: bool = default("strict")
+    isolate: bool = default("isolate")
     """Run cases in worker processes (crashes and hangs become that case's error)."""
-    jobs: int = 1
+    jobs: int = default("jobs")
     jobs_auto: bool = False
     """``-j auto``: as many as the cores, lowered to the cases without a note."""
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = default("timeout")
     """Seconds per case before its worker is killed (isolated runs only)."""
-    shard: tuple[int, int] | None = None
+    timeout_set: bool = False
+    """``timeout`` was given (flag or pyproject): an in-process run says it cannot enforce it."""
+    shard: tuple[int, int] | None = default("shard")
     """(K, N): run the K-th of N stable slices of the cases (1-based)."""
-    changed: bool = False
+    changed: bool = default("changed")
     """TARGETs are changed files (pre-commit); nothing to check is success."""
     user_paths: tuple[str, ...] = ()
     """Folders the caller imports from besides the current directory (the pytest plugin's
     ``sys.path``: its rootdir, ``pythonpath``): worker processes add them after the standard
     library before they import a target."""
-    repro: bool = False
+    repro: bool = default("repro")
     """``--repro DIR``: failures shrunk get a bare-torch script (``run.repro``), which the
     command line writes under DIR."""
-    mutate: bool = False
+    mutate: bool = default("mutate")
     """Run mutants of each target's backward against its cases (``gradverify.mutants``)."""
     mode_flag: bool = False
     """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
     check's own ``mode`` option, in specs too."""
+    device_flag: bool = False
+    """``device`` came from a flag (``--device``, ``verify(device=)``): it is over a spec's
+    ``device:``."""
 
     @classmethod
-    def from_config(cls, config: Config, *, seed: int | None = None, device: str | None = None,
-                    mode: str | None = None, only: Iterable[str] | None = None,
-                    skip: Iterable[str] | None = None, cases: Iterable[str] = (),
-                    atol: float | None = None, rtol: float | None = None,
-                    eps: float | None = None, strict: bool | None = None,
-                    jobs: int | str | None = None, timeout: float | None = None,
-                    shard: str | None = None, isolate: bool = False, changed: bool = False,
-                    repro: bool = False,
-                    mutate: bool | None = None) -> RunOptions:
-        """The options of a run: each flag given (not None) over ``config`` (pyproject) over
-        the default. Raises ``UsageError`` for a value no run can take."""
-        from gradverify.registry import unknown_check
-
-        only = tuple(only) if only is not None else config.only
-        skip = tuple(skip) if skip is not None else config.skip
-        for name in (*(only or ()), *skip):
-            problem = unknown_check(name)
-            if problem is not None:
-                raise UsageError(problem)
-        device = check_device(device or config.device or DEFAULT_DEVICE)
-        if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
-            raise UsageError(f"timeout: must be > 0 and at most {MAX_TIMEOUT:g} seconds, got "
-                             f"{timeout}")
-        jobs = jobs if jobs is not None else config.jobs
+    def from_config(cls, config: Config, **flags: Any) -> RunOptions:
+        """The options of a run: each flag given (not None; the options of
+        ``optiontable.OPTIONS`` that set a field, and ``atol``, ``rtol``, ``eps``) over
+        ``config`` (pyproject) over the default, each checked by its option's validator.
+        Raises ``UsageError`` for a value no run can take."""
+        unknown = sorted(set(flags) - set(FLAGS))
+        if unknown:
+            raise TypeError(f"RunOptions.from_config() got unexpected flags {unknown}")
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            if not option.run:
+                continue
+            value = flags.get(option.name)
+            if value is None and option.keys:
+                value = getattr(config, option.name)
+            if value is not None and option.check is not None:
+                value = option.check(value)
+            values[option.name] = option.default if value is None else value
         config_checks = config.checks
-        if mode is not None:  # the flag is over [tool.gradverify], its checks' `mode` included
+        if flags.get("mode") is not None:  # the flag is over [tool.gradverify]'s checks' `mode`
             config_checks = {name: replace(setting, options={
                 k: v for k, v in setting.options.items() if k != "mode"})
                 for name, setting in config.checks.items()}
-        return cls(
-            seed=seed if seed is not None else
-            config.seed if config.seed is not None else DEFAULT_SEED,
-            device=device, mode=choice("mode", mode or config.mode or DEFAULT_MODE, MODES),
-            only=only, skip=skip, cases=tuple(cases),
-            tolerance=Tolerance(atol=atol, rtol=rtol, eps=eps),
-            config_tolerance=config.tolerance, config_checks=config_checks,
-            strict=bool(strict if strict is not None else config.strict),
-            isolate=isolate, jobs=parse_jobs(jobs), jobs_auto=jobs == "auto",
-            timeout=timeout if timeout is not None else
-            config.timeout if config.timeout is not None else DEFAULT_TIMEOUT,
-            shard=parse_shard(shard), changed=changed, mode_flag=mode is not None,
-            repro=repro, mutate=bool(mutate if mutate is not None else config.mutate))
+        jobs = flags.get("jobs") if flags.get("jobs") is not None else config.jobs
+        return cls(**{**values, "cases": tuple(values["cases"]),
+                      "skip": tuple(values["skip"]), "strict": bool(values["strict"]),
+                      "mutate": bool(values["mutate"])},
+                   tolerance=Tolerance(atol=flags.get("atol"), rtol=flags.get("rtol"),
+                                       eps=flags.get("eps")),
+                   config_tolerance=config.tolerance, config_checks=config_checks,
+                   jobs_auto=jobs == "auto", mode_flag=flags.get("mode") is not None,
+                   device_flag=flags.get("device") is not None,
+                   timeout_set=flags.get("timeout") is not None or config.timeout is not None)
+
+    def device_for(self, spec: Spec) -> str:
+        """The device a spec's cases run on: the flag; else the spec's ``device:``; else
+        ``device =`` of pyproject; else cpu."""
+        if self.device_flag or spec.device is None:
+            return self.device
+        return spec.device
 
     # -- the levels of a spec and a case
 

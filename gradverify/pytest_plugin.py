@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gradverify.results import CheckResult, Severity, Status
+from gradverify.results import IN_PROCESS_TIMEOUT, CheckResult, Severity, Status
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # pytest's own type for repr_failure
@@ -38,15 +38,12 @@ class CheckFailed(Exception):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gradverify", "verify custom autograd Functions")
-    group.addoption("--gradverify", action="store_true", default=False,
-                    help="collect gradverify spec files (*.yaml, *.yml) as tests; without PATH, "
-                         "the spec folders of [tool.gradverify] (default specs/)")
-    group.addoption("--gradverify-no-isolate", action="store_true", default=False,
-                    help="run the cases in the pytest process (for debuggers; a crash or hang "
-                         "of a Function then ends the session), not in worker processes")
-    group.addoption("--gradverify-mutate", action="store_true", default=None,
-                    help="also run mutants of each target's backward against its spec's cases "
-                         "and show each spec's mutation score (as `gradverify check --mutate`)")
+    from gradverify.optiontable import OPTIONS
+
+    for option in OPTIONS:  # one flag each; one with a pyproject key defaults to it (None)
+        if option.pytest:
+            group.addoption(option.pytest, action="store_true",
+                            default=None if option.keys else False, help=option.pytest_help)
 
 
 _CONFIG = pytest.StashKey["Config"]()
@@ -76,6 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_OPTIONS] = replace(RunOptions.from_config(
             config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"),
             mutate=config.getoption("gradverify_mutate")), user_paths=_user_paths())
+        if not _options(config).isolate and _options(config).timeout_set:
+            config.issue_config_time_warning(GradverifyWarning(IN_PROCESS_TIMEOUT), stacklevel=2)
         config.stash[_SCORES] = []
     except (InputError, UsageError) as exc:
         code = f"  [{exc.code}]" if isinstance(exc, InputError) else ""

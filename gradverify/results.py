@@ -286,9 +286,17 @@ class ErrorEntry:
     message: str
     internal: bool = False
     """True for a bug in gradverify (exit 4); the message then carries the traceback."""
+    usage: bool = False
+    """True for what the run was asked that this machine cannot do (a device it lacks,
+    GV024): a usage error (exit 2)."""
     location: Location | None = None
     """The place in a spec file (or pyproject.toml) the error is about, when one is known; the
     message starts with it."""
+
+
+IN_PROCESS_TIMEOUT = ("timeout is not enforced in-process (--no-isolate, "
+                      "--gradverify-no-isolate, verify()): a case runs until it ends")
+"""Said once by an in-process run given a ``timeout``: only a worker process can be stopped."""
 
 
 def failing(status: Status, strict: bool) -> bool:
@@ -338,6 +346,8 @@ class Report:
         """The one place that turns a report into an exit code."""
         if any(e.internal for e in self.errors):
             return ExitCode.INTERNAL
+        if any(e.usage for e in self.errors):
+            return ExitCode.USAGE
         if self.errors:
             return ExitCode.INPUT
         if not self.results:

@@ -34,7 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # spec files and pyproject: check names and options are validated against the registry
     ("settings", ("gradverify.spec.file", "gradverify.spec.args", "gradverify.spec.settings",
                   "gradverify.spec.yamlio", "gradverify.config", "gradverify.options",
-                  "gradverify.choices")),
+                  "gradverify.optiontable", "gradverify.choices")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
     ("a case", ("gradverify.context", "gradverify.targets", "gradverify.spec.infer",
                 "gradverify.spec.inputs", "gradverify.spec.convert", "gradverify.spec.binding",

@@ -175,3 +175,18 @@ def test_the_tours_report_is_the_golden_report():
     for line in shown:
         assert line in golden[at:], line
         at = golden.index(line, at) + 1
+
+
+def test_configuration_md_lists_every_option():
+    """docs/configuration.md's table is ``optiontable.docs_table()``; regenerate it with
+    GRADVERIFY_UPDATE_GOLDEN=1 after changing an option."""
+    from gradverify.optiontable import docs_table
+
+    page = DOCS / "configuration.md"
+    text = page.read_text()
+    start = text.index("| option | `check` flag |")
+    end = text.find("\n\n", start) + 1 or len(text)
+    if os.environ.get("GRADVERIFY_UPDATE_GOLDEN"):
+        page.write_text(text[:start] + docs_table() + text[end:])
+        text = page.read_text()
+    assert text[start:end] == docs_table()  # every row, and no row of an old option

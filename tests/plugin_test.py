@@ -55,6 +55,17 @@ def test_mutation_score_after_the_tests(suite):
                                  "specs/*.yaml ops:*: */* mutants killed*"])
 
 
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_timeout_not_enforced_in_process_is_a_warning(suite, isolate):
+    """``timeout`` stops a worker: with --gradverify-no-isolate it cannot, and says so once."""
+    suite.path.joinpath("pyproject.toml").write_text("[tool.gradverify]\ntimeout = 30\n")
+    args = () if isolate else ("--gradverify-no-isolate",)
+    result = suite.runpytest("--gradverify", *args, "-p", "no:cacheprovider", "specs/good.yaml")
+    assert result.ret == pytest.ExitCode.OK
+    said = result.stdout.str().count("timeout is not enforced in-process")
+    assert said == (0 if isolate else 1)
+
+
 def test_nothing_without_the_flag(suite):
     result = suite.runpytest("-p", "no:cacheprovider", "specs")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED

@@ -105,7 +105,8 @@ class GradcheckCheck(Check):
         ("GV121", "not multiplied by the incoming gradient"): ("GV142", "GV144")})
     """A backward that ignores its incoming gradient also detaches it for double backward:
     one root cause, said once."""
-    options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
+    options = (Option("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
+                      "override it)", MODES),)
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
         """GV129/GV130 when the cases leave an input's gradient unexercised or an input

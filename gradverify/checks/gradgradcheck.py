@@ -97,7 +97,8 @@ class GradgradcheckCheck(Check):
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS,
                         Trait.SECOND_ORDER})
-    options = (Option("mode", str, "auto, slow or fast (overrides --fast/--slow)", MODES),)
+    options = (Option("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
+                      "override it)", MODES),)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

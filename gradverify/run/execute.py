@@ -26,7 +26,7 @@ from gradverify.results import (
     worst,
 )
 from gradverify.run import casenotes, classify, leftovers, schedule
-from gradverify.run.prepare import prepare
+from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import Task, TaskOutcome, Unsupported
 from gradverify.spec.binding import Bound
@@ -47,6 +47,9 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     ``SHRUNK``, what was shrunk). A failed check's case is shrunk after the case (``smallest``),
     said first to ``on_shrink`` with the outcome that stands if shrinking ends the process.
     """
+    unavailable = device_unavailable(task.job.spec, options)  # before its target is imported
+    if unavailable is not None:
+        return None, [unavailable]
     if task.job_index not in cache:
         if on_check:
             on_check("import")  # a process that dies now dies importing the target
@@ -84,9 +87,9 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     ctx = CheckContext(info=info, spec=spec, case=case,
                        maker=InputMaker(case, bound, info,
                                         case_seed(options.seed, info.target, case.name),
-                                        options.device),
+                                        options.device_for(spec)),
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
-                       seed=options.seed, device=options.device,
+                       seed=options.seed, device=options.device_for(spec),
                        smallest=smallest, reference=reference)
     checks = schedule.rows(spec, case, options, info.capabilities, first=first)
     running = leftovers.snapshot()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
 from gradverify.discover import Job
@@ -17,6 +17,9 @@ from gradverify.spec.infer import infer_spec
 from gradverify.spec.model import Spec
 from gradverify.targets import Target
 
+if TYPE_CHECKING:
+    from gradverify.options import RunOptions
+
 
 @dataclass
 class Prepared:
@@ -24,6 +27,38 @@ class Prepared:
     spec: Spec
     bound: dict[str, Bound]
     reference: Any = None
+
+
+def device_problem(device: str) -> str | None:
+    """Why this machine cannot run on ``device`` (spelt right: ``choices.check_device``), or
+    None. Asked where torch is imported (a worker, or an in-process run), never in the parent
+    of workers."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return None
+    if not torch.cuda.is_available():
+        return (f"device {device!r}: CUDA is not available on this machine (torch "
+                f"{torch.__version__}, torch.cuda.is_available() is False)")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        return (f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                "device(s), numbered from 0")
+    return None
+
+
+def device_unavailable(spec: Spec | None, options: RunOptions) -> ErrorEntry | None:
+    """GV024 (exit 2) when the device a spec's cases run on is not on this machine: the run's
+    (``--device``, ``device =``), said once for the run, or the spec's ``device:``."""
+    device = options.device_for(spec) if spec is not None else options.device
+    problem = device_problem(device)
+    if problem is None:
+        return None
+    if spec is not None and device != options.device:  # the spec's own
+        return ErrorEntry(spec.target, spec.path, "GV024", f"{spec.where}: {problem}; "
+                          "`--device cpu` runs it on the CPU", location=spec.location,
+                          usage=True)
+    return ErrorEntry(None, None, "GV024", problem, usage=True)
 
 
 def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:

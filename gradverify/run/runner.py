@@ -19,6 +19,7 @@ from gradverify.errors import RunInterrupted, interrupt_signal
 from gradverify.mutants.merge import scores
 from gradverify.options import RunOptions
 from gradverify.results import (
+    IN_PROCESS_TIMEOUT,
     CaseResult,
     CheckResult,
     ErrorEntry,
@@ -74,6 +75,8 @@ def run(plan: Plan, options: RunOptions,
             torch_version = pool.versions.get("torch")
     else:
         plan = resolve_deferred(plan)
+        if options.timeout_set:
+            plan.notes.append(IN_PROCESS_TIMEOUT)
         tasks = plan_tasks(plan.jobs, options)
         cache: dict[int, Any] = {}
         torch_version = versions()["torch"] if plan.jobs else None

@@ -36,7 +36,7 @@ def rows(spec: Spec, case: Case, options: RunOptions, capabilities: Collection[C
             continue  # no row: an op check says nothing about a Function class
         if check.needs_reference and not spec.reference:
             continue  # nothing to compare against
-        if check.needs_accelerator and options.device == "cpu" and not named:
+        if check.needs_accelerator and options.device_for(spec) == "cpu" and not named:
             continue  # runs with --device cuda
         if check.static and not first:
             continue  # read once, on the first case

@@ -46,7 +46,7 @@ TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "d
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
-             "tolerance", "checks", "expect", "zero_grad", "cases")
+             "device", "tolerance", "checks", "expect", "zero_grad", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 SPEC_SUFFIXES = (".yaml", ".yml")
 """What a spec file's name ends with."""
@@ -204,6 +204,8 @@ class Spec:
     is zero on every case is no warning for them (GV129)."""
     inferred: bool = False
     """Built from forward's signature because no spec file names the target."""
+    device: str | None = None
+    """``device:``: where its cases run, over ``device =`` of pyproject, under ``--device``."""
     requires_torch: tuple[int, ...] = ()
     """The oldest torch the target runs on (``requires_torch: "2.4"``); on an older one its
     cases are skipped with that reason, the target never imported."""

@@ -99,6 +99,16 @@ class SettingsReader(Reader):
             raise self.fail(f"expected true or false, got {kind_of(value)}", line, key)
         return value
 
+    def device(self, value: Any, line: int | None, key: str) -> str:
+        """A device's spelling (``cuda:1``), as ``--device`` takes it (``choices``)."""
+        from gradverify.choices import check_device
+        from gradverify.errors import UsageError
+
+        try:
+            return check_device(self.string(value, line, key))
+        except UsageError as exc:
+            raise self.fail(str(exc).partition(": ")[2], line, key) from None
+
     def choice(self, value: Any, choices: Sequence[Any], line: int | None, key: str) -> Any:
         if value not in choices:
             names = [str(c) for c in choices]
