@@ -123,12 +123,13 @@ def workers_first_run(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
 
 def test_a_hang_times_out_and_a_slow_start_is_not_a_case_timeout(crashy, monkeypatch):
     # each worker takes longer to start than a case may take: only the hang times out
-    workers_first_run(monkeypatch, "import time; time.sleep(4)")
+    # (a timeout with room for a good case on a loaded machine, a start longer still)
+    workers_first_run(monkeypatch, "import time; time.sleep(10)")
     crashy.write("specs/hangs.yaml", spec("Hangs"))
-    result = run_cli("check", "specs/hangs.yaml", "specs/good.yaml", "--timeout", "3",
+    result = run_cli("check", "specs/hangs.yaml", "specs/good.yaml", "--timeout", "8",
                      isolate=True)
     assert result.code == 1, result.output
-    assert "timed out after 3 s" in result.stdout and "[GV009" in result.stdout
+    assert "timed out after 8 s" in result.stdout and "[GV009" in result.stdout
     assert result.stdout.count("[GV009") == 1 and "GV018" not in result.stdout
     assert re.search(r"ops:Good +\.\.", result.stdout)
 
