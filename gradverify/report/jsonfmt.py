@@ -117,7 +117,7 @@ def to_dict(report: Report) -> dict[str, Any]:
                     "exit_code": int(report.exit_code), "duration_s": round(report.duration_s, 4)},
         "results": [_case(r) for r in report.results],
         "errors": [{"target": e.target, "spec": e.spec, "code": e.code, "message": e.message,
-                    "internal": e.internal, "location": _location(e.location)}
+                    "internal": e.internal, "usage": e.usage, "location": _location(e.location)}
                    for e in report.errors],
         "notes": list(report.notes),
         "mutants": [_mutants(score) for score in report.mutants],
