@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradverify.files import stamp
 from gradverify.spec.model import Spec
 from gradverify.targets.names import ATTRIBUTE, parse_target
 
@@ -65,6 +64,14 @@ def _parsed(path: Path, stamp: tuple[int, int]) -> tuple[tuple[_Import, ...], st
             names = tuple(alias.name for alias in node.names if alias.name != "*")
             found.append(_Import(node.level, node.module or "", names))
     return tuple(found), None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return 0, 0
 
 
 def _module_at(folder: Path, parts: Sequence[str]) -> Path | None:
@@ -110,7 +117,7 @@ class ImportGraph:
             package = self._package_init(file)
             if package is not None:
                 found.add(package)
-            imports, error = _parsed(file, stamp(file))
+            imports, error = _parsed(file, _stamp(file))
             if error is not None:
                 self.unparsed[file] = error
             for each in imports:
