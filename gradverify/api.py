@@ -2,18 +2,24 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradverify.config import Config
 from gradverify.options import RunOptions
 from gradverify.results import Report
 
+if TYPE_CHECKING:
+    from gradverify.targets.names import TargetName
 
-def check_targets(targets: list[str], options: RunOptions, *, config: Config,
-                  spec_file: str | None = None, progress: Any = None) -> Report:
-    """What ``gradverify check TARGET...`` does: discover, run, report."""
+
+def check_targets(targets: Sequence[TargetName], options: RunOptions, *, config: Config,
+                  spec_file: str | None = None, changed: Sequence[str] = (),
+                  progress: Any = None) -> Report:
+    """What ``gradverify check TARGET...`` does: discover, run, report. ``targets``: the
+    TARGET arguments, parsed once (``parse_target``); with ``--changed``, the ``changed``
+    files instead."""
     from gradverify.discover import Discoverer
     from gradverify.run.runner import run
     from gradverify.syspath import ensure_cwd_on_path
@@ -22,7 +28,7 @@ def check_targets(targets: list[str], options: RunOptions, *, config: Config,
 
     def discover(defer: bool) -> Any:
         discoverer = Discoverer(config, spec_file, defer_imports=defer)
-        return discoverer.changed(targets) if options.changed else discoverer.run(targets)
+        return discoverer.changed(list(changed)) if options.changed else discoverer.run(targets)
 
     if not options.isolate:
         from gradverify import torchstate
@@ -115,6 +121,7 @@ def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
     from gradverify.run.runner import run
     from gradverify.spec import file as spec_mod
     from gradverify.targets import Capability, introspect, may_have, normalise
+    from gradverify.targets.names import parse_target
 
     if isinstance(function, str):
         target, cls = function, None
@@ -125,7 +132,8 @@ def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
         target, cls = normalise(info.target, function), function
     if spec is None:
         if cls is None and init_args is None:
-            return run(Discoverer(config).run([target]), options)  # in-process: no deferral
+            # in-process: no deferral
+            return run(Discoverer(config).run([parse_target(target)]), options)
         matched = [s for s in Discoverer(config).folder_specs()
                    if s.target == target or (cls is not None and resolves_to(s, cls))]
         resolved: Any = matched[0] if matched else None

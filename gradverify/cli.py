@@ -74,10 +74,15 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     from gradverify.api import check_targets
     from gradverify.options import RunOptions
     from gradverify.report import Verbosity
+    from gradverify.targets.names import parse_target
 
     config = config_mod.load()
+    # each TARGET parsed once (what a name is reads the file system): with --changed they are
+    # the changed files
+    names = [] if changed else [parse_target(target) for target in targets]
+    files = list(targets) if changed else []
     outputs = sinks.outputs({"--output": output, "--json": json_file,
-                             "--junit-xml": junit_file}, targets, config, spec_file)
+                             "--junit-xml": junit_file}, names, files, config, spec_file)
     repro = sinks.repro_folder(repro_dir)
     options = RunOptions.from_config(
         config, only=split_checks(only, "--only"), skip=split_checks(skip, "--skip"),
@@ -92,8 +97,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         try:
             with terminal.progress(enabled=color and fmt in (None, "rich")) as progress, \
                     terminal.user_output_to_stderr(enabled=not options.isolate):
-                report = check_targets(list(targets), options, config=config,
-                                       spec_file=spec_file, progress=progress)
+                report = check_targets(names, options, config=config, spec_file=spec_file,
+                                       changed=files, progress=progress)
         except RunInterrupted as exc:
             report, interrupted = exc.report, exc
     failed = sinks.show_and_write(report, fmt, outputs, color=color,

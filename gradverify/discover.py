@@ -6,7 +6,7 @@ Spec files and directories are read without importing torch; only ``mod:Class``,
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,15 @@ from gradverify.importgraph import Readers, target_files
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.spec.model import NAMED_SPEC_SUFFIXES, Spec
-from gradverify.targets.names import ATTRIBUTE, MODULE, NAMED, SPECS, named_by, parse_target
+from gradverify.targets.names import (
+    ATTRIBUTE,
+    MODULE,
+    NAMED,
+    SPECS,
+    TargetName,
+    named_by,
+    parse_target,
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,7 @@ class Plan:
     jobs: list[Job] = field(default_factory=list)
     errors: list[ErrorEntry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)
+    deferred: list[TargetName] = field(default_factory=list)
     """Targets whose discovery imports user code (mod:Class, modules, .py files); with
     isolation a worker process discovers them, so that this process never imports torch."""
     config: Config | None = None
@@ -72,7 +80,9 @@ class Discoverer:
     def empty(self) -> Plan:
         return Plan(config=self.config, spec_file=self.spec_file)
 
-    def run(self, targets: list[str]) -> Plan:
+    def run(self, targets: Sequence[TargetName]) -> Plan:
+        """The plan of TARGET arguments, each parsed once by the caller (``parse_target``):
+        what a name is does not change between discovery, ``files_read`` and a worker."""
         plan = self.empty()
         if not targets:
             dirs = self.config.spec_dirs()
@@ -123,15 +133,15 @@ class Discoverer:
                     add(spec)
         return plan
 
-    def _one(self, target: str) -> Plan:
-        name = parse_target(target)
+    def _one(self, name: TargetName) -> Plan:
         path = Path(name.text)
         if name.form == SPECS:  # a folder named like a spec file is a folder
             return self._directory(path) if path.is_dir() else self._spec_file(path, explicit=True)
         if name.form in (NAMED, ATTRIBUTE):
-            return self._class(name.text)
+            return self._class(name)
         if name.form == MODULE:
-            return self._module(name.text)
+            return self._module(name)
+        target = name.text
         plan = self.empty()
         plan.errors.append(ErrorEntry(
             target=target, spec=None, code="GV003",
@@ -187,18 +197,18 @@ class Discoverer:
             self._folder_specs = list(_read_specs(tuple((f, *_stamp(f)) for f in files)))
         return self._folder_specs
 
-    def _class(self, target: str) -> Plan:
+    def _class(self, name: TargetName) -> Plan:
         from gradverify.targets import resolve_object
 
-        plan = self.empty()
+        plan, target = self.empty(), name.text
         if self.defer_imports:
-            plan.deferred.append(target)
+            plan.deferred.append(name)
             return plan
         if self.spec_file:
             specs, plan.errors = self._load(Path(self.spec_file))
             if specs is None:
                 return plan
-            chosen = self._match(target, specs)
+            chosen = self._match(name, specs)
             if chosen is None:
                 names = ", ".join(str(s.target) for s in specs)
                 plan.errors.append(ErrorEntry(
@@ -207,7 +217,7 @@ class Discoverer:
             else:
                 plan.jobs.append(Job(target, chosen))
             return plan
-        if named_by(target):  # imported by the run, after its spec's `imports:`
+        if name.named:  # imported by the run, after its spec's `imports:`
             ops: list[Spec | None] = [s for s in self.folder_specs()
                                       if s.target and _same_op(s.target, target)]
             plan.jobs.extend(Job(target, spec) for spec in ops or [None])
@@ -231,12 +241,11 @@ class Discoverer:
         return [s for s in specs
                 if s.target == target or resolves_to(s, wanted, self._resolved)]
 
-    def _match(self, target: str, specs: list[Spec]) -> Spec | None:
-        """The spec of a ``--spec`` file for ``target``: one naming it, else the file's one
+    def _match(self, name: TargetName, specs: list[Spec]) -> Spec | None:
+        """The spec of a ``--spec`` file for ``name``: one naming it, else the file's one
         untargeted (or only) spec."""
-        matching = [s for s in specs if s.target and _same_op(s.target, target)] \
-            if named_by(target) \
-            else self._matching(target, specs)
+        matching = [s for s in specs if s.target and _same_op(s.target, name.text)] \
+            if name.named else self._matching(name.text, specs)
         if matching:
             return matching[0]
         untargeted = [s for s in specs if s.target is None]
@@ -244,13 +253,13 @@ class Discoverer:
             return untargeted[0]
         return specs[0] if len(specs) == 1 else None
 
-    def _module(self, name: str) -> Plan:
+    def _module(self, target: TargetName) -> Plan:
         from gradverify.packages import defined_in
         from gradverify.targets import import_module
 
-        plan = self.empty()
+        plan, name = self.empty(), target.text
         if self.defer_imports:
-            plan.deferred.append(name)
+            plan.deferred.append(target)
             return plan
         try:
             module = import_module(name)
@@ -328,25 +337,26 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
     return cache[spec.target] is obj
 
 
-def files_read(targets: list[str], config: Config, spec_file: str | None = None) -> list[Path]:
-    """The files a run of ``targets`` may read, found without importing anything: the
-    configuration (the nearest pyproject.toml), the spec files, and the modules of the targets,
-    factories and references they name. Reports must never be written over them."""
-    specs = [Path(f) for f in (spec_file, config.file) if f]
-    names_read: list[str] = []
+def files_read(targets: Sequence[TargetName], config: Config, spec_file: str | None = None,
+               changed: Sequence[str] = ()) -> list[Path]:
+    """The files a run of ``targets`` (or, with ``--changed``, of the specs concerned by the
+    ``changed`` files) may read, found without importing anything: the configuration (the
+    nearest pyproject.toml), the spec files, the changed files, and the modules of the
+    targets, factories and references they name. Reports must never be written over them."""
+    specs = [Path(f) for f in (spec_file, config.file, *changed) if f]
+    names_read: list[TargetName] = []
     folders: list[Path] = [] if targets else config.spec_dirs()
-    for target in targets:
-        name = parse_target(target)
+    for name in targets:
         path = Path(name.text)
         if name.form == SPECS:  # a folder named like a spec file is a folder
             (folders if path.is_dir() else specs).append(path)
         elif name.form in (NAMED, ATTRIBUTE):
-            names_read.append(name.text)
+            names_read.append(name)
             folders += config.spec_dirs()  # a mod:Class target runs the specs naming it
         elif name.text.endswith(".py"):
             specs.append(path)  # not a spec, but read all the same
         else:
-            names_read.append(f"{name.text}:_")
+            names_read.append(TargetName(f"{name.text}:_", ATTRIBUTE))
             folders += config.spec_dirs()
     for folder in dict.fromkeys(folders):
         if folder.is_dir():
@@ -358,8 +368,8 @@ def files_read(targets: list[str], config: Config, spec_file: str | None = None)
         except InputError:
             continue
         for spec in loaded:
-            names_read += [n for n in (spec.target, spec.reference) if n]
-            names_read += [c.factory for c in spec.cases if c.factory]
+            names_read += [parse_target(n) for n in (spec.target, spec.reference,
+                                                     *(c.factory for c in spec.cases)) if n]
     found = [f for name in dict.fromkeys(names_read)
              for f in target_files(name, config.root, search_path=True) if f.is_file()]
     return [*specs, *found]
@@ -375,9 +385,9 @@ def resolve_deferred(plan: Plan, on_target: Any = None) -> Plan:
     assert plan.config is not None, "deferred targets come from a Discoverer, with its config"
     discoverer = Discoverer(plan.config, plan.spec_file)
     found = discoverer.empty()
-    for target in plan.deferred:
+    for name in plan.deferred:
         if on_target is not None:
-            on_target(target, found)
-        found += discoverer.run([target])
+            on_target(name.text, found)
+        found += discoverer.run([name])
     return Plan(jobs=plan.jobs + found.jobs, errors=plan.errors + found.errors,
                 notes=plan.notes + found.notes)

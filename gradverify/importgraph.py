@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradverify.spec.model import Spec
-from gradverify.targets.names import ATTRIBUTE, parse_target
+from gradverify.targets.names import ATTRIBUTE, TargetName, parse_target
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
@@ -169,10 +169,9 @@ class ImportGraph:
         return {c for c in candidates if c is not None}
 
 
-def target_files(target: str, root: Path, *, search_path: bool = False) -> set[Path]:
+def target_files(name: TargetName, root: Path, *, search_path: bool = False) -> set[Path]:
     """Files that may define a target's module, found from its name alone (no import): under
     the project root, its ``src/`` and the current directory (and ``sys.path``, if asked)."""
-    name = parse_target(target)
     if name.form != ATTRIBUTE:  # an op's name names no file
         return set()
     module = name.module
@@ -213,12 +212,12 @@ class Readers:
         self._starts: list[frozenset[Path]] = []
         extra: list[Path] = []
         for spec in self.specs:
-            named = [n for n in (spec.target, spec.reference,
-                                 *(case.factory for case in spec.cases),
-                                 *(f"{module}:_" for module in spec.imports)) if n]
+            named = [parse_target(n) for n in (spec.target, spec.reference,
+                                               *(case.factory for case in spec.cases)) if n]
+            named += [TargetName(f"{module}:_", ATTRIBUTE) for module in spec.imports]
             files = {n: target_files(n, root) for n in named}
             self._starts.append(frozenset().union(*files.values()))
-            extra += [f.parent for n, found in files.items() if parse_target(n).is_path
+            extra += [f.parent for n, found in files.items() if n.is_path
                       for f in found if f.is_file()]
         graph = ImportGraph(project_bases(root, extra))
         self._importers: dict[Path, set[Path]] = {}

@@ -10,14 +10,18 @@ from gradverify import terminal
 from gradverify.results import Report
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gradverify.report import Verbosity
+    from gradverify.targets.names import TargetName
 
 
-def outputs(asked: dict[str, str | None], targets: tuple[str, ...], config: Any,
-             spec_file: str | None) -> list[tuple[str, Path]]:
+def outputs(asked: dict[str, str | None], targets: Sequence[TargetName],
+            changed: Sequence[str], config: Any, spec_file: str | None) -> list[tuple[str, Path]]:
     """The report files asked for, as (option, absolute path): absolute now, so that a forward
     that changes the working directory cannot move them. Refused before anything runs: two
-    reports into one file, or a report over a file the run reads."""
+    reports into one file, or a report over a file the run reads (``targets``, parsed; with
+    ``--changed``, the ``changed`` files)."""
     from gradverify.files import absolute, refuse_overwriting, refuse_shared
 
     outputs = [(option, absolute(path)) for option, path in asked.items() if path]
@@ -25,7 +29,7 @@ def outputs(asked: dict[str, str | None], targets: tuple[str, ...], config: Any,
         from gradverify.discover import files_read
 
         refuse_shared(outputs)
-        refuse_overwriting(outputs, files_read(list(targets), config, spec_file))
+        refuse_overwriting(outputs, files_read(targets, config, spec_file, changed))
     return outputs
 
 

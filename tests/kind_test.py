@@ -5,6 +5,7 @@ change outside ``gradverify/targets``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -19,6 +20,13 @@ from gradverify.results import Status
 from gradverify.targets import kinds
 from gradverify.targets.introspection import adapter, file_of, location_of
 from gradverify.targets.model import Capability, Param, Target, UnnamedKind
+
+
+@dataclass(frozen=True)
+class ScriptDetail:
+    """What this kind knows beyond a target's core: a detail type of its own."""
+
+    graph: Any
 
 
 class ScriptFunctionKind(UnnamedKind):
@@ -40,11 +48,10 @@ class ScriptFunctionKind(UnnamedKind):
         params = tuple(Param(a.name) for a in obj.schema.arguments)
         source = obj.__wrapped__ if hasattr(obj, "__wrapped__") else obj
         return Target(
-            function=adapter(obj.name, obj, __name__, source), target=name, style="none",
-            params=params, once_differentiable=False, has_jvp=False, vmap=None,
+            function=adapter(obj.name, obj, __name__, source), target=name, params=params,
             forward_location=location_of(source), backward_location=None,
-            backward_arity=None, uses_mark_dirty=False, source_file=file_of(source),
-            kind=ScriptFunctionKind.name, capabilities=frozenset(), called=obj.name)
+            source_file=file_of(source), kind=ScriptFunctionKind.name,
+            capabilities=frozenset(), called=obj.name, details=(ScriptDetail(obj.graph),))
 
     @staticmethod
     def defined_in(obj: Any, module: str) -> bool:
@@ -82,6 +89,7 @@ def test_a_kind_of_our_own_is_detected_described_and_checked(registered):
     assert "TorchScript functions (torch.jit.script)" in targets.described(listed=True)
     info = targets.introspect(gated, "kind_test:gated")
     assert [p.name for p in info.params] == ["x", "gate"]
+    assert info.need(ScriptDetail).graph is gated.graph and info.detail(targets.Schema) is None
     report = verify(gated, spec=SPEC)
     rows = {c.name: c for case in report.results for c in case.checks}
     assert rows["gradcheck"].status == Status.PASS and rows["gradgradcheck"].status == Status.PASS

@@ -17,6 +17,7 @@ from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
 from gradverify.run import messages, pool
 from gradverify.run.tasks import Task
+from gradverify.targets.names import parse_target
 
 OPS = """
 import ctypes, os, sys, time
@@ -149,7 +150,8 @@ def test_worker_messages_are_frozen_documented_and_survive_pickling():
     job = Job("ops:Good", None)
     task = Task(0, 0, job, "inferred", first=True, smallest=True)
     error = ErrorEntry("ops:Good", None, "GV003", "importing ops failed")
-    sent = [messages.Discover(Plan(deferred=["ops:Good"])), messages.RunTask(task, RunOptions()),
+    sent = [messages.Discover(Plan(deferred=[parse_target("ops:Good")])),
+            messages.RunTask(task, RunOptions()),
             messages.Ready("2.5.0"), messages.Discovering("ops:Good", (job,), (error,), ("n",)),
             messages.Planned(), messages.CheckStarted("contract"),
             messages.TaskResult((None, [error]))]

@@ -11,9 +11,11 @@ import torch
 import torchversions
 import zoo
 from gradverify.config import load as load_config
-from gradverify.discover import Discoverer
+from gradverify.discover import Discoverer, files_read
 from gradverify.registry import REGISTRY
 from gradverify.targets import KINDS, Capability, Target, introspect, kind_of, parse_target
+from gradverify.targets import names as target_names
+from gradverify.targets.names import ATTRIBUTE, TargetName
 
 sys.path.insert(0, str(Path(__file__).parent))
 opzoo = None
@@ -137,8 +139,37 @@ def test_discovery_returns_its_plan_and_keeps_nothing_between_runs(tmp_path, mon
     (tmp_path / "specs" / "bad.yaml").write_text("target: zoo:Exp\ncases: 3\n")
     discoverer = Discoverer(load_config(tmp_path), defer_imports=True)
     first = discoverer.run([])
-    again = discoverer.run(["specs", "mod:Thing", "nothing here/x"])
+    again = discoverer.run([parse_target(t) for t in ("specs", "mod:Thing", "nothing here/x")])
     assert [j.target for j in first.jobs] == ["zoo:Exp"] and len(first.errors) == 1
-    assert [j.target for j in again.jobs] == ["zoo:Exp"] and again.deferred == ["mod:Thing"]
+    assert [j.target for j in again.jobs] == ["zoo:Exp"]
+    assert again.deferred == [TargetName("mod:Thing", ATTRIBUTE)]
     assert [e.code for e in again.errors] == [first.errors[0].code, "GV003"]
     assert [j.target for j in discoverer.run([]).jobs] == ["zoo:Exp"]  # nothing accumulated
+
+
+def test_a_target_is_parsed_once_and_its_value_used_by_discovery_and_files_read(
+        tmp_path, monkeypatch):
+    """What a TARGET names reads the file system; the command line decides it once and hands
+    the value on: discovery, the files a report must not overwrite and a worker's deferred
+    targets use it, never the string again."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "exp.yaml").write_text(
+        "target: zoo:Exp\ncases:\n  - args: {x: {shape: [2]}}\n")
+    (tmp_path / "mod.py").write_text("")
+    names = [parse_target(t) for t in ("specs", "mod:Thing", "mod.py")]
+    config = load_config(tmp_path)
+
+    given, canonical = {n.text for n in names}, target_names.canonical_target
+
+    def parsed_again(text):  # a spec's own target: parsed where it is read
+        assert text not in given, f"{text!r} parsed again"
+        return canonical(text)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(target_names, "canonical_target", parsed_again)
+        plan = Discoverer(config, defer_imports=True).run(names)
+        assert plan.deferred == names[1:] and [j.target for j in plan.jobs] == ["zoo:Exp"]
+        read = {p.resolve() for p in files_read(names[1:], config)}
+    assert (tmp_path / "mod.py").resolve() in read  # the target's module, found from its value
+    assert (tmp_path / "specs" / "exp.yaml").resolve() in read  # a mod:Name runs folder specs

@@ -8,33 +8,35 @@ import pytest
 import zoo
 from gradverify.errors import TargetError
 from gradverify.examples.functional import ScaledTanh
-from gradverify.targets import introspect, resolve
+from gradverify.targets import Built, Formula, Schema, introspect, resolve
 
 
 def test_ctx_style():
     info = introspect(zoo.OptionalBias)
-    assert info.style == "ctx"
+    formula = info.need(Formula)
+    assert formula.style == "ctx" and info.detail(Schema) is None and info.detail(Built) is None
     assert [p.name for p in info.params] == ["x", "bias"]
     assert info.params[1].default is None and not info.params[1].required
-    assert info.backward_arity == 1 and not info.once_differentiable
+    assert formula.backward_arity == 1 and not info.once_differentiable
     assert info.forward_location.file.endswith("zoo/styles.py") and info.forward_location.line
     assert info.backward_location and info.target == "zoo.styles:OptionalBias"
 
 
 def test_setup_context_jvp_vmap():
     info = introspect(ScaledTanh)
-    assert info.style == "setup_context"
+    assert info.need(Formula).style == "setup_context"
     assert [p.name for p in info.params] == ["x", "scale"]
-    assert info.has_jvp and info.vmap == "generate_vmap_rule"
+    assert info.need(Formula).has_jvp and info.vmap == "generate_vmap_rule"
 
 
 def test_once_differentiable_varargs_classmethod_mark_dirty():
     assert introspect(zoo.OnceDifferentiableSin).once_differentiable
-    assert introspect(zoo.VarGrads).backward_arity is None
+    assert introspect(zoo.VarGrads).need(Formula).backward_arity is None
     info = introspect(zoo.ClassmethodStyle)
-    assert [p.name for p in info.params] == ["x"] and info.backward_arity == 1
-    assert introspect(zoo.InplaceMul).uses_mark_dirty
-    assert not introspect(zoo.Exp).has_jvp and introspect(zoo.Exp).vmap is None
+    assert [p.name for p in info.params] == ["x"] and info.need(Formula).backward_arity == 1
+    assert introspect(zoo.InplaceMul).need(Formula).uses_mark_dirty
+    assert introspect(zoo.InplaceMul).writes_inputs
+    assert not introspect(zoo.Exp).need(Formula).has_jvp and introspect(zoo.Exp).vmap is None
 
 
 def test_not_a_function():

@@ -14,7 +14,7 @@ import torch
 
 import torchversions
 from conftest import Result, run_cli
-from gradverify import verify
+from gradverify import targets, verify
 from gradverify.results import Status
 
 torchversions.require_test_ops(module=True)  # opzoo defines custom ops at import
@@ -102,6 +102,23 @@ def test_checks_that_do_not_apply_skip_with_their_reason(report):
 def test_module_parameters_are_inputs_named_by_named_parameters(report):
     row = _rows(report, "affine")[1]
     assert [i["name"] for i in row["inputs"]] == ["x", "weight", "bias"]
+
+
+def test_each_kind_brings_its_details_as_typed_values():
+    """A target is a core every kind has plus typed details: an op's schema, an own
+    formula, a built module."""
+    sin_into = targets.introspect(opzoo.sin_into)
+    assert sin_into.need(targets.Schema).mutates == ("stats",) and sin_into.writes_inputs
+    assert sin_into.need(targets.Schema).name == "gvtest::sin_into"
+    assert sin_into.detail(targets.Formula) is None  # no register_autograd
+    sin = targets.introspect(opzoo.sin)
+    assert sin.need(targets.Formula).style == "register_autograd" and not sin.writes_inputs
+    affine = targets.introspect(opzoo.Affine, init_args={"in_features": 4, "out_features": 2})
+    built = affine.need(targets.Built)
+    assert isinstance(built.instance, opzoo.Affine) and built.parameters == ("weight", "bias")
+    assert affine.parameters == ("weight", "bias") and affine.detail(targets.Schema) is None
+    plain = targets.introspect(opzoo.two_functions)
+    assert plain.details == () and plain.parameters == () and not plain.once_differentiable
 
 
 def test_function_classes_get_no_op_rows():

@@ -7,16 +7,19 @@ from typing import Any
 
 import torch
 
+from gradverify.targets.model import Schema
+
 
 def run_test(ctx: Any, test: str) -> BaseException | None:
     """What opcheck's ``test`` raised on the case's float64 arguments (differentiable ones
     requiring grad), or None when it passed. opcheck copies its inputs."""
     from gradverify.targets.op_calls import op_arguments, op_values
 
-    positional, keyword = op_arguments(ctx.info.op, op_values(ctx.info, ctx.args("double").values))
+    op = ctx.info.need(Schema).op
+    positional, keyword = op_arguments(op, op_values(ctx.info, ctx.args("double").values))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = torch.library.opcheck(ctx.info.op, positional, keyword, test_utils=(test,),
+        result = torch.library.opcheck(op, positional, keyword, test_utils=(test,),
                                        raise_exception=False)
     value: Any = result.get(test, "SUCCESS")
     if isinstance(value, BaseException):

@@ -17,6 +17,7 @@ from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity, Status
+from gradverify.targets.model import Formula
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -58,7 +59,8 @@ class CompileCheck(Check):
         outcome = Outcome()
         # A mark_dirty Function writes into its input, so users call it on a non-leaf: one made
         # inside the compiled region, or one handed in from outside it. Both must match eager.
-        ways = ["inside", "outside"] if ctx.info.uses_mark_dirty else ["leaf"]
+        formula = ctx.info.detail(Formula)
+        ways = ["inside", "outside"] if formula and formula.uses_mark_dirty else ["leaf"]
         for way in ways:
             if not self._one_way(ctx, way, grads, eager, outcome):
                 break

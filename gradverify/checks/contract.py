@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Formula
 
 if TYPE_CHECKING:
     import torch
@@ -125,8 +125,10 @@ class ContractCheck(Check):
         args = applied.args
         n_out = len(applied.outputs)
         loc = ctx.location
-        if info.backward_arity is not None and info.backward_arity != n_out:
-            return self._arity_mismatch(info.backward_arity, n_out, loc)
+        formula = info.detail(Formula)
+        arity = formula.backward_arity if formula else None
+        if arity is not None and arity != n_out:
+            return self._arity_mismatch(arity, n_out, loc)
         self._output_dtypes(applied, outcome, loc)
         grads = calls.random_grads(applied, ctx.generator("contract"))
         no_backward = calls.no_own_backward(info, applied)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Formula
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -54,7 +54,7 @@ class ForwardADCheck(Check):
         from gradverify.checks import _jacobian as jac
         from gradverify.checks._modes import resolve_mode
 
-        if not ctx.info.has_jvp:
+        if not ((formula := ctx.info.detail(Formula)) and formula.has_jvp):
             return Outcome.skip("forward-mode AD unsupported: torch.func.jvp/jacfwd will fail "
                                 "(the Function defines no jvp)")
         view = calls.differentiable_view(ctx)

@@ -24,6 +24,7 @@ from gradverify.checks._modes import (
 from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import CheckResult, Evidence, Finding, Severity
+from gradverify.targets.model import Schema
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import DifferentiableView
@@ -130,9 +131,10 @@ class GradcheckCheck(Check):
         view = calls.differentiable_view(ctx)
         if isinstance(view, calls.NothingToDifferentiate):
             # gradcheck speaks for the case: with nothing to differentiate it verified nothing
-            if ctx.info.mutates:  # torch allows no autograd formula for a mutating op
+            schema = ctx.info.detail(Schema)
+            if schema and schema.mutates:  # torch allows no autograd formula for a mutating op
                 return Outcome.skip(f"{view.reason} (the op writes into "
-                                    f"{', '.join(ctx.info.mutates)}: torch allows it no "
+                                    f"{', '.join(schema.mutates)}: torch allows it no "
                                     "autograd formula)")
             return Outcome.skip(view.reason, nothing_verified=view.verifies_nothing)
         entries = jac.jacobian_entries(view.inputs, view.outputs)

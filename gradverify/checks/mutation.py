@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
     from gradverify.checks._calls import Applied
@@ -118,7 +118,7 @@ def _inputs_written(ctx: CheckContext, applied: Applied, before: Snapshot,
             continue
         name = applied.args.names[pos]
         if ctx.info.has(Capability.SCHEMA):
-            if name not in ctx.info.mutates:
+            if name not in ctx.info.need(Schema).mutates:
                 outcome.add(_undeclared(ctx, name))
             continue
         outcome.add(Finding(

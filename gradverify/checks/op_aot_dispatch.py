@@ -18,7 +18,7 @@ from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -110,7 +110,7 @@ def _differs(ctx: CheckContext, text: str, where: Location | None) -> Outcome:
     item = re.search(r"failure occurred for item \[(\d+)\]", text)
     index = int(item.group(1)) if item else None
     names = _grad_names(ctx) if grads else []
-    if index is None and len(names if grads else ctx.info.op._schema.returns) == 1:
+    if index is None and len(names if grads else ctx.info.need(Schema).op._schema.returns) == 1:
         index = 0  # one tensor compared: opcheck names no item
     if grads:
         name = label = names[index] if index is not None and index < len(names) else None

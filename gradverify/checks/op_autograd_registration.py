@@ -16,7 +16,7 @@ from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -87,7 +87,8 @@ class OpAutogradRegistrationCheck(Check):
                 f"the gradient of {first!r}", input=first,
                 location=ctx.forward_location or calls.user_location(exc, ctx.info),
                 hint="make the kernel plain tensor code and register the Function's backward "
-                     f"with torch.library.register_autograd({ctx.info.op._name!r}, backward, "
+                     "with torch.library.register_autograd("
+                     f"{ctx.info.need(Schema).name!r}, backward, "
                      "setup_context=...)")])
         return Outcome(summary="opcheck's autograd registration test failed", findings=[Finding(
             "GV413", Severity.ERROR,
@@ -104,11 +105,11 @@ def _no_formula(ctx: CheckContext, first: str, applied: Any,
     (torch's fallback gives its outputs a node that only warns), or outputs that come back
     without a gradient."""
 
-    info = ctx.info
-    hint = (f"register one: {info.op._name.split('::')[-1]}.register_autograd(backward, "
+    name = ctx.info.need(Schema).name
+    hint = (f"register one: {name.split('::')[-1]}.register_autograd(backward, "
             "setup_context=setup_context), or torch.library.register_autograd("
-            f"{info.op._name!r}, backward, setup_context=...)")
-    opdef = torchcompat.custom_op_def(info.op._name)
+            f"{name!r}, backward, setup_context=...)")
+    opdef = torchcompat.custom_op_def(name)
     if opdef is not None and getattr(opdef, "_backward_fn", 0) is None:
         return Finding("GV412", Severity.ERROR,
                        f"{first!r} requires grad, but the op has no autograd formula: "

@@ -14,7 +14,7 @@ from gradverify import torchcompat
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -63,13 +63,13 @@ class OpFakeCheck(Check):
         text = _opcheck.messages(exc)
         location = _fake_location(ctx) or calls.user_location(exc, ctx.info)
         if "no fake impl" in text or "no abstract impl" in text.lower():
-            name = ctx.info.op._name.split("::")[-1]
+            name = ctx.info.need(Schema).name.split("::")[-1]
             return Outcome(summary="no fake implementation", findings=[Finding(
                 "GV422", Severity.ERROR,
                 "the op has no fake implementation: torch.compile, export and FX tracing "
                 "cannot run it", location=ctx.forward_location,
                 hint=f"add one: @{name}.register_fake (or torch.library.register_fake("
-                     f"{ctx.info.op._name!r})) returning empty tensors shaped like the "
+                     f"{ctx.info.need(Schema).name!r})) returning empty tensors shaped like the "
                      "real outputs")])
         for label, what in _FIELDS.items():
             found = re.search(rf"{label} (.+?) and (.+?) are not equal", text)
@@ -131,11 +131,11 @@ def _fake_location(ctx: CheckContext) -> Location | None:
     from gradverify.errors import shown_path
     from gradverify.targets import location_of
 
-    opdef = torchcompat.custom_op_def(ctx.info.op._name)
+    opdef = torchcompat.custom_op_def(ctx.info.need(Schema).name)
     fake = getattr(opdef, "_abstract_fn", None)
     if fake is not None:
         return location_of(fake)
-    source = torchcompat.fake_kernel_source(ctx.info.op._name)
+    source = torchcompat.fake_kernel_source(ctx.info.need(Schema).name)
     if not source:
         return None
     recorded = Location.parse(source)  # torch records a kernel's source as "file:line" text

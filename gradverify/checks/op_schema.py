@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -71,7 +71,7 @@ class OpSchemaCheck(Check):
                 "declare it", input=name, location=location,
                 hint=f"declare it: mutates_args=({name!r},), which makes the schema "
                      f"{_schema(ctx, mutable=name)}; or work on a copy ({name}.clone())"))
-        elif re.search(r"\balias(es|ing)?\b", text.replace(ctx.info.op._name, "")):
+        elif re.search(r"\balias(es|ing)?\b", text.replace(ctx.info.need(Schema).name, "")):
             outcome.add(Finding(
                 "GV402", Severity.ERROR,
                 "an output of the op is one of its inputs or a view of one; a custom op must "
@@ -88,7 +88,7 @@ class OpSchemaCheck(Check):
 
 def _schema(ctx: CheckContext, mutable: str | None = None) -> str:
     """The op's schema as torch prints it; with ``mutable``, that argument marked written."""
-    text = str(ctx.info.op._schema)
+    text = str(ctx.info.need(Schema).op._schema)
     if mutable:
         text = re.sub(rf"\bTensor {mutable}\b", f"Tensor(a!) {mutable}", text)
     return f"`{text}`"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
-from gradverify.targets.model import Capability
+from gradverify.targets.model import Capability, Formula
 
 if TYPE_CHECKING:
     from gradverify.context import CheckContext
@@ -224,7 +224,7 @@ def _unsupported(info: Any) -> str | None:
     if info.vmap is None:
         return ("vmap unsupported: set generate_vmap_rule = True or define a vmap staticmethod "
                 "(torch.func needs setup_context style)")
-    if info.style != "setup_context" and not info.has(Capability.SCHEMA):
+    if (formula := info.detail(Formula)) and formula.style == "ctx":
         return (f"vmap unsupported: {info.vmap} needs setup_context style (forward without "
                 "ctx, plus a setup_context staticmethod)")
     return None

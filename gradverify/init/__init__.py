@@ -22,7 +22,7 @@ from gradverify.init.strengthen import Strength
 from gradverify.init.strong import strengthened, weakness
 from gradverify.init.targets import Found, Skipped, find, guess_init_args
 from gradverify.spec.yamlio import flow_scalar
-from gradverify.targets import Target
+from gradverify.targets import Built, Target
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,8 @@ def _settings(info: Target, guesses: list[Guess], imports: tuple[str, ...],
     lines = [f"target: {info.target}"]
     if imports:
         lines.append(f"imports: {_yaml(list(imports))}   # whose import registers the op")
-    if info.module is not None:
-        lines.append(f"init_args: {_yaml(guess_init_args(type(info.module)))}   # the module's "
+    if (built := info.detail(Built)) is not None:
+        lines.append(f"init_args: {_yaml(guess_init_args(type(built.instance)))}   # the module's "
                      "constructor arguments (guessed)")
     if dims:
         lines.append("dims: {" + ", ".join(f"{k}: {v}" for k, v in dims.items()) + "}"

@@ -10,7 +10,7 @@ from typing import Any
 
 from gradverify.init.guess import TEMPLATES, Guess, string_guess
 from gradverify.init.source import Hints, read_source
-from gradverify.targets import Target
+from gradverify.targets import Schema, Target
 
 DIM_NAMES = re.compile(r"^(dim|dims|axis|axes|dim\d)$|_dims?$")
 """An ``int`` or ``int[]`` that names dims of a tensor (``dim``, ``reduce_dims``)."""
@@ -28,11 +28,12 @@ FLOAT_LISTS: tuple[list[Any], ...] = ([0.5, 2.0], [1.0], [0.5, 2.0, 1.5])
 def typed_guesses(info: Target) -> dict[str, Guess]:
     """The guesses an op's schema types decide, by argument name (none for a Function, a
     function or a module, nor for an op's ``Tensor`` arguments)."""
-    if info.op is None:
+    schema = info.detail(Schema)
+    if schema is None:
         return {}
     hints = read_source(info)
     found = {}
-    for argument in info.op._schema.arguments:
+    for argument in schema.op._schema.arguments:
         guess = _typed(argument, hints.get(argument.name, Hints()))
         if guess is not None:
             found[argument.name] = guess

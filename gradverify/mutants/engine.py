@@ -19,7 +19,7 @@ from gradverify.mutants.jacobians import (
 from gradverify.mutants.plan import Mutant, Plan, plan
 from gradverify.mutants.source import SourceMutant
 from gradverify.results import CheckResult, MutantRun, Status
-from gradverify.targets import Target
+from gradverify.targets import Schema, Target
 
 Rerun = Callable[[Target], Sequence[CheckResult]]
 """The case's checks again, on a target with a mutant in place: their rows."""
@@ -53,7 +53,7 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
 
 def _node(ctx: CheckContext) -> Any:
     """A graph node of one call of an op (its registered backward is found through it)."""
-    if ctx.info.op is None:
+    if ctx.info.detail(Schema) is None:
         return None
     try:
         return apply(ctx.info, ctx.args("double")).node

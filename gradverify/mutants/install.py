@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gradverify import torchcompat
-from gradverify.targets import Capability, Target, registered_formula
+from gradverify.targets import Capability, Schema, Target, registered_formula
 from gradverify.targets.introspection import underlying
 
 Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -68,8 +68,9 @@ def holder(info: Target, node: Any = None) -> Holder | None:
                     return Holder(cls, name, descriptor, name in vars(cls),
                                    2 if isinstance(descriptor, classmethod) else 1)
         return None
-    if info.has(Capability.OWN_BACKWARD) and info.op is not None:
-        owner = torchcompat.custom_op_def(info.op._name)
+    schema = info.detail(Schema)
+    if info.has(Capability.OWN_BACKWARD) and schema is not None:
+        owner = torchcompat.custom_op_def(schema.name)
         generated = registered_formula(node) if node is not None else None
         if owner is None and generated is not None:
             owner = torchcompat.registered_autograd(generated)

@@ -41,7 +41,7 @@ from gradverify.run.tasks import (
     timed_out,
 )
 from gradverify.run.worker_handle import Worker, kill, reap, receive
-from gradverify.targets.names import parse_target
+from gradverify.targets.names import TargetName
 
 _CLOSED_GRACE = 2.0
 """Seconds a worker whose connection closed may take to exit (a crash) before it is stopped."""
@@ -171,13 +171,13 @@ class Pool:
                 if isinstance(message, messages.Planned):
                     remaining = []
                 else:  # died, or hung: the target being imported is the cause
-                    culprit = current or remaining[0]
+                    culprit = next((n for n in remaining if n.text == current), remaining[0])
                     found.errors.append(self._import_crash(worker, culprit))
                     remaining = remaining[remaining.index(culprit) + 1:]
                 break
         return found
 
-    def _import_crash(self, worker: Worker, target: str) -> ErrorEntry:
+    def _import_crash(self, worker: Worker, target: TargetName) -> ErrorEntry:
         """A worker died (or hung) while importing ``target``: an import failure of that
         target (exit 3), with how it ended."""
         try:
@@ -187,8 +187,8 @@ class Pool:
             how = f"did not finish within {max(self.timeout, IMPORT_DEADLINE):g} s"
         kill(worker)
         self._retire(worker)
-        module = parse_target(target).module or target
-        return ErrorEntry(target, None, "GV003",
+        module = target.module or target.text
+        return ErrorEntry(target.text, None, "GV003",
                           f"importing {module} {how}: the module ends or hangs the process "
                           "when imported (os._exit, a native abort, a wait)"
                           + last_lines(worker.output))

@@ -18,7 +18,16 @@ from gradverify.targets import custom_op, kinds
 from gradverify.targets.custom_op import registered_formula
 from gradverify.targets.introspection import line_of, location_of
 from gradverify.targets.load import import_module, normalise, resolve_named, resolve_object
-from gradverify.targets.model import MISSING, Capability, Kind, Param, Target
+from gradverify.targets.model import (
+    MISSING,
+    Built,
+    Capability,
+    Formula,
+    Kind,
+    Param,
+    Schema,
+    Target,
+)
 from gradverify.targets.module import ModuleParameter, module_parameter
 from gradverify.targets.names import TargetName, parse_target
 
@@ -29,10 +38,13 @@ registered in ``targets/kinds.py`` (the functions below read it there, at call t
 __all__ = [
     "KINDS",
     "MISSING",
+    "Built",
     "Capability",
+    "Formula",
     "Kind",
     "ModuleParameter",
     "Param",
+    "Schema",
     "Target",
     "TargetName",
     "described",

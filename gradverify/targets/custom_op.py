@@ -19,7 +19,7 @@ from gradverify.errors import TargetError
 from gradverify.targets import op_calls
 from gradverify.targets.introspection import adapter, file_of, location_of
 from gradverify.targets.load import import_module
-from gradverify.targets.model import MISSING, Capability, Param, Target
+from gradverify.targets.model import MISSING, Capability, Formula, Param, Schema, Target
 
 GENERATED = "GeneratedBackwardFor_"
 """torch's name for the autograd.Function it builds around a registered backward."""
@@ -77,7 +77,7 @@ class CustomOpKind:
     @staticmethod
     def listing(obj: Any, name: str) -> tuple[str, list[str]]:
         info = KIND.introspect(obj, name, {})
-        traits = ["custom op", "register_autograd" if info.style != "none"
+        traits = ["custom op", "register_autograd" if info.detail(Formula)
                   else "no register_autograd"]
         if info.vmap:
             traits.append("register_vmap")
@@ -161,21 +161,19 @@ def _op_target(obj: Any, op: Any, name: str) -> Target:
 
     impl = getattr(opdef, "_init_fn", None)
     shown = name if "::" in name else op._name
+    declared = Schema(op, mutates=tuple(a.name for a in schema.arguments
+                                        if a.alias_info is not None and a.alias_info.is_write))
     return Target(
         function=adapter(shown, apply, getattr(impl, "__module__", "torch.ops"), impl,
                      _registered_backward if registered else None),
-        target=name, style="register_autograd" if registered else "none", params=params,
-        once_differentiable=False, has_jvp=False,
-        vmap="register_vmap" if _has_vmap(op, opdef) else None,
+        target=name, params=params,
         forward_location=location_of(impl) if impl else None,
         backward_location=location_of(backward_fn) if backward_fn else None,
-        backward_arity=None, uses_mark_dirty=False, source_file=file_of(impl),
-        kind=KIND.name, called=shown,
+        source_file=file_of(impl), kind=KIND.name, called=shown,
         capabilities=SCHEMA_CAPABILITIES | ({Capability.OWN_BACKWARD, Capability.OWN_CTX}
                                             if registered else set()),
-        op=op,
-        mutates=tuple(a.name for a in schema.arguments
-                      if a.alias_info is not None and a.alias_info.is_write))
+        vmap="register_vmap" if _has_vmap(op, opdef) else None,
+        details=(declared, Formula("register_autograd")) if registered else (declared,))
 
 
 def registered_formula(ctx: Any) -> Any:

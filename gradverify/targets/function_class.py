@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.errors import TargetError
 from gradverify.targets.introspection import location_of, params_of, underlying, unwrap
 from gradverify.targets.load import normalise
-from gradverify.targets.model import Capability, Target, UnnamedKind
+from gradverify.targets.model import Capability, Formula, Target, UnnamedKind
 
 if TYPE_CHECKING:
     from torch.autograd import Function
@@ -31,10 +31,11 @@ class FunctionClassKind(UnnamedKind):
     @staticmethod
     def listing(obj: Any, name: str) -> tuple[str, list[str]]:
         info = class_target(obj, name)
-        traits = ["forward(ctx, ...)" if info.style == "ctx" else "setup_context"]
-        if info.once_differentiable:
+        formula = info.need(Formula)
+        traits = ["forward(ctx, ...)" if formula.style == "ctx" else "setup_context"]
+        if formula.once_differentiable:
             traits.append("backward @once_differentiable")
-        if info.has_jvp:
+        if formula.has_jvp:
             traits.append("jvp")
         if info.vmap:
             traits.append("vmap rule" if info.vmap == "staticmethod" else "generate_vmap_rule")
@@ -99,14 +100,15 @@ def class_target(obj: Any, target: str | None = None) -> Target:
         source = inspect.getsource(cls)
     except (OSError, TypeError):
         source = ""
-    return Target(
-        function=cls, target=name, style="setup_context" if setup_context else "ctx",
-        params=params, once_differentiable=once,
+    formula = Formula(
+        style="setup_context" if setup_context else "ctx", once_differentiable=once,
         has_jvp=_overrides(cls, "jvp", Function) or _overrides(cls, "forward_ad", Function),
-        vmap=vmap, forward_location=location_of(forward_fn),
-        backward_location=location_of(unwrap(backward_fn)), backward_arity=arity,
-        uses_mark_dirty="mark_dirty" in source, source_file=source_file,
-        kind=KIND.name, capabilities=CAPABILITIES, called=f"{cls.__qualname__}.forward")
+        backward_arity=arity, uses_mark_dirty="mark_dirty" in source)
+    return Target(
+        function=cls, target=name, params=params, forward_location=location_of(forward_fn),
+        backward_location=location_of(unwrap(backward_fn)), source_file=source_file,
+        kind=KIND.name, capabilities=CAPABILITIES, called=f"{cls.__qualname__}.forward",
+        vmap=vmap, details=(formula,))
 
 
 def _overrides(cls: type, name: str, base: type) -> bool:

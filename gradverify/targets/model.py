@@ -6,7 +6,7 @@ import enum
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from gradverify.results import Location
 
@@ -70,31 +70,66 @@ _WHO = {
 
 
 @dataclass(frozen=True)
+class Formula:
+    """A target's own autograd formula, as its kind found it: an autograd.Function's, or the
+    one a custom op registers with ``register_autograd``. Checks that call or read backward
+    ask for it (``target.detail(Formula)``)."""
+
+    style: str
+    """``ctx`` (forward(ctx, ...)), ``setup_context`` or ``register_autograd``."""
+    once_differentiable: bool = False
+    """backward is ``@once_differentiable``: double backward is declared unsupported."""
+    has_jvp: bool = False
+    """It defines its own forward-mode formula."""
+    backward_arity: int | None = None
+    """Number of gradient parameters backward takes; None when it takes ``*grads``."""
+    uses_mark_dirty: bool = False
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An operator schema: a custom op's ``OpOverload`` and what it declares."""
+
+    op: Any
+    mutates: tuple[str, ...] = ()
+    """The arguments the schema declares it writes to."""
+
+    @property
+    def name(self) -> str:
+        """``namespace::op``."""
+        return str(self.op._name)
+
+
+@dataclass(frozen=True)
+class Built:
+    """A target built from the spec's ``init_args`` (a module): the instance, and the names
+    of its parameters, which are inputs of every case after forward's own."""
+
+    instance: Any
+    parameters: tuple[str, ...] = ()
+
+
+D = TypeVar("D")
+
+
+@dataclass(frozen=True)
 class Target:
     """Everything the checks need to know about a target, found once by its kind's module
-    (``gradverify.targets``). The checks call every kind through one door,
-    ``function.apply(*values)``."""
+    (``gradverify.targets``): a core that every kind has, and ``details``, typed values that
+    some kinds have (``Formula``, ``Schema``, ``Built``; a new kind may bring its own), read
+    with ``detail``. The checks call every kind through one door, ``function.apply(*values)``."""
 
     function: Any
     """The autograd.Function class; for another kind, an adapter with the same door: ``apply``,
     ``forward`` (the user's code) and, where the target has one, ``backward``."""
     target: str
     """How the user named it, normalised (``pkg.mod:Class``)."""
-    style: str
-    """``ctx`` (forward(ctx, ...)), ``setup_context``, ``register_autograd`` or ``none``."""
     params: tuple[Param, ...]
-    """forward's parameters, without ctx."""
-    once_differentiable: bool
-    has_jvp: bool
-    vmap: str | None
-    """``generate_vmap_rule``, ``staticmethod``, ``register_vmap`` or None."""
+    """forward's parameters, without ctx (a module's parameters last: ``Built``)."""
     forward_location: Location | None
     """Forward's ``def`` (an op's implementation): where a finding about outputs points."""
     backward_location: Location | None
     """Backward's ``def`` (None for a target without one of its own)."""
-    backward_arity: int | None
-    """Number of gradient parameters backward takes; None when it takes ``*grads``."""
-    uses_mark_dirty: bool
     source_file: str | None
     kind: str
     """Its kind's name, for messages: ``autograd.Function``, ``custom op``, ``function`` or
@@ -102,23 +137,46 @@ class Target:
     capabilities: frozenset[Capability]
     called: str
     """How a message names the call of it: ``Name.forward`` or ``name``."""
-    op: Any = None
-    """A custom op's ``OpOverload``."""
-    mutates: tuple[str, ...] = ()
-    """The arguments a custom op's schema declares it writes to."""
-    module: Any = None
-    """A module target's instance (built from the spec's ``init_args``)."""
-    parameters: tuple[str, ...] = ()
-    """A module target's parameter names: the last ``len(parameters)`` of ``params``."""
+    vmap: str | None = None
+    """How it supports vmap: ``generate_vmap_rule``, ``staticmethod``, ``register_vmap`` or
+    None (through what it calls)."""
     list_inputs: bool = False  # autograd differentiates it through its lists' tensors
+    details: tuple[Any, ...] = ()
+    """What its kind knows beyond the core, one value of each type (``detail``)."""
+
+    def detail(self, kind_of_detail: type[D]) -> D | None:
+        """Its detail of this type (its ``Formula``, ``Schema``, ...), or None."""
+        return next((d for d in self.details if isinstance(d, kind_of_detail)), None)
+
+    def need(self, kind_of_detail: type[D]) -> D:
+        """Its detail of this type, which a check that needs the capability it goes with
+        (``Schema``: ``SCHEMA``) may count on."""
+        found = self.detail(kind_of_detail)
+        assert found is not None, f"{self.target} has no {kind_of_detail.__name__}"
+        return found
 
     @property
     def name(self) -> str:
         return str(self.function.__qualname__)
 
     @property
-    def writes_inputs(self) -> bool:  # declared: mark_dirty, an op's mutates_args
-        return self.uses_mark_dirty or bool(self.mutates)
+    def once_differentiable(self) -> bool:
+        """Whether its own backward declares double backward unsupported."""
+        formula = self.detail(Formula)
+        return formula is not None and formula.once_differentiable
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The inputs that are its own parameters (a built module's), the last of ``params``."""
+        built = self.detail(Built)
+        return built.parameters if built is not None else ()
+
+    @property
+    def writes_inputs(self) -> bool:
+        """Whether it declares that it writes to inputs: ``mark_dirty``, an op's schema."""
+        formula, schema = self.detail(Formula), self.detail(Schema)
+        return bool((formula is not None and formula.uses_mark_dirty)
+                    or (schema is not None and schema.mutates))
 
     @property
     def positional(self) -> tuple[Param, ...]:

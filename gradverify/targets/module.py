@@ -10,7 +10,7 @@ from typing import Any
 
 from gradverify.errors import TargetError
 from gradverify.targets.introspection import adapter, file_of, location_of, params_of
-from gradverify.targets.model import Capability, Param, Target, UnnamedKind
+from gradverify.targets.model import Built, Capability, Param, Target, UnnamedKind
 from gradverify.targets.module_calls import (
     RandomUse,
     buffer_copy,
@@ -93,16 +93,14 @@ def _module_target(cls: type, name: str, init_args: Mapping[str, Any]) -> Target
     shown = name.split(":")[-1]
     return Target(
         function=adapter(shown, apply, cls.__module__, forward, random_use=use),
-        target=name,
-        style="none",
-        params=params + tuple(Param(n, ModuleParameter(n)) for n in names),
-        once_differentiable=False, has_jvp=False, vmap=None,
-        forward_location=location_of(forward), backward_location=None, backward_arity=None,
-        uses_mark_dirty=False, source_file=file_of(cls), kind=KIND.name,
-        capabilities=KIND.capabilities,
-        called=f"{shown}.forward", module=module, parameters=names, list_inputs=True)
+        target=name, params=params + tuple(Param(n, ModuleParameter(n)) for n in names),
+        forward_location=location_of(forward), backward_location=None,
+        source_file=file_of(cls), kind=KIND.name, capabilities=KIND.capabilities,
+        called=f"{shown}.forward", list_inputs=True, details=(Built(module, names),))
 
 
 def module_parameter(target: Target, name: str) -> Any:
     """The built module's value of parameter ``name`` (detached)."""
-    return dict(target.module.named_parameters())[name].detach()
+    built = target.detail(Built)
+    assert built is not None, f"{target.target} is not built from init_args"
+    return dict(built.instance.named_parameters())[name].detach()

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gradverify.targets.model import Schema
+
 if TYPE_CHECKING:
     from gradverify.targets.model import Target
 
@@ -33,10 +35,10 @@ def tensor_lists(info: Target, names: Sequence[str],
 
     if info.list_inputs:
         lists = set(names)
-    elif info.op is None:
+    elif (schema := info.detail(Schema)) is None:
         return tuple(None for _ in values)
     else:
-        lists = {a.name for a in info.op._schema.arguments
+        lists = {a.name for a in schema.op._schema.arguments
                  if torchcompat.is_tensor_list_type(a.type)}
     # where torch flattens: a list of tensors only (a None in a Tensor?[] keeps it whole),
     # an empty one included
@@ -95,9 +97,10 @@ def gradient_count(info: Target, count: int) -> int:
     """How many of a call's ``count`` arguments backward returns gradients for: all of them,
     but an op's registered backward returns none for keyword-only arguments (torch passes
     those aside)."""
-    if info.op is None:
+    schema = info.detail(Schema)
+    if schema is None:
         return count
-    keyword = op_arguments(info.op, op_values(info, range(count)))[1]
+    keyword = op_arguments(schema.op, op_values(info, range(count)))[1]
     return count - len(keyword)
 
 

@@ -72,7 +72,6 @@ def _function_target(fn: Callable[..., Any], name: str) -> Target:
     return Target(
         function=adapter(shown, apply, getattr(fn, "__module__", "") or "", fn,
                          random_use=use),
-        target=name, style="none", params=params, once_differentiable=False,
-        has_jvp=False, vmap=None, forward_location=location_of(fn), backward_location=None,
-        backward_arity=None, uses_mark_dirty=False, source_file=file_of(fn), kind=KIND.name,
-        capabilities=KIND.capabilities, called=shown, list_inputs=True)
+        target=name, params=params, forward_location=location_of(fn), backward_location=None,
+        source_file=file_of(fn), kind=KIND.name, capabilities=KIND.capabilities, called=shown,
+        list_inputs=True)
