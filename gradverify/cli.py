@@ -77,10 +77,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     from gradverify.targets.names import parse_target
 
     config = config_mod.load()
-    # each TARGET parsed once (what a name is reads the file system): with --changed they are
-    # the changed files
-    names = [] if changed else [parse_target(target) for target in targets]
-    files = list(targets) if changed else []
+    # each TARGET parsed once (what it names reads the file system); --changed: changed files
+    names, files = ([], list(targets)) if changed else ([parse_target(t) for t in targets], [])
     outputs = sinks.outputs({"--output": output, "--json": json_file,
                              "--junit-xml": junit_file}, names, files, config, spec_file)
     repro = sinks.repro_folder(repro_dir)
