@@ -26,10 +26,10 @@ from gradverify.codes import Code
 from gradverify.results import CheckResult, Evidence, Finding, Severity
 
 if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
     from gradverify.checks._calls import DifferentiableView
     from gradverify.checks._jacobian import Block
     from gradverify.checks._probes import Nonlinear
-    from gradverify.context import CheckContext
 
 
 CODES = (
