@@ -107,7 +107,7 @@ def _names(value: Any, argument: str) -> tuple[str, ...] | None:
 
 
 def _check_spec_type(spec: Any) -> None:
-    from gradverify.spec.model import Spec
+    from gradverify.specmodel import Spec
 
     if spec is not None and not isinstance(spec, (str, Path, Mapping, Spec)):
         raise TypeError(f"verify(spec=...) takes a spec file's path, a mapping with the keys of "

@@ -10,8 +10,8 @@ from typing import Any
 
 from gradverify.errors import InputError, shown_path
 from gradverify.optiontable import KEYS, OPTIONS
-from gradverify.spec.model import SPEC_SUFFIXES, CheckSetting, Tolerance
 from gradverify.spec.settings import SettingsReader
+from gradverify.specmodel import SPEC_SUFFIXES, CheckSetting, Tolerance
 
 if sys.version_info >= (3, 11):  # mypy checks the version CI runs
     import tomllib

@@ -16,7 +16,7 @@ from gradverify.errors import InputError, SpecError, shown_path
 from gradverify.importgraph import Readers, target_files
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
-from gradverify.spec.model import NAMED_SPEC_SUFFIXES, Spec
+from gradverify.specmodel import NAMED_SPEC_SUFFIXES, Spec
 from gradverify.targets.names import (
     ATTRIBUTE,
     MODULE,

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradverify.spec.model import Spec
+from gradverify.specmodel import Spec
 from gradverify.targets.names import ATTRIBUTE, TargetName, parse_target
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES
 from gradverify.optiontable import OPTIONS, default
-from gradverify.spec.model import Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
+from gradverify.specmodel import Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
 
 if TYPE_CHECKING:
     from gradverify.config import Config

@@ -35,7 +35,7 @@ def version() -> str:
 def too_old(required: tuple[int, ...]) -> str | None:
     """What is missing when this torch is older than ``required`` (``(2, 4)``): "torch >= 2.4
     (this is torch 2.1.2)", to follow "needs"; None when it is not older."""
-    from gradverify.spec.model import version_tuple
+    from gradverify.specmodel import version_tuple
 
     if version_tuple(version()) >= required:
         return None

@@ -68,7 +68,7 @@ def test_check_modules_do_not_import_torch_at_import_time():
     import subprocess
     import sys
 
-    code = ("import sys, gradverify.cli, gradverify.checks, gradverify.spec.model,"
+    code = ("import sys, gradverify.cli, gradverify.checks, gradverify.specmodel,"
             " gradverify.explain;"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -124,7 +124,7 @@ def test_the_console_draws_the_heatmap_and_cuts_the_numbers_without_v(wrong):
 
 
 def test_checks_never_see_the_verbosity():
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
     from gradverify.options import RunOptions
 
     assert "verbose" not in {f.name for f in dataclasses.fields(CheckContext)}
@@ -174,7 +174,7 @@ def test_a_traceback_is_evidence_shown_with_v_only():
 def test_an_internal_error_carries_its_traceback_as_evidence(wrong, monkeypatch):
     """A bug of ours while making a case's inputs (GV011): the traceback is the finding's
     evidence (it was a string in ``data``), and the run's error entry is made from it."""
-    from gradverify.spec.inputs import InputMaker
+    from gradverify.case.inputs import InputMaker
 
     def broken(self, role="double"):
         raise ZeroDivisionError("planted")

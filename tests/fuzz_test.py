@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gradverify.errors import SpecError
 from gradverify.spec.file import load_text
-from gradverify.spec.model import CASE_KEYS, INITS, SPEC_KEYS, TENSOR_KEYS, Spec
+from gradverify.specmodel import CASE_KEYS, INITS, SPEC_KEYS, TENSOR_KEYS, Spec
 
 KEYS = st.sampled_from(SPEC_KEYS + CASE_KEYS + TENSOR_KEYS + ("tuple", "list", "x", "N"))
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**20),

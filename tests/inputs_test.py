@@ -5,10 +5,10 @@ import pytest
 import torch
 
 import zoo
+from gradverify.case.binding import bind
+from gradverify.case.inputs import InputMaker, case_seed
 from gradverify.errors import InputError, SpecError
-from gradverify.spec.binding import bind
 from gradverify.spec.file import load_text
-from gradverify.spec.inputs import InputMaker, case_seed
 from gradverify.targets import introspect
 
 

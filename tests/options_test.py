@@ -12,7 +12,7 @@ import pytest
 from gradverify.config import Config
 from gradverify.options import RunOptions
 from gradverify.run.schedule import rows as select
-from gradverify.spec.model import Case, CheckSetting, Spec
+from gradverify.specmodel import Case, CheckSetting, Spec
 from gradverify.targets import Capability
 
 
@@ -80,7 +80,7 @@ def test_check_selection(target, flags, spec_keys, present, absent):
 def test_selection_imports_no_torch():
     code = ("import sys; from gradverify.run.schedule import rows as select; "
             "from gradverify.options import RunOptions; from gradverify.config import Config; "
-            "from gradverify.spec.model import Case, Spec; from pathlib import Path; "
+            "from gradverify.specmodel import Case, Spec; from pathlib import Path; "
             "case = Case('c'); select(Spec('m:F', (case,)), case, "
             "RunOptions.from_config(Config(root=Path('.'))), frozenset()); "
             "assert 'torch' not in sys.modules, 'torch imported'")

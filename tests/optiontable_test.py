@@ -99,7 +99,7 @@ def test_the_parent_never_imports_torch_to_check_a_device():
     ("cuda", None, None, "cuda"),
 ])
 def test_device_precedence(tmp_path, flag, spec, pyproject, expected):
-    from gradverify.spec.model import Case, Spec
+    from gradverify.specmodel import Case, Spec
 
     options = RunOptions.from_config(Config(root=tmp_path, device=pyproject), device=flag)
     assert options.device_for(Spec("m:F", (Case("c"),), device=spec)) == expected

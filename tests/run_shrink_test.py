@@ -18,7 +18,7 @@ from gradverify.run.shrink import (
     smaller,
 )
 from gradverify.spec.file import load_text
-from gradverify.spec.model import Case, CheckSetting, SeqArg, TensorArg, Tolerance, ValueArg
+from gradverify.specmodel import Case, CheckSetting, SeqArg, TensorArg, Tolerance, ValueArg
 
 
 def minimal(sizes: Mapping[str, int], fails: Callable[[Mapping[str, int]], bool],

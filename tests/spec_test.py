@@ -5,7 +5,7 @@ import pytest
 
 from gradverify.errors import SpecError
 from gradverify.spec.file import load_file, load_text
-from gradverify.spec.model import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg
+from gradverify.specmodel import COMPLEX, FLOATING, SeqArg, TensorArg, ValueArg
 
 GOOD_TARGET = "target: m:F\n"
 
@@ -216,7 +216,7 @@ def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
     spec_obj.loader.exec_module(loaded)
     (spec,) = load_text("cases:\n  - name: a\n    args: {x: {shape: [3]}, eps: 1e-5}\n"
                         "  - name: b\n    args: {x: {shape: [3]}, eps: 'tiny'}\n", "s.yaml")
-    from gradverify.spec.binding import bind
+    from gradverify.case.binding import bind
 
     info = introspect(loaded.AddEps)
     assert bind(spec.cases[0], info, spec).args[1].value == 1e-5
@@ -241,7 +241,7 @@ def test_a_string_for_a_float_parameter_is_a_spec_error_at_its_line(tmp_path):
     ("float?", "float"), ("float | str", None), ("int | Literal['auto']", None), (str, "str"),
 ])
 def test_an_annotation_a_string_cannot_satisfy_is_read_from_its_members(annotation, name):
-    from gradverify.spec.binding import _annotation_name
+    from gradverify.case.binding import _annotation_name
 
     assert _annotation_name(annotation) == name
 

@@ -79,7 +79,7 @@ def test_a_reexported_class_is_reported_under_the_name_given(project):
 
 
 def test_star_args_forward_is_inferred_as_a_list_of_tensors():
-    from gradverify.spec.infer import infer_spec
+    from gradverify.case.infer import infer_spec
 
     spec = infer_spec(introspect(zoo.SumOfMany))
     ((name, arg),) = spec.cases[0].args

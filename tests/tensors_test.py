@@ -137,7 +137,7 @@ def test_autograd_refusals_are_protection(make, message):
 
 @pytest.mark.parametrize("name", KINDS)
 def test_fresh_leaves_keep_the_class(name):
-    from gradverify.spec.inputs import fresh_leaf
+    from gradverify.case.inputs import fresh_leaf
 
     t = KINDS[name]()
     grad = t.is_floating_point() or t.is_complex()

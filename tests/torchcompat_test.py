@@ -20,7 +20,7 @@ from gradverify import torchcompat, torchstate
 from gradverify.errors import InputError
 from gradverify.run import leftovers
 from gradverify.spec.file import load_text
-from gradverify.spec.model import version_tuple
+from gradverify.specmodel import version_tuple
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -13,10 +13,10 @@ import torch
 
 import zoo
 from gradverify import torchcompat, verify
+from gradverify.case.binding import bind
+from gradverify.case.inputs import InputMaker, case_seed, fresh_leaf
 from gradverify.results import Severity, Status
 from gradverify.spec import file as spec_mod
-from gradverify.spec.binding import bind
-from gradverify.spec.inputs import InputMaker, case_seed, fresh_leaf
 from gradverify.targets import introspect
 
 EVERY_FUNCTION = [*zoo.BROKEN, *zoo.CORRECT, *zoo.HARD]

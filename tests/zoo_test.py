@@ -234,14 +234,14 @@ def test_an_undiagnosed_failure_still_names_the_input(monkeypatch):
 
 
 def test_an_input_at_fault_is_found_without_torch_naming_it():
+    from gradverify.case.context import CheckContext
+    from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls
     from gradverify.checks._jacobian import failing_input
-    from gradverify.context import CheckContext
     from gradverify.discover import Job
     from gradverify.run.prepare import prepare
     from gradverify.spec.file import from_dict
-    from gradverify.spec.inputs import InputMaker
-    from gradverify.spec.model import DEFAULT_TOLERANCE
+    from gradverify.specmodel import DEFAULT_TOLERANCE
 
     prepared = prepare(Job("zoo:MatmulTransposedGrad", from_dict(zoo.MatmulTransposedGrad.SPEC),
                            zoo.MatmulTransposedGrad))

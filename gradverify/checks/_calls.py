@@ -10,10 +10,10 @@ from typing import Any
 import torch
 
 from gradverify import frames
+from gradverify.case.inputs import Args
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
 from gradverify.results import Location
-from gradverify.spec.inputs import Args
 from gradverify.targets import Target, registered_formula
 from gradverify.targets.model import Capability
 

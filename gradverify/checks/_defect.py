@@ -15,8 +15,8 @@ from gradverify.results import Location
 from gradverify.targets import Capability
 
 if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
     from gradverify.checks.base import Outcome
-    from gradverify.context import CheckContext
 
 
 def at_return_lines(ctx: CheckContext, outcome: Outcome) -> None:

@@ -14,7 +14,7 @@ from gradverify.results import CheckResult, Finding, Location, Severity
 if TYPE_CHECKING:
     import torch
 
-    from gradverify.spec.inputs import Args
+    from gradverify.case.inputs import Args
 
 CODES = (
     Code("GV129", "gradient-never-exercised",

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from gradverify.results import CheckResult, Finding, Severity, Status
 
 if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
     from gradverify.codes import Code
-    from gradverify.context import CheckContext
     from gradverify.targets import Capability, Target
 
 

@@ -20,7 +20,7 @@ from gradverify.results import Finding, Severity, Status
 from gradverify.targets.model import Formula
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 
 CODES = (

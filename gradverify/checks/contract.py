@@ -16,8 +16,8 @@ from gradverify.targets.model import Capability, Formula
 if TYPE_CHECKING:
     import torch
 
+    from gradverify.case.context import CheckContext
     from gradverify.checks._calls import Applied
-    from gradverify.context import CheckContext
 
 
 CODES = (

@@ -13,7 +13,7 @@ from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 
 CODES = (

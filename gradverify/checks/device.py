@@ -12,7 +12,7 @@ from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 
 CODES = (
@@ -40,9 +40,9 @@ class DeviceCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
+        from gradverify.case.inputs import InputMaker
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
-        from gradverify.spec.inputs import InputMaker
 
         if ctx.device == "cpu":
             return Outcome.skip("the run is on the CPU (use --device cuda)")

@@ -15,7 +15,7 @@ from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Formula
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 
 CODES = (

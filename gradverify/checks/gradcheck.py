@@ -27,10 +27,10 @@ from gradverify.results import CheckResult, Evidence, Finding, Severity
 from gradverify.targets.model import Schema
 
 if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
     from gradverify.checks._calls import DifferentiableView
     from gradverify.checks._jacobian import Block
     from gradverify.checks._probes import Nonlinear
-    from gradverify.context import CheckContext
 
 
 CODES = (

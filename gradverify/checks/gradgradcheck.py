@@ -18,9 +18,9 @@ from gradverify.codes import Code
 from gradverify.results import Evidence, Finding, Severity
 
 if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
     from gradverify.checks._calls import DifferentiableView
-    from gradverify.context import CheckContext
-    from gradverify.spec.model import ResolvedTolerance
+    from gradverify.specmodel import ResolvedTolerance
 
 _HINT = ("write backward with differentiable torch ops on ctx.saved_tensors; avoid .data, "
          ".detach(), numpy and intermediates computed in forward but not saved with "

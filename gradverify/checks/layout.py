@@ -17,7 +17,7 @@ from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 LAYOUTS = ("transposed", "leading dims permuted", "reversed strides", "strided")
 

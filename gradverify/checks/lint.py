@@ -19,7 +19,7 @@ from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 CODES = (
     Code("GV261", "saved-variables-used",

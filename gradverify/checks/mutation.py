@@ -19,9 +19,9 @@ from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
     from gradverify.checks._calls import Applied
     from gradverify.checks._tensors import Snapshot
-    from gradverify.context import CheckContext
     from gradverify.results import Location
 
 
@@ -76,9 +76,9 @@ class MutationCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
+        from gradverify.case.inputs import Args
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
-        from gradverify.spec.inputs import Args
 
         outcome = Outcome()
         args = ctx.args("double")

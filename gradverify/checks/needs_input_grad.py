@@ -22,8 +22,8 @@ from gradverify.targets.model import Capability
 from gradverify.targets.op_calls import needs_input_grad_index
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
-    from gradverify.spec.inputs import Args
+    from gradverify.case.context import CheckContext
+    from gradverify.case.inputs import Args
 
 EXHAUSTIVE_MAX = 4
 """Up to this many differentiable inputs, every subset is tried (at most 15 runs)."""

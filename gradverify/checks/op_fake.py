@@ -17,7 +17,7 @@ from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 CODES = (
     Code("GV421", "fake-impl-mismatch",

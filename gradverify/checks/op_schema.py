@@ -16,7 +16,7 @@ from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
-    from gradverify.context import CheckContext
+    from gradverify.case.context import CheckContext
 
 CODES = (
     Code("GV401", "undeclared-mutation",

@@ -25,9 +25,9 @@ from gradverify.results import Finding, Location, Severity
 if TYPE_CHECKING:
     import torch
 
+    from gradverify.case.context import CheckContext
+    from gradverify.case.inputs import Args
     from gradverify.checks._compare import Mismatch
-    from gradverify.context import CheckContext
-    from gradverify.spec.inputs import Args
 
 DTYPES = ("float32", "float16", "bfloat16", "complex64")
 

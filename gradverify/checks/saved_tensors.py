@@ -23,9 +23,9 @@ from gradverify.targets.model import Capability
 if TYPE_CHECKING:
     import torch
 
+    from gradverify.case.context import CheckContext
+    from gradverify.case.inputs import Args
     from gradverify.checks._calls import Applied
-    from gradverify.context import CheckContext
-    from gradverify.spec.inputs import Args
 
 
 CODES = (

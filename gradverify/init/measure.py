@@ -61,8 +61,8 @@ def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) ->
 def seeds(info: Target, case: Case) -> tuple[int, ...]:
     """The seed ``check`` draws the case with (its default seed, the target, the case's name),
     then ``OTHER_SEEDS``."""
+    from gradverify.case.inputs import case_seed
     from gradverify.choices import DEFAULT_SEED
-    from gradverify.spec.inputs import case_seed
 
     return (case_seed(DEFAULT_SEED, info.target, str(case.get("name", ""))), *OTHER_SEEDS)
 
@@ -94,10 +94,10 @@ def _loop_counts(case: Case, loops: frozenset[str]) -> dict[str, int]:
 def _measure_once(info: Target, case: Case, seed: int) -> Strength:
     import torch
 
+    from gradverify.case.binding import bind
+    from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls as calls
-    from gradverify.spec.binding import bind
     from gradverify.spec.file import from_dict
-    from gradverify.spec.inputs import InputMaker
     from gradverify.targets.op_calls import for_case
 
     try:

@@ -97,11 +97,11 @@ def evaluate(info: Target, guesses: list[Guess]) -> Attempt:
 def _evaluate(info: Target, guesses: list[Guess], seed: int) -> Attempt:
     import torch
 
+    from gradverify.case.binding import bind
+    from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls as calls
     from gradverify.errors import InputError
-    from gradverify.spec.binding import bind
     from gradverify.spec.file import from_dict
-    from gradverify.spec.inputs import InputMaker
     from gradverify.targets.op_calls import for_case
 
     try:

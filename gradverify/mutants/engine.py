@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gradverify.case.context import CheckContext
 from gradverify.checks._calls import apply
-from gradverify.context import CheckContext
 from gradverify.mutants.jacobians import (
     Jacobians,
     Original,

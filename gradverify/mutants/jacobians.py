@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from gradverify.case.context import CheckContext
+from gradverify.case.inputs import Args
 from gradverify.checks._calls import (
     NothingToDifferentiate,
     apply,
@@ -19,8 +21,6 @@ from gradverify.checks._calls import (
 )
 from gradverify.checks._jacobian import analytical_rows, numerical_columns
 from gradverify.checks._tensors import is_strided
-from gradverify.context import CheckContext
-from gradverify.spec.inputs import Args
 from gradverify.targets import Target
 
 MAX_ENTRIES = 64

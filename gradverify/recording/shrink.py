@@ -79,9 +79,9 @@ def _serve() -> None:
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     # imported before the first request: the process is started while the script runs
+    import gradverify.case.inputs
     import gradverify.init.measure
     import gradverify.run.scoring
-    import gradverify.spec.inputs
     import gradverify.targets  # noqa: F401
     from gradverify.syspath import ensure_cwd_on_path
 
@@ -219,9 +219,9 @@ def search_sizes(shrunk: Mapping[str, int], recorded: Mapping[str, int],
 
 def _inputs(info: Any, case: dict[str, Any]) -> Any:
     """The double-precision arguments of a drafted case, as a check makes them."""
-    from gradverify.spec.binding import bind
+    from gradverify.case.binding import bind
+    from gradverify.case.inputs import InputMaker
     from gradverify.spec.file import from_dict
-    from gradverify.spec.inputs import InputMaker
 
     spec = from_dict({"target": info.target, "cases": [case]})
     bound = bind(spec.cases[0], info, spec)

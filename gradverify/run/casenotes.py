@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gradverify import torchstate
+from gradverify.case.binding import case_tensors
+from gradverify.case.context import CheckContext
 from gradverify.checks.base import Check, Trait
-from gradverify.context import CheckContext
 from gradverify.results import CheckResult, Evidence, Finding, Location, Severity, Status
 from gradverify.run import leftovers
-from gradverify.spec.binding import case_tensors
-from gradverify.spec.model import Spec
+from gradverify.specmodel import Spec
 from gradverify.targets import Target
 from gradverify.targets.names import parse_target
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import traceback
 
 from gradverify import frames
+from gradverify.case.context import CheckContext
 from gradverify.checks.base import Outcome
-from gradverify.context import CheckContext
 from gradverify.results import Evidence, Finding, Severity
 from gradverify.run import casenotes
 from gradverify.targets import Capability, Target

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradverify import torchstate
+from gradverify.case.binding import Bound
+from gradverify.case.context import CheckContext
+from gradverify.case.inputs import InputMaker, case_seed
 from gradverify.checks.base import Check, Outcome
-from gradverify.context import CheckContext
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.results import (
@@ -29,9 +31,7 @@ from gradverify.run import casenotes, classify, leftovers, schedule
 from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import Task, TaskOutcome, Unsupported
-from gradverify.spec.binding import Bound
-from gradverify.spec.inputs import InputMaker, case_seed
-from gradverify.spec.model import Case, Spec
+from gradverify.specmodel import Case, Spec
 from gradverify.targets import Target
 from gradverify.targets import op_calls as opcalls
 

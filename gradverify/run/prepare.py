@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
+from gradverify.case.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
+from gradverify.case.infer import infer_spec
 from gradverify.discover import Job
 from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.run.tasks import Unsupported
-from gradverify.spec.binding import MAX_CASE_BYTES, Bound, bind, case_tensors
-from gradverify.spec.infer import infer_spec
-from gradverify.spec.model import Spec
+from gradverify.specmodel import Spec
 from gradverify.targets import Target
 
 if TYPE_CHECKING:

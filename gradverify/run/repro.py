@@ -14,14 +14,14 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gradverify.case.inputs import InputMaker, case_seed
 from gradverify.results import Finding
-from gradverify.spec.inputs import InputMaker, case_seed
-from gradverify.spec.model import Case, ResolvedTolerance
+from gradverify.specmodel import Case, ResolvedTolerance
 from gradverify.targets import Capability, Target
 from gradverify.targets.names import parse_target
 
 if TYPE_CHECKING:
-    from gradverify.spec.binding import Bound
+    from gradverify.case.binding import Bound
 
 MARKER = "# gradverify repro:"
 """The first line of every script written: the only files ``--repro`` writes over."""

@@ -38,7 +38,7 @@ from gradverify.run.tasks import (
     TasksInterrupted,
     mark_interrupted,
 )
-from gradverify.spec.model import Case, TensorArg
+from gradverify.specmodel import Case, TensorArg
 
 
 def versions() -> dict[str, str]:

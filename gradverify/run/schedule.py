@@ -12,7 +12,7 @@ from gradverify.checks.base import Check, Trait
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CheckResult, Finding, Status
-from gradverify.spec.model import Case, Spec
+from gradverify.specmodel import Case, Spec
 from gradverify.targets.model import Capability, Target
 
 FAILED = (Status.FAIL, Status.ERROR, Status.XFAIL)

@@ -15,7 +15,8 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from gradverify.spec.model import (
+from gradverify.spec.yamlio import flow_scalar
+from gradverify.specmodel import (
     FLOATING,
     TOLERANCE_KEYS,
     Arg,
@@ -24,7 +25,6 @@ from gradverify.spec.model import (
     TensorArg,
     ValueArg,
 )
-from gradverify.spec.yamlio import flow_scalar
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T", bound=Hashable)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradverify.case.binding import Bound, bind
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
@@ -26,8 +27,7 @@ from gradverify.run.shrink import (
     simplify,
     sizes_of,
 )
-from gradverify.spec.binding import Bound, bind
-from gradverify.spec.model import Case, Spec
+from gradverify.specmodel import Case, Spec
 from gradverify.targets import Target
 
 RunCase = Callable[[Case, Bound, str], CaseResult | None]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from gradverify.discover import Job
 from gradverify.errors import Interrupted
 from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status
-from gradverify.spec.model import Spec
+from gradverify.specmodel import Spec
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,10 @@
-"""The spec side: what a spec is (``model``), reading and validating spec files (``file``, with
-``args`` and ``settings``, on ``yamlio``), matching a case to forward's parameters (``binding``)
-and making its tensors (``inputs``). Never imports torch (``inputs`` does, when it makes
-tensors).
+"""Reading spec files: YAML or JSON documents (``yamlio``) validated key by key (``file``, with
+``args`` and ``settings``) into the frozen dataclasses of ``gradverify.specmodel``, what a spec
+is. Never imports torch. Turning a case into call arguments is ``gradverify.case``.
 
 ``Spec``, ``Case``, ``from_dict`` and ``load_file`` are the public names: build a spec in Python
 without YAML, or read one, for ``gradverify.verify(F, spec=...)``. They are imported when asked
-for, so that importing ``spec.model`` (the bottom floor) never imports the YAML reader.
+for, so that importing the package for one of its modules never imports the YAML reader.
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(file, name)
     if name in ("Case", "Spec"):
-        from gradverify.spec import model
+        from gradverify import specmodel
 
-        return getattr(model, name)
+        return getattr(specmodel, name)
     raise AttributeError(f"module 'gradverify.spec' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """A case's arguments in a spec (``args:``): tensors with their shape, dtype and init, literal
-values, sequences and dims, validated key by key into ``spec.model`` values. Never imports
+values, sequences and dims, validated key by key into ``specmodel`` values. Never imports
 torch."""
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gradverify.errors import did_you_mean, one_of
-from gradverify.spec.model import (
+from gradverify.spec.settings import SettingsReader
+from gradverify.spec.yamlio import join_key, kind_of
+from gradverify.specmodel import (
     COMPLEX,
     DEVICE_RE,
     DTYPES,
@@ -25,8 +27,6 @@ from gradverify.spec.model import (
     TensorArg,
     ValueArg,
 )
-from gradverify.spec.settings import SettingsReader
-from gradverify.spec.yamlio import join_key, kind_of
 
 
 class ArgsReader(SettingsReader):

@@ -1,8 +1,8 @@
-"""Spec files (YAML, version 1) into the frozen dataclasses of ``gradverify.spec.model``, validated
+"""Spec files (YAML, version 1) into the frozen dataclasses of ``gradverify.specmodel``, validated
 before anything runs.
 
 Never imports torch: dtype and init names are checked against the tables in
-``gradverify.spec.model``, so that spec validation stays fast. Errors are ``SpecError`` with
+``gradverify.specmodel``, so that spec validation stays fast. Errors are ``SpecError`` with
 ``file:line`` and the key path.
 
 One validator walks the whole document, key by key, so that every error carries its file, line
@@ -21,7 +21,8 @@ from typing import Any
 
 from gradverify.errors import SpecError, shown_path
 from gradverify.spec.args import ArgsReader, dims_used
-from gradverify.spec.model import (
+from gradverify.spec.yamlio import join_key, kind_of, load_documents, looks_like_spec
+from gradverify.specmodel import (
     CASE_KEYS,
     DIM_RE,
     MAX_SWEEP,
@@ -32,7 +33,6 @@ from gradverify.spec.model import (
     Spec,
     Tolerance,
 )
-from gradverify.spec.yamlio import join_key, kind_of, load_documents, looks_like_spec
 from gradverify.targets.names import is_target_string, named_by
 
 # ----------------------------------------------------------------------------- loading

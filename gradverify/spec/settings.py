@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import did_you_mean, one_of
-from gradverify.spec.model import TOLERANCE_KEYS, CheckSetting, Tolerance
 from gradverify.spec.yamlio import Reader, join_key, kind_of
+from gradverify.specmodel import TOLERANCE_KEYS, CheckSetting, Tolerance
 
 if TYPE_CHECKING:
     from gradverify.checks.base import Option

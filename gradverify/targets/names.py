@@ -11,7 +11,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradverify.spec.model import NAMED_SPEC_SUFFIXES, SPEC_SUFFIXES
+from gradverify.specmodel import NAMED_SPEC_SUFFIXES, SPEC_SUFFIXES
 
 NAMED = "named"
 ATTRIBUTE = "attribute"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import InputError
-from gradverify.spec.model import FLOATING
+from gradverify.specmodel import FLOATING
 
 
 def inexact(value: Any) -> bool:

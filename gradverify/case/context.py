@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
+from gradverify.case.inputs import Args, InputMaker, case_seed
 from gradverify.results import CheckResult, Location, Status
-from gradverify.spec.inputs import Args, InputMaker, case_seed
-from gradverify.spec.model import Case, ResolvedTolerance, Spec
+from gradverify.specmodel import Case, ResolvedTolerance, Spec
 from gradverify.targets import Capability, Target, location_of
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradverify.spec.model import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
+from gradverify.specmodel import Arg, Case, SeqArg, Spec, TensorArg, ValueArg
 from gradverify.targets import Target
 
 

@@ -106,7 +106,7 @@ DEFAULT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-3, eps=1e-6, nondet_tol=0.0)
 
 @dataclass(frozen=True)
 class TensorArg:
-    """A tensor argument, made by ``inputs.py`` from a seeded generator."""
+    """A tensor argument, made by ``gradverify.case.inputs`` from a seeded generator."""
 
     shape: tuple[int | str, ...] | None = None
     """Sizes, or names from ``dims``; None when ``values`` is given."""

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gradverify.case import convert
+from gradverify.case.binding import Bound, Default, names_for, resolve_shape
 from gradverify.errors import InputError, did_you_mean
 from gradverify.results import InputInfo
-from gradverify.spec import convert
-from gradverify.spec.binding import Bound, Default, names_for, resolve_shape
-from gradverify.spec.model import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
+from gradverify.specmodel import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
 from gradverify.targets import MISSING, Target
 
 if TYPE_CHECKING:

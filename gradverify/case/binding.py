@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
-from gradverify.spec.model import COMPLEX, Case, SeqArg, Spec, TensorArg, ValueArg
+from gradverify.specmodel import COMPLEX, Case, SeqArg, Spec, TensorArg, ValueArg
 from gradverify.targets import MISSING, Capability, Param, Target
 
 MAX_CASE_BYTES = 2 * 1024**3
