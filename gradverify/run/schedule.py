@@ -88,7 +88,8 @@ def decide(check: Check, info: Target, results: Mapping[str, CheckResult],
         return Decision(skip=f"skipped: forward raised (see {forward.carrier})", forward=True)
     if lacking is not None:
         return Decision(skip=lacking)
-    return Decision(skip=blocked(check, results)) if blocked(check, results) else RUN
+    reason = blocked(check, results)
+    return RUN if reason is None else Decision(skip=reason)
 
 
 def blocked(check: Check, results: Mapping[str, CheckResult]) -> str | None:
