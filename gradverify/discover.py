@@ -13,6 +13,7 @@ from typing import Any
 
 from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_folder
 from gradverify.errors import InputError, SpecError, shown_path
+from gradverify.files import stamp
 from gradverify.importgraph import Readers, target_files
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
@@ -194,7 +195,7 @@ class Discoverer:
         if self._folder_specs is None:
             files = [f for d in self.config.spec_dirs() if d.is_dir()
                      for f in spec_files(d, self.config)]
-            self._folder_specs = list(_read_specs(tuple((f, *_stamp(f)) for f in files)))
+            self._folder_specs = list(_read_specs(tuple((f, *stamp(f)) for f in files)))
         return self._folder_specs
 
     def _class(self, name: TargetName) -> Plan:
@@ -298,14 +299,6 @@ def _read_specs(files: tuple[tuple[Path, int, int], ...]) -> tuple[Spec, ...]:
         except InputError:
             continue
     return tuple(specs)
-
-
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        st = path.stat()
-        return st.st_mtime_ns, st.st_size
-    except OSError:
-        return 0, 0
 
 
 def _same_op(a: str, b: str) -> bool:

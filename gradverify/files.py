@@ -73,6 +73,16 @@ def refuse_shared(outputs: Iterable[tuple[str, Path]]) -> None:
         seen[identity] = (option, path)
 
 
+def stamp(path: Path) -> tuple[int, int]:
+    """(modification time in ns, size) of ``path``, or (0, 0) where it cannot be read: what a
+    cache of a file's parse is keyed by, beside the path."""
+    try:
+        st = path.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return 0, 0
+
+
 def _regular_or_new(path: Path) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)

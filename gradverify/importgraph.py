@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradverify.files import stamp
 from gradverify.specmodel import Spec
 from gradverify.targets.names import ATTRIBUTE, TargetName, parse_target
 
@@ -64,14 +65,6 @@ def _parsed(path: Path, stamp: tuple[int, int]) -> tuple[tuple[_Import, ...], st
             names = tuple(alias.name for alias in node.names if alias.name != "*")
             found.append(_Import(node.level, node.module or "", names))
     return tuple(found), None
-
-
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        st = path.stat()
-        return st.st_mtime_ns, st.st_size
-    except OSError:
-        return 0, 0
 
 
 def _module_at(folder: Path, parts: Sequence[str]) -> Path | None:
@@ -117,7 +110,7 @@ class ImportGraph:
             package = self._package_init(file)
             if package is not None:
                 found.add(package)
-            imports, error = _parsed(file, _stamp(file))
+            imports, error = _parsed(file, stamp(file))
             if error is not None:
                 self.unparsed[file] = error
             for each in imports:
