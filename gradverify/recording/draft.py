@@ -1,41 +1,26 @@
-"""Recorded calls into drafted cases: named dims, integers, tensors as spec values.
+"""Recorded calls into drafted cases: arguments as spec values, over the dims of ``dims``.
 
-A size seen on the tensors of one call is a dim (``N``, ``C``, ``L``, ...), shrunk to a small size
-(2, 3, 4, ... in the order of the recorded sizes, so that different dims stay different and
-transposition bugs stay visible); a dim recorded at most ``KEPT_SIZE`` long keeps its size (3-D
-points stay 3-D). Two things are decided by ``joined``, keys the probe (``recording.shrink``)
-chooses by running forward:
+Each recorded argument becomes a spec value: a tensor's shape in named dims (``dims``), an int
+that follows a dim as that dim, an integer tensor's range below the count or dim its values index
+(``high: N``), and what needs a factory. Besides the keys of ``dims`` (``size:S``, ``int:PATH``),
+``joined`` may hold one more, chosen by the probe (``recording.shrink``) by running forward:
 
-- ``size:S``: axes of size S at different positions (counted from the last axis) are one dim.
-  Not joined, each position is a dim of its own: a batch of 4 and 4 heads stay two dims.
-- ``int:PATH``: the int argument at PATH follows the dim whose size it equals (a ``seq_len``).
-  Not joined, it keeps its recorded value (``bits: 8`` stays 8 when a dim was also 8).
 - ``grad:PATH``: the floating tensor at PATH, recorded without grad, is checked as differentiable
   (backward computes its gradient, so a wrong one must be caught).
-
-An int kept at its recorded value keeps its relation to the dims above it: every dim recorded
-larger than it stays larger when shrunk (top-k's ``k`` below the number of experts, a block size
-below the sequence). A count that integer values index (``num_segments``) is a dim of its own,
-and the integer tensor's range follows it (``high: N``).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gradverify.recording.dims import KEPT_SIZE, find_dims, ints, is_floating, walk
 from gradverify.recording.spool import Observation
 
-_NAMES = ("N", "C", "L", "D", "H", "W", "K", "M", "P", "Q", "R", "S", "T", "U", "V")
-MIN_TIED_INT = 8
-"""A count at least this large that integer values index is a dim of its own (``num_classes``)."""
-KEPT_SIZE = 4
-"""A dim recorded at most this long keeps its size: coordinates (``linalg.cross`` needs 3)."""
-MAX_KEPT_RELATION = 32
-"""An int kept at its recorded value keeps the dims recorded above it above it, up to this value
-(a larger one would keep the case large: its relation is left to a hand-written case)."""
+__all__ = ["KEPT_SIZE", "Dim", "Draft", "Seq", "case_dict", "draft", "indexed_dim",
+           "initial_draft", "is_dim", "tensor_spec", "without_grad"]
 
 
 @dataclass(frozen=True)
@@ -82,130 +67,27 @@ def initial_draft(observation: Observation) -> Draft:
 
 
 def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Draft:
+    """One recorded call as a case, with what ``joined`` joins made one (see ``dims``)."""
     args = list(observation.args)
-    axes = list(_axes(args))
-    classes = _classes(axes, joined)
-    by_size: dict[int, set[int]] = {}
-    for (_, _, size, _), root in zip(axes, classes, strict=True):
-        by_size.setdefault(size, set()).add(root)
-    order = list(dict.fromkeys((size, root) for (_, _, size, _), root in zip(axes, classes,
-                                                                            strict=True)))
-    counts = [v for _, v in _ints(args) if v >= MIN_TIED_INT and v not in by_size
-              and _indexes(v, args)]
-    order += [(v, -1 - i) for i, v in enumerate(dict.fromkeys(counts))]
-    names = {key: (_NAMES[i] if i < len(_NAMES) else f"D{i}") for i, key in enumerate(order)}
-    axis_names = {(path, axis): names[(size, root)]
-                  for (path, axis, size, _), root in zip(axes, classes, strict=True)}
-    dims_of = {key[0]: names[key] for key in reversed(order)}
-    int_dims = {path: dims_of[v] for path, v in _ints(args)
-                if (f"int:{path}" in joined and v in by_size) or v in counts}
-    kept = [v for path, v in _ints(args) if path not in int_dims and v not in counts
-            and 2 <= v <= MAX_KEPT_RELATION]
-    kept += [v for v in observation.defaults.values() if 2 <= v <= MAX_KEPT_RELATION]
-    sized = _sizes(order, kept, {(a[2], root) for a, root in zip(axes, classes, strict=True)
-                                 if a[1] == -1})  # the dims of a last axis
-    chosen = {names[k]: sized[k] for k in order}  # in the order of appearance
-    recorded = {names[k]: k[0] for k in order}
-    ranks = {size: {a[1] - a[3] for a in axes if a[2] == size} for size in by_size}
-    keys = tuple(f"lead:{s}" for s, roots in by_size.items() if len(roots) > 1
-                 and len(ranks[s]) > 1) + tuple(
-        f"size:{s}" for s, roots in by_size.items() if len(roots) > 1) + tuple(
-        f"int:{path}" for path, v in _ints(args) if v >= 2 and v in by_size)
-    built = _Builder(args, axis_names, dims_of, int_dims, joined)
+    dims = find_dims(observation, joined)
+    built = _Builder(args, dims.axis_names, dims.dims_of, dims.int_dims, joined)
     out = tuple((arg["name"], *built.arg(arg, arg["name"])) for arg in args)
-    signature = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
-    notes = []
+    return Draft(dims.recorded, dims.sizes, out, built.dtype, tuple(built.factory),
+                 tuple(built.todo), _signature(args), tuple(args), dims.dims_of,
+                 _notes(observation, built), observation, dims.keys, dims.int_dims)
+
+
+def _signature(args: Sequence[Mapping[str, Any]]) -> str:
+    """A short hash of the recorded arguments: calls with equal ones are one case."""
+    return hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _notes(observation: Observation, built: _Builder) -> tuple[str, ...]:
+    """What the case's header says about how it was recorded."""
     if not observation.grad_enabled and not built.any_grad:
-        notes.append("recorded under torch.no_grad(): every floating input is checked as "
-                     "differentiable")
-    return Draft(recorded, chosen, out, built.dtype, tuple(built.factory), tuple(built.todo),
-                 signature, tuple(args), dims_of, tuple(notes), observation, keys,
-                 int_dims)
-
-
-def _sizes(order: Sequence[tuple[int, int]], kept: Sequence[int],
-           last: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    """The shrunk size of each dim (a (recorded size, root) key): 2, 3, 4, ... in the order of
-    the recorded sizes, each above the ``kept`` ints recorded below it. A small dim keeps its
-    recorded size (``KEPT_SIZE``: forward's meaning depends on 3 coordinates, and shrinking
-    saves nothing); of several recorded at one small size, only the first of a last axis
-    (``last``) does, and the others shrink below it: a transposition stays visible."""
-    small: dict[int, tuple[int, int]] = {}
-    for size in {k[0] for k in order if k[0] <= KEPT_SIZE}:
-        keys = [k for k in order if k[0] == size]
-        keep = keys if len(keys) == 1 else [k for k in keys if k in last]
-        if keep:
-            small[size] = keep[0]
-    chosen: dict[tuple[int, int], int] = {}
-    previous = 1
-    for key in sorted(order, key=lambda k: (k[0], small.get(k[0]) == k, order.index(k))):
-        floor = max([v + 1 for v in kept if v < key[0]], default=2)
-        previous = key[0] if small.get(key[0]) == key else min(key[0], max(previous + 1, floor))
-        chosen[key] = previous
-    return chosen
-
-
-def _axes(args: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, int, int, int]]:
-    """(path, axis counted from the last, size, axis counted from the first) of every axis
-    longer than 1 of every tensor."""
-    for path, arg in _walk(args):
-        if arg["kind"] == "tensor":
-            ndim = len(arg["shape"])
-            for i, size in enumerate(arg["shape"]):
-                if size > 1:
-                    yield path, i - ndim, size, i
-
-
-def _classes(axes: Sequence[tuple[str, int, int, int]], joined: frozenset[str]) -> list[int]:
-    """For each axis, the index of the first axis of its dim. Axes of one size are one dim when
-    their tensors hold that size once each, or at the same position counted from the last axis
-    (from the first with ``lead:S``: an index of one entry per row); two axes of one tensor are
-    two dims (a batch of 4 and 4 heads). ``size:S`` joins every axis of size S."""
-    parent = list(range(len(axes)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    held: dict[tuple[str, int], int] = {}
-    for path, _, size, _ in axes:
-        held[(path, size)] = held.get((path, size), 0) + 1
-    for i, (path_i, axis_i, size_i, lead_i) in enumerate(axes):
-        for j in range(i):
-            path_j, axis_j, size_j, lead_j = axes[j]
-            lead = f"lead:{size_i}" in joined
-            if size_i != size_j or (path_i == path_j and f"size:{size_i}" not in joined):
-                continue
-            if f"size:{size_i}" in joined or (lead_i == lead_j if lead else axis_i == axis_j) or \
-                    held[(path_i, size_i)] == held[(path_j, size_j)] == 1:
-                parent[root(i)] = root(j)
-    return [root(i) for i in range(len(axes))]
-
-
-def _walk(args: Sequence[Mapping[str, Any]], prefix: str = ""
-          ) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    for i, arg in enumerate(args):
-        path = f"{prefix}[{i}]" if prefix else arg.get("name", str(i))
-        yield path, arg
-        if arg["kind"] in ("tuple", "list"):
-            yield from _walk(arg["items"], path)
-
-
-def _ints(args: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
-    return [(path, arg["value"]) for path, arg in _walk(args)
-            if arg["kind"] == "value" and type(arg["value"]) is int]
-
-
-def _indexes(count: int, args: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the values of an integer tensor of the call could index ``count`` positions."""
-    return any(arg["kind"] == "tensor" and not _floating(arg["dtype"]) and arg["dtype"] != "bool"
-               and arg.get("min", -1) >= 0 and arg.get("max", count) < count
-               for _, arg in _walk(args))
-
-
-def _floating(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat", "complex"))
+        return ("recorded under torch.no_grad(): every floating input is checked as "
+                "differentiable",)
+    return ()
 
 
 class _Builder:
@@ -216,10 +98,10 @@ class _Builder:
                  joined: frozenset[str]) -> None:
         self.args, self.axis_names, self.dims_of = args, axis_names, dims_of
         self.int_dims, self.joined = int_dims, joined
-        tensors = [a for _, a in _walk(args) if a["kind"] == "tensor"]
+        tensors = [a for _, a in walk(args) if a["kind"] == "tensor"]
         floats = {a["dtype"] for a in tensors if a["dtype"].startswith(("float", "bfloat"))}
         self.dtype = floats.pop() if len(floats) == 1 else None
-        self.any_grad = any(a.get("requires_grad") for a in tensors if _floating(a["dtype"]))
+        self.any_grad = any(a.get("requires_grad") for a in tensors if is_floating(a["dtype"]))
         self.factory: list[str] = []
         self.todo: list[str] = []
 
@@ -265,7 +147,7 @@ def tensor_spec(arg: Mapping[str, Any], shape: list[Any], siblings: Sequence[Map
         return None, recorded
     spec: dict[str, Any] = {"shape": shape}
     t = arg["dtype"]
-    floating = _floating(t)
+    floating = is_floating(t)
     if not floating or t != dtype:
         spec["dtype"] = t
     notes = [recorded]
@@ -336,7 +218,7 @@ def _count_of(low: int, high: int, siblings: Sequence[Mapping[str, Any]],
     tensor's size that happens to be equal)."""
     if low < 0:
         return None
-    counts = sorted((v, path) for path, v in _ints(siblings) if v > high)
+    counts = sorted((v, path) for path, v in ints(siblings) if v > high)
     if not counts:
         return None
     tighter = [s for s in dims_of if high < s < counts[0][0]]
@@ -349,7 +231,7 @@ def indexed_dim(low: int, high: int, arg: Mapping[str, Any], siblings: Sequence[
     arguments' dims and counts, that all values fit below."""
     if low < 0:
         return None
-    sizes = sorted({s for path, other in _walk(siblings) if other is not arg
+    sizes = sorted({s for path, other in walk(siblings) if other is not arg
                     for s in (other["shape"] if other["kind"] == "tensor" else
                               [other["value"]] if other["kind"] == "value"
                               and type(other["value"]) is int else [])
