@@ -26,6 +26,6 @@ def __getattr__(name: str) -> Any:
 
         from gradverify import results
 
-        importlib.import_module("gradverify.report")  # registers raise_for_failures' text
+        importlib.import_module("gradverify.report.registry")  # registers raise_for_failures' text
         return getattr(results, name)
     raise AttributeError(f"module 'gradverify' has no attribute {name!r}")

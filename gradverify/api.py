@@ -75,7 +75,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     from gradverify import config, torchstate
     from gradverify.syspath import ensure_cwd_on_path
 
-    importlib.import_module("gradverify.report")  # registers raise_for_failures' text
+    importlib.import_module("gradverify.report.registry")  # registers raise_for_failures' text
     _check_spec_type(spec)
     loaded = config.load()
     options = RunOptions.from_config(

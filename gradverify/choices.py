@@ -8,8 +8,6 @@ import re
 
 from gradverify.errors import UsageError, did_you_mean, one_of
 
-FORMATS = ("rich", "plain", "json", "junit", "markdown", "github", "html")
-"""Report formats (``--format``, ``format =``)."""
 DEVICES = ("cpu", "cuda")
 """The device types a run takes; ``--device``, ``device =`` and ``verify(device=)`` also take an
 index (``cuda:1``), as torch writes devices."""

@@ -24,7 +24,6 @@ from gradverify.choices import (
     DEFAULT_MODE,
     DEFAULT_SEED,
     DEFAULT_TIMEOUT,
-    FORMATS,
     MAX_TIMEOUT,
     check_device,
     check_timeout,
@@ -33,6 +32,7 @@ from gradverify.choices import (
     parse_shard,
 )
 from gradverify.errors import UsageError
+from gradverify.report.formats import FORMATS
 
 if TYPE_CHECKING:  # the pytest plugin reads the table at start-up: nothing more is imported
     from gradverify.spec.settings import SettingsReader

@@ -2,7 +2,7 @@
 of checks and cases, and the report with the one place that turns them into an exit code
 (``Report.exit_code``). Frozen dataclasses that the formatters render and never change; the
 report does not render itself (``raise_for_failures`` takes its text from the renderer that
-``gradverify.report`` registers when imported).
+``gradverify.report.registry`` registers when imported).
 """
 from __future__ import annotations
 
@@ -375,7 +375,7 @@ class VerificationFailed(AssertionError):
 
 
 _RENDERER: list[Callable[[Report], str]] = []
-"""The plain-text renderer, set by ``gradverify.report`` (which sits above this model): the
+"""The plain-text renderer, set by ``gradverify.report.registry`` (above this model): the
 report never imports a renderer."""
 
 

@@ -34,7 +34,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                "gradverify.packages", "gradverify.mutants")),
     # spec files and pyproject: check names and options are validated against the registry
     ("settings", ("gradverify.spec", "gradverify.config", "gradverify.options",
-                  "gradverify.optiontable", "gradverify.choices")),
+                  "gradverify.optiontable", "gradverify.choices",
+                  "gradverify.report.formats")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
     ("a case", ("gradverify.case", "gradverify.targets", "gradverify.torchstate")),
     ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
@@ -99,9 +100,12 @@ def _packages_run(target: str, importer: str, modules: dict[str, Path]) -> set[s
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (anywhere in it, lazily or not)."""
+    """Module -> the package's modules it imports (anywhere in it, lazily or not), and the
+    packages whose ``__init__`` that runs, unless that ``__init__`` imports nothing when run
+    (only lazily, in its ``__getattr__``): running it then imports nothing."""
     modules = _modules(root)
     graph: dict[str, set[str]] = {}
+    imported: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
         skipped = _type_checking_nodes(tree) | _lazy_reexport_nodes(tree, path)
@@ -119,8 +123,10 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     base = ".".join(here + ([node.module] if node.module else []))
                 targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                             for a in node.names}
-        found = {t for t in targets if t in modules and t != name}
-        graph[name] = found | {p for t in found for p in _packages_run(t, name, modules)}
+        imported[name] = {t for t in targets if t in modules and t != name}
+    for name, found in imported.items():
+        graph[name] = found | {p for t in found for p in _packages_run(t, name, modules)
+                               if imported[p]}
     return graph
 
 
@@ -239,9 +245,12 @@ def test_importing_a_module_runs_its_packages_init_unless_lazily(tmp_path):
     (pkg / "sub" / "leaf.py").write_text("")
     (pkg / "sub" / "high.py").write_text("from pkg import low\n")
     assert cycles(import_graph(pkg)) == [["pkg.low", "pkg.sub", "pkg.sub.high"]]
+    assert "pkg.sub" in import_graph(pkg)["pkg.low"]
     (pkg / "sub" / "__init__.py").write_text(
         "def __getattr__(name):\n    from pkg.sub import high\n    return high\n")
     assert cycles(import_graph(pkg)) == []
+    # an __init__ that imports nothing when run is no step up: pkg.sub's floor is not low's
+    assert import_graph(pkg)["pkg.low"] == {"pkg.sub.leaf"}
 
 
 def test_no_module_is_long_without_saying_why():

@@ -87,7 +87,7 @@ def test_check_declarations_are_consistent():
 
 
 def test_every_format_has_a_renderer():
-    from gradverify.choices import FORMATS
     from gradverify.report import RENDERERS
+    from gradverify.report.formats import FORMATS
 
     assert set(FORMATS) == set(RENDERERS)

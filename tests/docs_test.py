@@ -121,7 +121,7 @@ def test_every_option_of_every_command_is_tested_above():
 
 
 def test_every_format_is_documented():
-    from gradverify.choices import FORMATS
+    from gradverify.report.formats import FORMATS
 
     assert f"--format {'|'.join(FORMATS)}" in (DOCS / "commands.md").read_text()
 

@@ -1,21 +1,17 @@
-"""The report's formats: each meets ``interface.Renderer`` and is listed here by the name
-``--format`` takes (``gradverify.choices.FORMATS``; a test keeps the two equal)."""
+"""The report's formats (docs/contributing.md, "Add a report format"): every name ``--format``
+takes (``formats.FORMATS``, read by the option table without importing a renderer), and each
+format's renderer by that name (``registry.RENDERERS``). Importing this package imports
+nothing: ``RENDERERS`` and ``Verbosity`` are loaded when asked for."""
 from __future__ import annotations
 
-from gradverify.report import console, github, html, jsonfmt, junit, markdown
-from gradverify.report.interface import Renderer, Verbosity
-from gradverify.results import set_text_renderer
-
-RENDERERS: dict[str, Renderer] = {
-    "rich": console.Console(color=True),
-    "plain": console.Console(color=False),
-    "json": jsonfmt.Json(),
-    "junit": junit.Junit(),
-    "markdown": markdown.Markdown(),
-    "github": github.Github(),
-    "html": html.Html(),
-}
+from typing import Any
 
 __all__ = ["RENDERERS", "Renderer", "Verbosity"]
 
-set_text_renderer(console.render_plain)
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from gradverify.report import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module 'gradverify.report' has no attribute {name!r}")
