@@ -6,8 +6,9 @@ import os
 import re
 import traceback
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 import torch
 
@@ -315,14 +316,8 @@ def test_compile_calls_mark_dirty_functions_as_users_do():
     got = {}
     for way, call in ways.items():  # as users call it: made inside the region, or handed in
         torch._dynamo.reset()
-        compiled = torch.compile(call, fullgraph=True, backend="aot_eager")
-        try:
-            (got[way],) = torch.autograd.grad(compiled(x if way == "inside" else x.clone()),
-                                              x, g)
-        except Exception as exc:  # noqa: BLE001 -- older torch cannot trace mark_dirty
-            assert torchcompat.is_graph_break(exc), exc
-            assert check.status == Status.FAIL and codes == {"GV351"}, codes
-            return
+        compiled = torch.compile(call, backend="aot_eager")  # around a graph break on old torch
+        (got[way],) = torch.autograd.grad(compiled(x if way == "inside" else x.clone()), x, g)
     assert torch.allclose(got["inside"], eager)  # made inside the region: torch gets it right
     outside = got["outside"]
     if torch.allclose(outside, eager):
@@ -332,6 +327,73 @@ def test_compile_calls_mark_dirty_functions_as_users_do():
         finding = next(f for f in check.findings if f.code == "GV352")
         assert "outside the compiled region" in finding.message
         assert "torch.compile mishandles" in finding.message
+
+
+@pytest.mark.parametrize("cls", [zoo.ToListForward, zoo.DataDependentBranch, zoo.SinWithJvp])
+def test_a_graph_break_is_a_note_and_the_gradients_users_get_are_compared(cls):
+    """fullgraph=True refuses them (bare torch raises), yet compiled as users compile them
+    their gradients are right: the row passes, with Dynamo's reason as a note (GV351)."""
+    x = torch.randn(3, dtype=torch.double, requires_grad=True)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as raised:
+        torch.compile(cls.apply, fullgraph=True, backend="aot_eager")(x)
+    assert torchcompat.is_graph_break(raised.value)
+    torch._dynamo.reset()
+    compiled = torch.compile(cls.apply, backend="aot_eager")(x)
+    (got,) = torch.autograd.grad(compiled.sum(), x)
+    (eager,) = torch.autograd.grad(cls.apply(x).sum(), x)
+    assert torch.allclose(got, eager)
+    row = _checks(verify(cls, spec=cls.SPEC, checks=["compile"]))["compile"]
+    assert row.status == Status.PASS, [f.message for f in row.findings]
+    assert row.findings[0].code == "GV351" and "runs it in eager" in row.findings[0].message
+    # notes only (torch 2.1 cannot compile torch.func.grad of a jvp Function: GV353, a note)
+    assert {f.severity for f in row.findings} == {Severity.INFO} and "graph break" in row.summary
+    assert {f.code for f in row.findings} <= {"GV351", "GV353"}
+
+
+class NumpyForward(torch.autograd.Function):
+    """Right in eager (autograd and torch.func.grad); torch 2.13's
+    torch.compile(torch.func.grad(f)) drops its custom backward (forward leaves torch through
+    numpy) and gives a zero gradient; torch 2.15 gets it right; torch 2.1 cannot compile it."""
+
+    SPEC: ClassVar = {"checks": {"compile": True}, "cases": [{"args": {"x": {"shape": [3]}}}]}
+
+    @staticmethod
+    def forward(x):
+        return torch.from_numpy(np.exp(x.detach().numpy()))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y
+
+
+def test_compiled_func_grad_is_judged_against_bare_torch():
+    """GV354 exactly where bare torch.compile(torch.func.grad(f)) differs from eager; where
+    this torch cannot compile it, a note; where it gets it right, a pass."""
+    x = torch.randn(3, dtype=torch.double)
+    loss = lambda t: NumpyForward.apply(t).sum()  # noqa: E731
+    eager = torch.func.grad(loss)(x)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(torch.func.grad(loss), backend="aot_eager")(x)
+    except Exception:  # noqa: BLE001 -- torch 2.1 cannot compile it
+        compiled = None
+    row = _checks(verify(NumpyForward, spec=NumpyForward.SPEC, checks=["compile"]))["compile"]
+    codes = {(f.code, f.severity) for f in row.findings}
+    if compiled is None:
+        assert row.status == Status.PASS and ("GV353", Severity.INFO) in codes, codes
+    elif torch.allclose(compiled, eager):
+        assert row.status == Status.PASS and not codes, codes
+    else:
+        assert row.status == Status.FAIL and codes == {("GV354", Severity.ERROR)}, codes
+        finding = row.findings[0]
+        assert finding.input == "x" and "torch.compile is at fault" in finding.message
+        assert "torch.compiler.disable" in finding.hint
 
 
 def test_differential_test_sees_failures_of_both_kinds():

@@ -69,8 +69,9 @@ def test_once_differentiable_is_a_skip_with_reason():
 def test_every_check_has_zoo_coverage():
     covered = {cls.EXPECT[0] for cls in zoo.BROKEN}
     # `device` needs a second device; device_check_test below drives its comparison on cpu:0.
-    # the op checks' buggy ops are in tests/opzoo.py (targets_test)
-    assert covered == {n for n, c in REGISTRY.items() if not c.made_for} - {"device"}
+    # What `compile` catches is torch.compile's and depends on torch's version: trust_test
+    # drives it against bare torch. The op checks' buggy ops are in tests/opzoo.py.
+    assert covered == {n for n, c in REGISTRY.items() if not c.made_for} - {"device", "compile"}
 
 
 def test_failed_prerequisite_skips_dependent_checks():

@@ -1,5 +1,10 @@
-"""compile (opt-in): under ``torch.compile(fullgraph=True, backend="aot_eager")`` outputs and
-gradients match eager, and Dynamo traces the Function without a graph break.
+"""compile (opt-in): under ``torch.compile(backend="aot_eager")``, as users compile a model,
+outputs and gradients match eager.
+
+A graph break is information, not a wrong gradient: Dynamo runs the Function in eager around it
+(a Function that declares a ``jvp`` is one torch cannot trace). It is found with
+``fullgraph=True`` and said as a note with Dynamo's reason; the run that is compared is the one
+users get, ``fullgraph=False``.
 
 A Function that writes into its input (``ctx.mark_dirty``) is called as users call it, on a
 non-leaf: one made inside the compiled region and one handed in from outside it. When only
@@ -25,10 +30,12 @@ if TYPE_CHECKING:
 
 CODES = (
     Code("GV351", "compile-graph-break",
-         "torch.compile(fullgraph=True) cannot trace the Function (a graph break).",
-         "With fullgraph=False it silently falls back to eager around the Function.",
+         "Dynamo cannot trace the Function in one graph: torch.compile runs it in eager "
+         "around a graph break (a note).",
+         "fullgraph=True refuses it; with the default fullgraph=False it runs, slower, and its "
+         "gradients are the ones compared.",
          "def forward(ctx, x):\n    return torch.from_numpy(np.exp(x.numpy()))",
-         "The finding gives Dynamo's reason; remove the construct it names."),
+         "To compile it into the graph, remove the construct Dynamo's reason names."),
     Code("GV352", "compile-mismatch",
          "Compiled outputs or gradients differ from eager.",
          "The compiled model trains on different numbers than the eager one.",
@@ -37,13 +44,22 @@ CODES = (
          "torch.compile failed for another reason than a graph break.",
          "The model cannot be compiled with this Function in it.", "",
          "Read the message; run TORCH_LOGS=+dynamo for details."),
+    Code("GV354", "compile-func-grad-mismatch",
+         "torch.compile(torch.func.grad(f)) gives another gradient than eager, where eager "
+         "torch.func.grad and autograd agree: torch.compile is at fault, not the formula.",
+         "Per-sample gradients or a functional training step, compiled, train on wrong "
+         "numbers (torch 2.13 drops the custom backward of a forward that leaves torch "
+         "through numpy: the gradient is zero).",
+         "def forward(x):\n    return torch.from_numpy(np.exp(x.detach().numpy()))",
+         "Keep the Function out of the compiled region (torch.compiler.disable), or make its "
+         "forward torch code (a torch.library.custom_op for the numpy part)."),
 )
 
 
 class CompileCheck(Check):
     name = "compile"
     default = False
-    summary = "torch.compile(fullgraph=True, backend='aot_eager') traces it and matches eager"
+    summary = "under torch.compile(backend='aot_eager') it matches eager"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
 
@@ -64,8 +80,13 @@ class CompileCheck(Check):
         for way in ways:
             if not self._one_way(ctx, way, grads, eager, outcome):
                 break
-        if not outcome.findings:
-            outcome.summary = ("traced with fullgraph=True; matches eager"
+        functional = formula is not None and formula.style == "setup_context"
+        if functional and grads is not None and diff and outcome.status is not Status.FAIL:
+            _compiled_func_grad(ctx, grads, eager, outcome)
+        if outcome.status is Status.PASS:
+            broke = any(f.code == "GV351" for f in outcome.findings)
+            outcome.summary = (("compiled around a graph break" if broke
+                                else "traced with fullgraph=True") + "; matches eager"
                                + (" (input made inside and outside the compiled region)"
                                   if len(ways) > 1 else ""))
         return outcome
@@ -77,15 +98,13 @@ class CompileCheck(Check):
         failed (the other ways would fail alike)."""
         import torch
 
-        torchcompat.dynamo_reset()
         run = ctx.args("double")
         diff = run.diff_positions
-        compiled = torch.compile(_Call(ctx.info.function, tuple(diff) if way == "inside" else ()),
-                                 fullgraph=True, backend="aot_eager")
+        call = _Call(ctx.info.function, tuple(diff) if way == "inside" else ())
         given = [v.clone() if way == "outside" and isinstance(v, torch.Tensor) and v.requires_grad
                  else v for v in run.values]
         try:
-            out = compiled(*given)
+            out = _compiled_call(ctx, way, call, given, outcome)
         except Exception as exc:  # noqa: BLE001 -- Dynamo or user code
             _compile_failed(ctx, way, exc, outcome)
             return False
@@ -93,21 +112,109 @@ class CompileCheck(Check):
         got_grads = _gradients(outs, grads, [run.values[i] for i in diff])
         ours = ([o.detach() if isinstance(o, torch.Tensor) else o for o in outs], got_grads)
         _against_eager(ctx, way, ours, eager, [run.names[i] for i in diff], outcome)
-        if outcome.findings:
+        if outcome.status is Status.FAIL:
             outcome.summary = f"compiled{_WAYS[way]}: differs from eager"
         return True
 
 
+def _compiled_call(ctx: CheckContext, way: str, call: _Call, given: list[Any],
+                   outcome: Outcome) -> Any:
+    """The compiled call's outputs, as users get them. Compiled with ``fullgraph=True`` first:
+    a graph break there is a note (GV351, with Dynamo's reason), and the call is compiled again
+    as users compile it (``fullgraph=False``: Dynamo runs the Function in eager around the
+    break). Raises what the call users get raises."""
+    import torch
+
+    torchcompat.dynamo_reset()
+    try:
+        return torch.compile(call, fullgraph=True, backend="aot_eager")(*given)
+    except Exception as exc:
+        # Dynamo's Unsupported is a graph break; its UserError is one too under fullgraph
+        # (a guard on a data-dependent value such as `.item()` in control flow).
+        if not torchcompat.is_graph_break(exc):
+            raise
+        outcome.add(Finding(
+            "GV351", Severity.INFO,
+            f"Dynamo cannot trace it in one graph{_WAYS[way]}: {_reason(exc)}; torch.compile "
+            "runs it in eager around a graph break (fullgraph=True refuses it)",
+            location=ctx.forward_location, hint=_hint(exc)))
+    torchcompat.dynamo_reset()
+    return torch.compile(call, backend="aot_eager")(*given)
+
+
+def _compiled_func_grad(ctx: CheckContext, grads: list[Any], eager: Any,
+                        outcome: Outcome) -> None:
+    """``torch.compile(torch.func.grad(loss))``, as a compiled functional training step calls
+    it, on the inputs themselves and on intermediates made of them (``x * 1``: torch 2.13 gets
+    only the first wrong for a numpy forward), against eager autograd's gradients (``loss``:
+    the outputs weighted by the same incoming gradients). A difference is the compiler's
+    (GV354) only where eager ``torch.func.grad`` agrees with autograd; a ``torch.func.grad``
+    that cannot run the Function (a numpy backward) leaves nothing to compare."""
+    import torch
+
+    from gradverify.checks import _compare as cmp
+
+    run = ctx.args("double")
+    diff = run.diff_positions
+    names = [run.names[i] for i in diff]
+    inputs = [run.values[i].detach() for i in diff]
+    argnums = tuple(range(len(inputs)))
+    for intermediate in (False, True):
+        loss = _weighted_loss(ctx.info.function, list(run.values), diff, grads, intermediate)
+        try:
+            functional = list(torch.func.grad(loss, argnums=argnums)(*inputs))
+        except Exception:  # noqa: BLE001 -- torch.func cannot run it: nothing to compare
+            return
+        if cmp.compare_runs(([], functional), ([], eager[1]), names, 1e-7, 1e-9):
+            return  # eager torch.func.grad already differs: not the compiler's doing
+        torchcompat.dynamo_reset()
+        way = " (inputs made inside it)" if intermediate else ""
+        try:
+            compiled = list(torch.compile(torch.func.grad(loss, argnums=argnums),
+                                          backend="aot_eager")(*inputs))
+        except Exception as exc:  # noqa: BLE001 -- this torch cannot compile it: not compared
+            outcome.add(Finding(
+                "GV353", Severity.INFO,
+                f"torch.compile(torch.func.grad(f)){way} fails on this torch, so it is not "
+                f"compared: {_reason(exc)}", location=ctx.forward_location, hint=_hint(exc)))
+            return
+        for mismatch in cmp.compare_runs(([], compiled), ([], eager[1]), names, 1e-7, 1e-9):
+            outcome.add(Finding(
+                "GV354", Severity.ERROR,
+                f"torch.compile(torch.func.grad(f)){way}: {mismatch.describe()} (against "
+                "eager, where autograd and torch.func.grad agree): torch.compile is at fault, "
+                "not the formula", input=mismatch.input, location=ctx.location,
+                data=dict(mismatch.data), hint=CODES[-1].fix))
+        if outcome.status is Status.FAIL:
+            outcome.summary = "compiled torch.func.grad differs from eager"
+            return
+
+
+def _weighted_loss(function: Any, values: list[Any], diff: list[int], grads: list[Any],
+                   intermediate: bool) -> Any:
+    """``loss(*tensors)``: the sum of the outputs weighted by ``grads``, with the tensors at
+    ``diff`` passed in as they are or as intermediates (``t * 1``, as a model hands them on)."""
+    import torch
+
+    def loss(*tensors: Any) -> Any:
+        called = list(values)
+        for position, tensor in zip(diff, tensors):
+            called[position] = tensor * 1 if intermediate else tensor
+        out = function.apply(*called)
+        outs = out if isinstance(out, tuple) else (out,)
+        terms = [(o * g.to(o.dtype)).sum() for o, g in zip(outs, grads)
+                 if isinstance(o, torch.Tensor) and isinstance(g, torch.Tensor)]
+        return torch.stack(terms).sum()
+
+    return loss
+
+
 def _compile_failed(ctx: CheckContext, way: str, exc: Exception, outcome: Outcome) -> None:
-    """Calling the compiled Function raised: a graph break (GV351) or another failure (GV353)."""
-    # Dynamo's Unsupported is a graph break; its UserError is one too under fullgraph
-    # (a guard on a data-dependent value such as `.item()` in control flow).
-    unsupported = torchcompat.is_graph_break(exc)
+    """Calling the compiled Function raised, even around a graph break (GV353)."""
     outcome.add(Finding(
-        "GV351" if unsupported else "GV353", Severity.ERROR,
-        f"torch.compile(fullgraph=True) {'breaks the graph' if unsupported else 'fails'}"
-        f"{_WAYS[way]}: {_reason(exc)}", location=ctx.forward_location, hint=_hint(exc)))
-    outcome.summary = "graph break" if unsupported else "compile failed"
+        "GV353", Severity.ERROR, f"torch.compile fails{_WAYS[way]}: {_reason(exc)}",
+        location=ctx.forward_location, hint=_hint(exc)))
+    outcome.summary = "compile failed"
 
 
 def _gradients(outs: list[Any], grads: list[Any] | None, leaves: list[Any]) -> list[Any]:

@@ -1,19 +1,24 @@
-"""compile (opt-in): under torch.compile, outputs and gradients match eager, without a graph
-break.
+"""compile (opt-in): under torch.compile, outputs and gradients match eager.
 
-Broken Functions the check must catch.
+Correct look-alikes: a naive compile check (``fullgraph=True``) fails them, but users compile
+with the default ``fullgraph=False``, where Dynamo runs them in eager around a graph break and
+their gradients are right: a graph break is a note (GV351), not a failure.
 """
 from __future__ import annotations
 
 import torch
 from torch.autograd import Function
 
-# ============================================================================ broken
+_COMPILE = {"checks": {"compile": True}, "cases": [{"args": {"x": {"shape": [3]}}}]}
+
+# ============================================================================ look-alikes
 
 
 class ToListForward(Function):
-    EXPECT = ("compile", "GV351", None)
-    SPEC = {"checks": {"compile": True}, "cases": [{"args": {"x": {"shape": [3]}}}]}  # noqa: RUF012
+    """naive compile: forward leaves torch through ``tolist()``, a graph break under
+    fullgraph=True; compiled as users compile, its gradient is right."""
+
+    SPEC = _COMPILE
 
     @staticmethod
     def forward(ctx, x):
@@ -25,8 +30,10 @@ class ToListForward(Function):
 
 
 class DataDependentBranch(Function):
-    EXPECT = ("compile", "GV351", None)
-    SPEC = {"checks": {"compile": True}, "cases": [{"args": {"x": {"shape": [3]}}}]}  # noqa: RUF012
+    """naive compile: ``.item()`` in control flow is a graph break under fullgraph=True;
+    compiled as users compile, its gradient is right."""
+
+    SPEC = _COMPILE
 
     @staticmethod
     def forward(ctx, x):
@@ -37,3 +44,31 @@ class DataDependentBranch(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad * 2
+
+
+class SinWithJvp(Function):
+    """naive compile: Dynamo does not trace a Function that declares a ``jvp`` ("Unsupported
+    custom jvp" under fullgraph=True); with fullgraph=False it runs, and its gradients are
+    right."""
+
+    SPEC = _COMPILE
+
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+    @staticmethod
+    def jvp(ctx, tangent):
+        (x,) = ctx.saved_tensors
+        return tangent * x.cos()
+
