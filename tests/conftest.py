@@ -107,12 +107,18 @@ removed for every test, so that a wide terminal or ``LC_ALL=C`` changes no verdi
 one of them sets it itself (``monkeypatch.setenv``, or ``env=`` for a subprocess)."""
 QUIET_ENVIRONMENT = {"NO_COLOR": "1"}
 """Set for every test: no colour unless a test asks for it."""
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+"""Set for every test, and so for every torch process the suite starts (xdist workers, commands,
+their workers): one intra-op thread. ``pytest -n auto`` already runs a test per core; a torch
+process with a thread per core on top oversubscribes the cores, and OpenMP's threads spin while
+they wait (issue 37: two `check` commands side by side on 2 cores took 13.0 s each way, 6.0 s
+with one thread each). No verdict depends on it; a test of thread counts sets its own."""
 
 
 def _make_hermetic(setenv: Callable[[str, str], None], delenv: Callable[[str], None]) -> None:
     for key in CALLERS_ENVIRONMENT:
         delenv(key)
-    for key, value in QUIET_ENVIRONMENT.items():
+    for key, value in {**QUIET_ENVIRONMENT, **ONE_THREAD}.items():
         setenv(key, value)
 
 

@@ -61,14 +61,19 @@ def errors_by_target(report: Path, folder: str) -> dict[str, set[str]]:
     return found
 
 
-def caught(project: Path, *folders: str, flag: str = "FASTOPS_BUGS") -> list[set[str]]:
+def caught(project: Path, *folders: str, flag: str = "FASTOPS_BUGS", good_report: str = ""
+           ) -> list[set[str]]:
     """For each spec folder, the targets whose planted bug its specs catch: an error found on
-    the bugged code that the correct code does not have (one run of each for every folder)."""
-    gv(project, "check", *folders, "--json", "good.json", "-q", flag=flag)
+    the bugged code that the correct code does not have (one run of each for every folder).
+    ``good_report``: the JSON report (in ``project``) of the same check of the correct code,
+    when the test has run it already (it is not run again)."""
+    if not good_report:
+        good_report = "good.json"
+        gv(project, "check", *folders, "--json", good_report, "-q", flag=flag)
     gv(project, "check", *folders, "--json", "bad.json", "-q", bugs=True, flag=flag)
     found = []
     for folder in folders:
-        good = errors_by_target(project / "good.json", folder)
+        good = errors_by_target(project / good_report, folder)
         bad = errors_by_target(project / "bad.json", folder)
         found.append({t for t, codes in bad.items() if codes - good.get(t, set())})
     return found

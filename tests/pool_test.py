@@ -122,6 +122,7 @@ def workers_first_run(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     monkeypatch.setattr(worker, "own_module_command", slowed)
 
 
+@pytest.mark.slow  # two 10 s worker starts and an 8 s timeout: started first (conftest.py)
 def test_a_hang_times_out_and_a_slow_start_is_not_a_case_timeout(crashy, monkeypatch):
     # each worker takes longer to start than a case may take: only the hang times out
     # (a timeout with room for a good case on a loaded machine, a start longer still)
