@@ -236,3 +236,17 @@ def describe_exception(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+NO_TORCH_FUNC = ("torch.func cannot use it: forward takes ctx (torch.func needs setup_context "
+                 "style: forward(x) plus setup_context(ctx, inputs, output))")
+"""Why no torch.func transform (grad, vjp, jvp, vmap, jacrev) can use an old-style Function:
+the checks of those transforms say it, each in its skip."""
+
+
+def old_style(info: Target) -> bool:
+    """An autograd.Function whose forward takes ctx: torch.func refuses it."""
+    from gradverify.targets.model import Formula
+
+    formula = info.detail(Formula)
+    return formula is not None and formula.style == "ctx"

@@ -56,7 +56,9 @@ class ForwardADCheck(Check):
 
         if not ((formula := ctx.info.detail(Formula)) and formula.has_jvp):
             return Outcome.skip("forward-mode AD unsupported: torch.func.jvp/jacfwd will fail "
-                                "(the Function defines no jvp)")
+                                "(the Function defines no jvp)"
+                                + (f"; and {calls.NO_TORCH_FUNC}" if calls.old_style(ctx.info)
+                                   else ""))
         view = calls.differentiable_view(ctx)
         if isinstance(view, calls.NothingToDifferentiate):
             return view.skip()

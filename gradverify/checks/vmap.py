@@ -221,9 +221,13 @@ def _unsupported(info: Any) -> str | None:
     """Why the target has no vmap rule to check, or None."""
     if info.has(Capability.SCHEMA) and info.vmap is None:
         return "no register_vmap rule: torch.vmap runs the op once per sample, which needs no check"
+    from gradverify.checks import _calls as calls
+
+    if info.vmap is None and calls.old_style(info):
+        return (f"vmap unsupported: {calls.NO_TORCH_FUNC}; then set generate_vmap_rule = True "
+                "or define a vmap staticmethod")
     if info.vmap is None:
-        return ("vmap unsupported: set generate_vmap_rule = True or define a vmap staticmethod "
-                "(torch.func needs setup_context style)")
+        return ("vmap unsupported: set generate_vmap_rule = True or define a vmap staticmethod")
     if (formula := info.detail(Formula)) and formula.style == "ctx":
         return (f"vmap unsupported: {info.vmap} needs setup_context style (forward without "
                 "ctx, plus a setup_context staticmethod)")

@@ -1,0 +1,147 @@
+"""func: under ``torch.func.vjp`` and ``torch.func.grad`` (per-sample gradients, functional
+training steps, ``jacrev``) the Function's gradients are autograd's.
+
+torch.func can use an autograd.Function only in setup_context style (forward without ctx,
+plus a ``setup_context`` staticmethod): an old-style Function (``forward(ctx, ...)``) makes
+every torch.func transform raise. That is a skip, said once ``torch.func.vjp`` has shown it,
+with how to convert (not a failure: the Function is right wherever it can be used). In
+setup_context style, the gradients of the outputs weighted by random incoming gradients, through ``vjp`` and through
+``grad``, must equal autograd's on the same inputs (GV361: a backward that reads grad mode, or
+other state that torch.func sets differently). A backward that cannot run under a transform
+(torch.func wraps tensors: numpy or ``.data`` in an ``@once_differentiable`` backward) is a
+note when it declares so, a warning otherwise (GV362).
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.codes import Code
+from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability, Formula
+
+if TYPE_CHECKING:
+    from gradverify.case.context import CheckContext
+
+
+CODES = (
+    Code("GV361", "func-gradient-mismatch",
+         "torch.func.vjp or torch.func.grad gives another gradient than autograd.",
+         "Per-sample gradients and functional training steps train on wrong numbers.",
+         "def backward(ctx, g):\n    return g * (2 if torch.is_grad_enabled() else 1)",
+         "backward must compute the same values whatever the grad mode or the caller."),
+    Code("GV362", "func-raised",
+         "torch.func.vjp or torch.func.grad raises on a Function that torch.func can use.",
+         "torch.func callers crash on it.",
+         "def backward(ctx, g):\n    return torch.from_numpy(g.numpy() * 2)",
+         "Write backward with torch ops (torch.func wraps tensors), or mark it "
+         "@once_differentiable to declare it does not support this."),
+)
+
+_TRANSFORMS = ("vjp", "grad")
+
+
+
+class FuncCheck(Check):
+    name = "func"
+    needs = MappingProxyType({Capability.CLASS_SOURCE: ""})
+    summary = "torch.func.vjp and torch.func.grad give autograd's gradients"
+    codes = CODES
+    traits = frozenset({Trait.CALLS_BACKWARD, Trait.COMPARES_RUNS})
+
+    def run(self, ctx: CheckContext) -> Outcome:
+        from gradverify.checks import _calls as calls
+
+        args = ctx.args("double")
+        diff = args.diff_positions
+        probe = calls.apply(ctx.info, args)
+        if not diff or not probe.differentiable:
+            return Outcome.skip("no differentiable input or output: nothing for torch.func")
+        grads = calls.random_grads(probe, ctx.generator("func"))
+        eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)[1]
+        names = [args.names[i] for i in diff]
+        outcome = Outcome()
+        for transform in _TRANSFORMS:
+            got = _transformed(ctx, transform, grads, outcome)
+            if isinstance(got, str):  # shown: torch.func refuses an old-style Function
+                return Outcome.skip(got)
+            if got is None:
+                break
+            _against_autograd(ctx, transform, got, eager, names, outcome)
+        if not outcome.findings:
+            outcome.summary = "torch.func.vjp and torch.func.grad match autograd"
+        elif not outcome.summary:
+            outcome.summary = "matches autograd where torch.func can run it"
+        return outcome
+
+
+def _transformed(ctx: CheckContext, transform: str, grads: list[Any],
+                 outcome: Outcome) -> list[Any] | str | None:
+    """The gradients of the differentiable inputs through ``torch.func.<transform>``; when it
+    raised, the skip reason of an old-style Function, or None (said in ``outcome``)."""
+    import torch
+
+    run = ctx.args("double")
+    diff = run.diff_positions
+    inputs = [run.values[i].detach() for i in diff]
+
+    writes = ctx.info.writes_inputs
+
+    def outputs(*tensors: Any) -> tuple[Any, ...]:
+        called = list(run.values)
+        for position, tensor in zip(diff, tensors):  # written in place: on a copy, as users do
+            called[position] = tensor.clone() if writes else tensor
+        out = ctx.info.function.apply(*called)
+        return tuple(o for o, g in zip(out if isinstance(out, tuple) else (out,), grads)
+                     if isinstance(g, torch.Tensor))
+
+    cotangents = tuple(g for g in grads if isinstance(g, torch.Tensor))
+    try:
+        if transform == "vjp":
+            pullback = torch.func.vjp(outputs, *inputs)[1]
+            return list(pullback(cotangents))
+        loss = lambda *t: sum((o * c).sum() for o, c in zip(outputs(*t), cotangents))  # noqa: E731
+        return list(torch.func.grad(loss, argnums=tuple(range(len(inputs))))(*inputs))
+    except Exception as exc:  # noqa: BLE001 -- torch's refusal or user code
+        from gradverify.checks import _calls as calls
+
+        if calls.old_style(ctx.info):
+            return calls.NO_TORCH_FUNC
+        outcome.add(_raised(ctx, transform, exc))
+        return None
+
+
+def _raised(ctx: CheckContext, transform: str, exc: BaseException) -> Finding:
+    """Why ``torch.func.<transform>`` raised, for a Function torch.func can use: a backward
+    that declares it supports no transform (a note), or a failure (GV362)."""
+    from gradverify.checks import _calls as calls
+
+    formula = ctx.info.need(Formula)
+    said = calls.describe_exception(exc)
+    if formula.once_differentiable:
+        return Finding(
+            "GV362", Severity.INFO,
+            f"torch.func.{transform} cannot run its @once_differentiable backward: {said}",
+            location=ctx.location,
+            hint="torch.func wraps tensors, which numpy and .data cannot read; it is declared")
+    return Finding("GV362", Severity.WARNING, f"torch.func.{transform} raises {said}",
+                   location=calls.user_location(exc, ctx.info) or ctx.location,
+                   hint=CODES[1].fix)
+
+
+def _against_autograd(ctx: CheckContext, transform: str, got: list[Any], eager: list[Any],
+                      names: list[str], outcome: Outcome) -> None:
+    from gradverify.checks import _compare as cmp
+
+    for mismatch in cmp.compare_runs(([], got), ([], eager), names, 1e-7, 1e-9):
+        outcome.add(Finding(
+            "GV361", Severity.ERROR,
+            f"torch.func.{transform}: {mismatch.describe()} (against autograd on the same "
+            "inputs and incoming gradients)", input=mismatch.input, location=ctx.location,
+            data=dict(mismatch.data), hint=CODES[0].fix))
+    if any(f.code == "GV361" for f in outcome.findings):
+        outcome.summary = f"torch.func.{transform} differs from autograd"
+
+
+CHECK = FuncCheck()

@@ -1,0 +1,105 @@
+"""func: under torch.func.vjp and torch.func.grad, the Function's gradients are autograd's.
+
+Broken Functions the check must catch, and correct look-alikes a naive version would flag.
+"""
+from __future__ import annotations
+
+import torch
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+from zoo import spec_for
+
+_PAIR = spec_for(x={"shape": [3]}, w={"shape": [3]})
+
+# ============================================================================ broken
+
+
+class GradModeBackward(Function):
+    """backward scales x's gradient by grad mode: autograd runs it with grad off, torch.func
+    with it on."""
+
+    EXPECT = ("func", "GV361", "x")
+    SPEC = _PAIR
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        scale = 2.0 if torch.is_grad_enabled() else 1.0
+        return grad * w * scale, grad * x
+
+
+class NumpyBackwardUndeclared(Function):
+    """backward goes through numpy without @once_differentiable: torch.func.vjp raises."""
+
+    EXPECT = ("func", "GV362", None)
+    SEVERITY = "warning"
+    SPEC = {**spec_for(x={"shape": [3]}),  # noqa: RUF012
+            "expect": {"gradgradcheck": "a numpy backward", "lint": "a numpy backward"}}
+
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return torch.from_numpy(grad.detach().numpy() * y.detach().numpy())
+
+
+# ============================================================================ look-alikes
+
+
+class NumpyBackwardDeclared(Function):
+    """naive func: torch.func.grad cannot run a numpy backward (it wraps tensors); this one
+    declares it with @once_differentiable, so that is a note, and torch.func.vjp matches."""
+
+    SPEC = spec_for(x={"shape": [3]})
+
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return torch.from_numpy(grad.numpy() * y.numpy())
+
+
+class GatedOnNeedsInputGrad(Function):
+    """naive func: backward returns None for inputs that need no gradient; torch.func asks
+    for all of them and gets them."""
+
+    SPEC = _PAIR
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return (grad * w if ctx.needs_input_grad[0] else None,
+                grad * x if ctx.needs_input_grad[1] else None)
+
