@@ -52,7 +52,8 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
            seed: int | None = None, device: str | None = None, mode: str | None = None,
            cases: Iterable[str] = (), strict: bool | None = None, atol: float | None = None,
            rtol: float | None = None, eps: float | None = None,
-           init_args: Mapping[str, Any] | None = None, mutate: bool | None = None) -> Report:
+           init_args: Mapping[str, Any] | None = None, mutate: bool | None = None,
+           compose: bool | None = None) -> Report:
     """Verify one target and return the report (``report.ok``, ``report.raise_for_failures()``).
 
     ``function``: a Function class, a custom op, a plain function or an ``nn.Module`` class
@@ -64,6 +65,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     are the command line's flags (``--skip``, ``--seed``, ...): as there, each one not given
     comes from ``[tool.gradverify]`` in the nearest pyproject.toml, else the default.
     ``mutate``: also the spec's mutation score (``report.mutants``, as ``--mutate``).
+    ``compose``: also the costly composition checks (compile, autocast; as ``--compose``).
 
     The checks run with torch's defaults (grad mode on, ...) whatever state the caller is in
     (inside ``torch.no_grad()``, say); the caller's state is given back afterwards. Calls from
@@ -81,7 +83,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     options = RunOptions.from_config(
         loaded, only=_names(checks, "checks"), skip=_names(skip, "skip"), seed=seed,
         device=device, mode=mode, cases=_names(cases, "cases") or (), strict=strict, atol=atol,
-        rtol=rtol, eps=eps, mutate=mutate)
+        rtol=rtol, eps=eps, mutate=mutate, compose=compose)
     with torchstate.isolated():  # one call at a time: threads wait their turn
         ensure_cwd_on_path()
         return _verify(function, spec, options, loaded, init_args)

@@ -56,7 +56,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
           fmt: str | None, output: str | None, json_file: str | None, junit_file: str | None,
           repro_dir: str | None, jobs: str | None, timeout: float | None,
           shard: str | None, no_isolate: bool, changed: bool, strict: bool | None,
-          mutate: bool | None,
+          mutate: bool | None, compose: bool | None,
           verbose: bool, quiet: bool, no_color: bool) -> int:
     """Verify Functions, custom ops, functions and modules.
 
@@ -87,7 +87,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
         shard=shard, isolate=not no_isolate, changed=changed,
-        repro=repro is not None, mutate=mutate)
+        repro=repro is not None, mutate=mutate, compose=compose)
     fmt = fmt or config.format
     color = terminal.color(no_color)
     interrupted: RunInterrupted | None = None

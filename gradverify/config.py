@@ -37,6 +37,7 @@ class Config:
     timeout: float | None = None
     strict: bool | None = None
     mutate: bool | None = None
+    compose: bool | None = None
     format: str | None = None
 
     def spec_dirs(self) -> list[Path]:

@@ -67,6 +67,8 @@ class RunOptions:
     command line writes under DIR."""
     mutate: bool = default("mutate")
     """Run mutants of each target's backward against its cases (``gradverify.mutants``)."""
+    compose: bool = default("compose")
+    """Turn on every composition check (``Check.composition``: compile, autocast)."""
     mode_flag: bool = False
     """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
     check's own ``mode`` option, in specs too."""
@@ -101,7 +103,7 @@ class RunOptions:
         jobs = flags.get("jobs") if flags.get("jobs") is not None else config.jobs
         return cls(**{**values, "cases": tuple(values["cases"]),
                       "skip": tuple(values["skip"]), "strict": bool(values["strict"]),
-                      "mutate": bool(values["mutate"])},
+                      "mutate": bool(values["mutate"]), "compose": bool(values["compose"])},
                    tolerance=Tolerance(atol=flags.get("atol"), rtol=flags.get("rtol"),
                                        eps=flags.get("eps")),
                    config_tolerance=config.tolerance, config_checks=config_checks,
@@ -123,14 +125,16 @@ class RunOptions:
         return self.tolerance.over(case.tolerance.over(spec.tolerance.over(
             self.config_tolerance))).resolved()
 
-    def check_enabled(self, name: str, default: bool, spec: Spec, case: Case) -> bool:
+    def check_enabled(self, name: str, default: bool, spec: Spec, case: Case, *,
+                      composition: bool = False) -> bool:
         """``only`` decides alone; else case over spec over pyproject over the check's
-        default; ``skip`` turns a check off at every level."""
+        default (on with ``compose`` for a composition check); ``skip`` turns a check off at
+        every level."""
         if name in self.skip:
             return False
         if self.only is not None:
             return name in self.only
-        on = default
+        on = default or (composition and self.compose)
         for level in (self.config_checks, spec.checks, case.checks):
             if name in level:
                 on = level[name].enabled

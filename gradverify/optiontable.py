@@ -231,6 +231,12 @@ OPTIONS: tuple[Option, ...] = (
            keyword="mutate", pytest="--gradverify-mutate", pytest_help="also run mutants of "
            "each target's backward against its spec's cases and show each spec's mutation "
            "score (as `gradverify check --mutate`)", default=False, shown_default="false"),
+    Option("compose", "Also run the costly composition checks (torch.compile and "
+           "torch.autocast: several seconds per Function).", ("--compose",),
+           {"is_flag": True, "default": None}, keys=("compose",), read=_boolean,
+           keyword="compose", pytest="--gradverify-compose", pytest_help="also run the costly "
+           "composition checks, torch.compile and torch.autocast (as `gradverify check "
+           "--compose`)", default=False, shown_default="false"),
     Option("verbose", "Every case's check table, notes and details such as full Jacobian "
            "blocks.", ("-v", "--verbose"), {"is_flag": True}, run=False),
     Option("quiet", "Only the findings of cases that did not pass, and the summary.",

@@ -72,7 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
         config.stash[_OPTIONS] = replace(RunOptions.from_config(
             config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"),
-            mutate=config.getoption("gradverify_mutate")), user_paths=_user_paths())
+            mutate=config.getoption("gradverify_mutate"),
+            compose=config.getoption("gradverify_compose")), user_paths=_user_paths())
         if not _options(config).isolate and _options(config).timeout_set:
             config.issue_config_time_warning(GradverifyWarning(IN_PROCESS_TIMEOUT), stacklevel=2)
         config.stash[_SCORES] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradverify.checks import (
+    autocast,
     compile,
     contract,
     determinism,
@@ -55,6 +56,7 @@ REGISTRY: dict[str, Check] = {
         func.CHECK,
         device.CHECK,
         compile.CHECK,
+        autocast.CHECK,
         lint.CHECK,
     )
 }

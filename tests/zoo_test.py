@@ -104,14 +104,25 @@ def test_expect_turns_failure_into_xfail_and_pass_into_xpass():
 def test_only_and_skip_select_checks():
     report = verify(zoo.Exp, spec=zoo.Exp.SPEC, checks=["gradcheck"])
     assert [c.name for c in report.results[0].checks] == ["gradcheck"]
-    # reference runs only for specs naming one, device only off the CPU, compile is opt-in
-    # ... and the op checks only for custom ops
-    everything_but = [n for n, c in REGISTRY.items() if not c.made_for
-                      and n not in ("gradgradcheck", "reference", "device", "compile")]
+    # reference runs only for specs naming one, device only off the CPU, the compositions
+    # (compile, autocast) are opt-in, and the op checks only for custom ops
+    everything_but = [n for n, c in REGISTRY.items() if not c.made_for and c.default
+                      and n not in ("gradgradcheck", "reference", "device")]
     report = verify(zoo.Exp, spec=zoo.Exp.SPEC, skip=["gradgradcheck"])
     assert [c.name for c in report.results[0].checks] == everything_but
     spec = dict(zoo.Exp.SPEC, checks={"gradgradcheck": False})
     assert [c.name for c in verify(zoo.Exp, spec=spec).results[0].checks] == everything_but
+
+
+def test_compose_turns_on_every_composition_check_and_skip_still_wins():
+    compositions = [n for n, c in REGISTRY.items() if c.composition]
+    assert set(compositions) == {"compile", "autocast"}
+    assert all(not REGISTRY[n].default for n in compositions)
+    names = [c.name for c in verify(zoo.Exp, spec=zoo.Exp.SPEC, compose=True).results[0].checks]
+    assert set(compositions) <= set(names)
+    names = [c.name for c in verify(zoo.Exp, spec=zoo.Exp.SPEC, compose=True,
+                                    skip=["compile"]).results[0].checks]
+    assert "autocast" in names and "compile" not in names
 
 
 def test_fast_mode_is_reported_and_no_slow_case_noted():

@@ -60,6 +60,9 @@ class Check(abc.ABC):
     name: ClassVar[str]
     default: ClassVar[bool] = True
     """On unless turned off (True), or opt-in (False)."""
+    composition: ClassVar[bool] = False
+    """An opt-in check of a costly composition (torch.compile, autocast): ``--compose`` (a
+    spec's ``compose: true``, pyproject's ``compose = true``) turns every such check on."""
     summary: ClassVar[str]
     """One line: what the check verifies."""
     codes: ClassVar[tuple[Code, ...]] = ()

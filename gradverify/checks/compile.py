@@ -59,6 +59,7 @@ CODES = (
 class CompileCheck(Check):
     name = "compile"
     default = False
+    composition = True
     summary = "under torch.compile(backend='aot_eager') it matches eager"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})

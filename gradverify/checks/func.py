@@ -5,11 +5,12 @@ torch.func can use an autograd.Function only in setup_context style (forward wit
 plus a ``setup_context`` staticmethod): an old-style Function (``forward(ctx, ...)``) makes
 every torch.func transform raise. That is a skip, said once ``torch.func.vjp`` has shown it,
 with how to convert (not a failure: the Function is right wherever it can be used). In
-setup_context style, the gradients of the outputs weighted by random incoming gradients, through ``vjp`` and through
-``grad``, must equal autograd's on the same inputs (GV361: a backward that reads grad mode, or
-other state that torch.func sets differently). A backward that cannot run under a transform
-(torch.func wraps tensors: numpy or ``.data`` in an ``@once_differentiable`` backward) is a
-note when it declares so, a warning otherwise (GV362).
+setup_context style, the gradients of the outputs weighted by random incoming gradients,
+through ``vjp`` and through ``grad``, must equal autograd's on the same inputs (GV361: a
+backward that reads grad mode, or other state that torch.func sets differently). A backward
+that cannot run under a transform (torch.func wraps tensors: numpy or ``.data`` in an
+``@once_differentiable`` backward) is a note when it declares so, a warning otherwise
+(GV362).
 """
 from __future__ import annotations
 

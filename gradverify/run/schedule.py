@@ -30,7 +30,8 @@ def rows(spec: Spec, case: Case, options: RunOptions, capabilities: Collection[C
     chosen = []
     for name, check in REGISTRY.items():
         named = options.only is not None and name in options.only
-        if not options.check_enabled(name, check.default, spec, case):
+        if not options.check_enabled(name, check.default, spec, case,
+                                     composition=check.composition):
             continue
         if check.made_for and check.made_for not in capabilities and not named:
             continue  # no row: an op check says nothing about a Function class
