@@ -36,3 +36,20 @@ class Bilinear(Function):
         if ctx.needs_input_grad[1]:
             gw = x.t() @ (grad * scale)
         return gx, gw
+
+
+class SoftplusFunctional(Function):
+    """Softplus in setup_context style: every composition check applies to it."""
+
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)

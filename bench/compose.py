@@ -1,0 +1,46 @@
+"""What the composition checks cost per target: `gradverify check` of one small spec with the
+default checks (``func``, torch.func.vjp and torch.func.grad, is one of them), against the same
+with ``--compose`` (adding ``compile``: torch.compile as users compile, and torch.compile of
+torch.func.grad; and ``autocast``), and against the default checks without ``func``. Whole
+commands, alternating runs so that all see the same load; one worker (``-j 1``). Prints the
+medians and what each adds per target: `python bench/compose.py [REPEAT]`.
+
+The spec is ``specs/compose.yaml``: ``ops:Softplus`` in setup_context style (so every
+composition applies), one case."""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def once(*flags: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gradverify", "check", "--format", "plain", "-j", "1",
+                    "specs/compose.yaml", *flags], cwd=HERE, check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"})
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    runs: dict[str, list[float]] = {"default checks but func": [], "default checks": [],
+                                    "--compose": []}
+    for _ in range(repeat):
+        runs["default checks but func"].append(once("--skip", "func"))
+        runs["default checks"].append(once())
+        runs["--compose"].append(once("--compose"))
+    medians = {name: statistics.median(times) for name, times in runs.items()}
+    base = medians["default checks but func"]
+    for name, median in medians.items():
+        added = median - base
+        print(f"{name:28s} {median:6.2f}s  {median / base:5.2f}x  +{added:5.2f}s per target")
+
+
+if __name__ == "__main__":
+    main()
