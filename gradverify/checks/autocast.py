@@ -80,7 +80,7 @@ class AutocastCheck(Check):
             return Outcome(summary=f"raises under autocast({low})", findings=[Finding(
                 "GV371", Severity.ERROR,
                 f"under torch.autocast({device!r}, dtype=torch.{low}) it raises "
-                f"{calls.describe_exception(exc)} (float32 inputs; float32 runs without it)",
+                f"{calls.describe_exception(exc)} (on float32 inputs; it runs without autocast)",
                 location=calls.user_location(exc, ctx.info) or ctx.location,
                 hint=CODES[0].fix)])
         names = [reference_args.names[i] for i in diff]

@@ -63,8 +63,10 @@ class FuncCheck(Check):
         eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)[1]
         names = [args.names[i] for i in diff]
         outcome = Outcome()
+        # torch.func differentiates the differentiable outputs only (no integer cotangents)
+        weights = [g if j in probe.differentiable else None for j, g in enumerate(grads)]
         for transform in _TRANSFORMS:
-            got = _transformed(ctx, transform, grads, outcome)
+            got = _transformed(ctx, transform, weights, outcome)
             if isinstance(got, str):  # shown: torch.func refuses an old-style Function
                 return Outcome.skip(got)
             if got is None:

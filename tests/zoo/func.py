@@ -103,3 +103,26 @@ class GatedOnNeedsInputGrad(Function):
         return (grad * w if ctx.needs_input_grad[0] else None,
                 grad * x if ctx.needs_input_grad[1] else None)
 
+
+
+class MaxWithIndex(Function):
+    """naive func: the index output is an integer tensor, which torch.func.vjp refuses as an
+    output; only the differentiable outputs are torch.func's."""
+
+    SPEC = spec_for(x={"shape": [4, 3]})
+
+    @staticmethod
+    def forward(x):
+        return x.max(dim=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1])
+        ctx.rows = inputs[0].shape[0]
+
+    @staticmethod
+    def backward(ctx, grad, grad_index):
+        (index,) = ctx.saved_tensors
+        full = torch.zeros((ctx.rows, *grad.shape), dtype=grad.dtype, device=grad.device)
+        return full.scatter(0, index.unsqueeze(0), grad.unsqueeze(0))
