@@ -61,8 +61,8 @@ class Check(abc.ABC):
     default: ClassVar[bool] = True
     """On unless turned off (True), or opt-in (False)."""
     composition: ClassVar[bool] = False
-    """An opt-in check of a costly composition (torch.compile, autocast): ``--compose`` (a
-    spec's ``compose: true``, pyproject's ``compose = true``) turns every such check on."""
+    """An opt-in check of a costly composition (torch.compile, autocast): ``--compose``
+    (pyproject's ``compose = true``, ``verify(compose=True)``) turns every such check on."""
     summary: ClassVar[str]
     """One line: what the check verifies."""
     codes: ClassVar[tuple[Code, ...]] = ()
