@@ -194,7 +194,13 @@ def forward_backward(info: Target, args: Args, grads: Sequence[Any] | None,
                      positions: Sequence[int]) -> tuple[list[Any], list[torch.Tensor | None]]:
     """Outputs (detached) and the gradients of the inputs at ``positions`` for incoming
     gradients ``grads`` (one per output, None for none), through the real engine."""
-    applied = apply(info, args)
+    return outputs_and_gradients(apply(info, args), grads, positions)
+
+
+def outputs_and_gradients(applied: Applied, grads: Sequence[Any] | None,
+                          positions: Sequence[int]) -> tuple[list[Any], list[torch.Tensor | None]]:
+    """``forward_backward`` of a call already made (a check's probe call: no second
+    forward)."""
     outputs = [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in applied.outputs]
     if grads is None or not applied.differentiable or not positions:
         return outputs, []

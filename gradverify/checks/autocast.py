@@ -73,7 +73,7 @@ class AutocastCheck(Check):
         probe = calls.apply(ctx.info, reference_args)
         grads = (calls.random_grads(probe, ctx.generator("autocast")) if probe.differentiable
                  else None)
-        reference = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)
+        reference = calls.outputs_and_gradients(probe, grads, diff)
         try:
             ours = _under_autocast(ctx, device, getattr(torch, low), grads, diff)
         except Exception as exc:  # noqa: BLE001 -- user code under autocast
@@ -113,14 +113,10 @@ def _under_autocast(ctx: CheckContext, device: str, low: Any, grads: list[Any] |
     single = dataclasses.replace(args, values=values)
     with torch.autocast(device_type=device, dtype=low):
         applied = calls.apply(ctx.info, single)
-    outputs = [o.detach().double() if isinstance(o, torch.Tensor) and o.is_floating_point()
-               else o for o in applied.outputs]
-    if grads is None or not applied.differentiable or not diff:
-        return outputs, []
-    matched = [g.to(dtype=o.dtype) if isinstance(g, torch.Tensor) and isinstance(o, torch.Tensor)
-               else g for g, o in zip(grads, applied.outputs)]
-    got = calls.engine_grads(applied, matched, diff)
-    return outputs, [g.double() if isinstance(g, torch.Tensor) else g for g in got]
+    outputs, got = calls.outputs_and_gradients(applied, grads, diff)
+    return ([o.double() if isinstance(o, torch.Tensor) and o.is_floating_point() else o
+             for o in outputs],
+            [g.double() if isinstance(g, torch.Tensor) else g for g in got])
 
 
 CHECK = AutocastCheck()

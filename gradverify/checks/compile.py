@@ -72,7 +72,7 @@ class CompileCheck(Check):
         probe = calls.apply(ctx.info, args)
         grads = (calls.random_grads(probe, ctx.generator("compile")) if probe.differentiable
                  else None)
-        eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)
+        eager = calls.outputs_and_gradients(probe, grads, diff)
         outcome = Outcome()
         # A mark_dirty Function writes into its input, so users call it on a non-leaf: one made
         # inside the compiled region, or one handed in from outside it. Both must match eager.

@@ -54,7 +54,7 @@ class DeviceCheck(Check):
         diff = on_cpu.diff_positions
         probe = calls.apply(ctx.info, on_cpu)
         grads = calls.random_grads(probe, ctx.generator("device")) if probe.differentiable else None
-        reference = calls.forward_backward(ctx.info, on_cpu, grads, diff)
+        reference = calls.outputs_and_gradients(probe, grads, diff)
         outcome = Outcome(summary=f"{ctx.device} matches cpu")
         try:
             ours = calls.forward_backward(

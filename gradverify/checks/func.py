@@ -60,7 +60,7 @@ class FuncCheck(Check):
         if not diff or not probe.differentiable:
             return Outcome.skip("no differentiable input or output: nothing for torch.func")
         grads = calls.random_grads(probe, ctx.generator("func"))
-        eager = calls.forward_backward(ctx.info, ctx.args("double"), grads, diff)[1]
+        eager = calls.outputs_and_gradients(probe, grads, diff)[1]
         names = [args.names[i] for i in diff]
         outcome = Outcome()
         # torch.func differentiates the differentiable outputs only (no integer cotangents)
