@@ -24,6 +24,7 @@ from gradverify.targets.names import (
     NAMED,
     SPECS,
     TargetName,
+    in_module,
     named_by,
     parse_target,
 )
@@ -349,7 +350,7 @@ def files_read(targets: Sequence[TargetName], config: Config, spec_file: str | N
         elif name.text.endswith(".py"):
             specs.append(path)  # not a spec, but read all the same
         else:
-            names_read.append(TargetName(f"{name.text}:_", ATTRIBUTE))
+            names_read.append(in_module(name.text))
             folders += config.spec_dirs()
     for folder in dict.fromkeys(folders):
         if folder.is_dir():

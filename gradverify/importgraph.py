@@ -30,7 +30,7 @@ from pathlib import Path
 
 from gradverify.files import stamp
 from gradverify.specmodel import Spec
-from gradverify.targets.names import ATTRIBUTE, TargetName, parse_target
+from gradverify.targets.names import ATTRIBUTE, TargetName, in_module, parse_target
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
@@ -207,7 +207,7 @@ class Readers:
         for spec in self.specs:
             named = [parse_target(n) for n in (spec.target, spec.reference,
                                                *(case.factory for case in spec.cases)) if n]
-            named += [TargetName(f"{module}:_", ATTRIBUTE) for module in spec.imports]
+            named += [in_module(module) for module in spec.imports]
             files = {n: target_files(n, root) for n in named}
             self._starts.append(frozenset().union(*files.values()))
             extra += [f.parent for n, found in files.items() if n.is_path

@@ -50,6 +50,12 @@ class TargetName:
         return module.endswith(".py") or "/" in module or os.sep in module
 
 
+def in_module(module: str) -> TargetName:
+    """A name in ``module`` (``pkg.mod:_``): what finds the files that may define a module
+    named alone (a module TARGET, a spec's ``imports:``), as they are found for an attribute."""
+    return TargetName(f"{module}:_", ATTRIBUTE)
+
+
 def parse_target(text: str) -> TargetName:
     """Classify ``text`` (see the module's docstring). A folder named like a spec file is a
     folder; a package folder (an ``__init__.py``, no spec file) is a module; ``x:Name`` is an
