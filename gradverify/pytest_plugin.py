@@ -14,6 +14,7 @@ import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -64,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gradverify: a gradverify check of a spec case")
     if not config.getoption("gradverify"):
         return
+    _forget_unloaded_submodules()
     from gradverify import config as config_mod
     from gradverify.errors import InputError, UsageError
     from gradverify.options import RunOptions
@@ -85,6 +87,23 @@ def pytest_configure(config: pytest.Config) -> None:
     if not explicit:
         folders = [str(d) for d in _config(config).spec_dirs() if d.is_dir()]
         config.args[:] = folders or config.args
+
+
+def _forget_unloaded_submodules() -> None:
+    """Drop gradverify's submodules that were taken out of ``sys.modules`` from the packages
+    that still name them. A session before this one in the same process may have been undone
+    that way (pytester's in-process runs restore ``sys.modules``, not package attributes):
+    ``from gradverify import config`` would then find the last session's module while
+    ``from gradverify.config import ...`` imports a new one, and the two sessions' classes,
+    mixed in one task, no longer pickle for the workers."""
+    for name, package in list(sys.modules.items()):
+        if not isinstance(package, ModuleType) or \
+                (name != "gradverify" and not name.startswith("gradverify.")):
+            continue
+        for attr, value in list(vars(package).items()):
+            if isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}" and \
+                    sys.modules.get(value.__name__) is not value:
+                delattr(package, attr)
 
 
 def _user_paths() -> tuple[str, ...]:

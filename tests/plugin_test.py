@@ -31,6 +31,24 @@ def test_collects_items_named_like_the_design(suite):
                                  "specs/good.yaml::ops:Good::vec::contract"])
 
 
+def test_a_session_after_another_in_the_same_process_runs_its_cases(suite):
+    """Two sessions in one process (an IDE's runner, pytester): pytester's in-process runs
+    restore ``sys.modules`` but not the ``gradverify`` package's attributes, so the second
+    session's ``from gradverify import config`` found the first session's module, its classes
+    no longer pickled for the workers, and the pool waited on a worker that never got its
+    case until the case timeout. Deterministic when this file runs alone (a suite that has
+    imported gradverify's modules for itself keeps them); the timeout bounds a regression."""
+    suite.path.joinpath("pyproject.toml").write_text("[tool.gradverify]\ntimeout = 30\n")
+    first = suite.runpytest("--gradverify", "--collect-only", "-q", "-p", "no:cacheprovider")
+    assert first.ret == pytest.ExitCode.OK
+    # one item of each target: two runs in the session's one pool
+    result = suite.runpytest("--gradverify", "-k", "gradcheck and not gradgradcheck",
+                             "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*off by a constant factor 0.5*[[]GV121 gradcheck[]]*",
+                                 "*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*"])
+
+
 def test_failures_carry_findings(suite):
     result = suite.runpytest("--gradverify", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1, passed=23, skipped=6)

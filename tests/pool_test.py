@@ -216,3 +216,45 @@ def test_import_time_crash_in_deferred_discovery(project):
     result = run_cli("check", "boom:Thing", isolate=True)
     assert result.code == 3
     assert "importing boom was killed by SIGABRT" in result.stdout
+
+
+def test_a_task_that_cannot_be_sent_leaves_the_pool_usable(crashy):
+    """A pool outlives a run (the pytest plugin runs each target in the session's one pool). A
+    task that cannot be sent (it does not pickle: a bug of ours) used to leave its worker marked
+    busy with a task it never got, so the next run waited on it until the case timeout while
+    the worker waited for a task (the hang of tests/plugin_test.py in one process)."""
+    from gradverify.run.runner import run_job
+    from gradverify.spec.file import load_file
+
+    options = RunOptions(timeout=60.0, user_paths=(str(crashy.root),))
+    job = Job("ops:Good", load_file(crashy.root / "specs/good.yaml")[0])
+    with pool.Pool(options) as workers:
+        workers.options = dataclasses.replace(options, user_paths=(lambda: "unpicklable",))
+        with pytest.raises((pickle.PicklingError, AttributeError)):
+            run_job(job, options, pool=workers)
+        assert workers.workers and not any(w.task for w in workers.workers)
+        workers.options = options
+        results, errors = run_job(job, options, pool=workers)
+    assert not errors and [r.case for r in results] == ["c0", "c1"]
+    assert all(r.status.value == "pass" for r in results), results
+
+
+def test_a_run_ended_by_an_exception_leaves_no_worker_busy(crashy):
+    """A run that ends by an exception while a worker runs one of its cases stops that worker:
+    left busy, the next run would wait on it and take its late result for a case of its own."""
+    from gradverify.run.runner import plan_tasks, run_job
+    from gradverify.spec.file import load_file
+
+    options = RunOptions(timeout=60.0, user_paths=(str(crashy.root),))
+    job = Job("ops:Good", load_file(crashy.root / "specs/good.yaml")[0])
+
+    def progress(done: int, total: int, what: str) -> None:
+        if what:  # a case was just sent
+            raise RuntimeError("a progress display failed")
+
+    with pool.Pool(options) as workers:
+        with pytest.raises(RuntimeError, match="progress display"):
+            workers.run(plan_tasks([job], options), progress)
+        assert not any(w.task for w in workers.workers)
+        results, errors = run_job(job, options, pool=workers)
+    assert not errors and [r.status.value for r in results] == ["pass", "pass"]

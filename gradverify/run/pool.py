@@ -205,6 +205,17 @@ class Pool:
             self.stop()
             raise TasksInterrupted(mark_interrupted(tasks, outcomes, exc),
                                    interrupt_signal(exc)) from exc
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """Stop the workers still running a task of a run that ended by an exception (a bug
+        of ours): the pool outlives the run (the pytest plugin runs one per target), and a
+        worker left busy would be waited on by the next run for a result of the old one."""
+        for worker in [w for w in self.workers if w.task is not None]:
+            kill(worker)
+            self._retire(worker)
 
     def stop(self, grace: float = 2.0) -> None:
         """Terminate every worker, then kill those still alive after ``grace`` seconds (and
@@ -278,10 +289,12 @@ class Pool:
                 self._retire(worker)
                 ended += 1
                 continue
+            # Sent before the worker counts as busy: a task that cannot be sent (it does not
+            # pickle) leaves the worker idle, never waited on for a result it cannot send.
+            worker.conn.send(messages.RunTask(task, self.options))
             worker.task, worker.started, worker.check = task, time.monotonic(), None
             worker.kept = None
             worker.log_offset = worker.output.size
-            worker.conn.send(messages.RunTask(task, self.options))
             if progress:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
         return ended
