@@ -88,7 +88,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
         shard=shard, isolate=not no_isolate, changed=changed,
         repro=repro is not None, mutate=mutate, compose=compose)
-    fmt = fmt or config.format
+    fmt = fmt or config.value("format")
     color = terminal.color(no_color)
     interrupted: RunInterrupted | None = None
     with terminal.terminations_interrupt():

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gradverify.errors import InputError, shown_path
-from gradverify.optiontable import KEYS, OPTIONS
+from gradverify.optiontable import BY_NAME, KEYS, OPTIONS
 from gradverify.spec.settings import SettingsReader
 from gradverify.specmodel import SPEC_SUFFIXES, CheckSetting, Tolerance
 
@@ -21,24 +21,38 @@ else:  # pragma: no cover
 
 @dataclass(frozen=True)
 class Config:
+    """``[tool.gradverify]``: the options it sets, each read as ``optiontable.OPTIONS`` says
+    (no option is declared here)."""
+
     root: Path
     """The directory of the pyproject.toml (or the current directory without one)."""
     file: Path | None = None
-    specs: tuple[str, ...] = ("specs",)
-    exclude: tuple[str, ...] = ()
-    checks: Mapping[str, CheckSetting] = field(default_factory=dict)
-    only: tuple[str, ...] | None = None
-    skip: tuple[str, ...] = ()
-    tolerance: Tolerance = field(default_factory=Tolerance)
-    seed: int | None = None
-    device: str | None = None
-    mode: str | None = None
-    jobs: str | None = None
-    timeout: float | None = None
-    strict: bool | None = None
-    mutate: bool | None = None
-    compose: bool | None = None
-    format: str | None = None
+    given: Mapping[str, Any] = field(default_factory=dict)
+    """The options the file sets, by option name, each read and checked by its validator."""
+
+    def value(self, name: str) -> Any:
+        """The option's value in the file; else its default (None for a run option, whose
+        default ``RunOptions`` applies under the flags)."""
+        option = BY_NAME[name]
+        if not option.keys:
+            raise KeyError(f"{name!r} has no [tool.gradverify] key")
+        return self.given.get(name, None if option.run else option.default)
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return tuple(self.value("specs"))
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        return tuple(self.value("exclude"))
+
+    @property
+    def checks(self) -> Mapping[str, CheckSetting]:
+        return self.value("checks") or {}
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return self.value("tolerance") or Tolerance()
 
     def spec_dirs(self) -> list[Path]:
         return [self.root / s for s in self.specs]
@@ -117,4 +131,4 @@ def parse(section: Mapping[str, Any], *, root: Path, file: Path | None = None) -
         for key in reversed(option.keys):  # the documented spelling last: it wins
             if key in section and option.read is not None:
                 values[option.name] = option.read(read, section[key], key)
-    return Config(root=root, file=file, **values)
+    return Config(root=root, file=file, given=values)

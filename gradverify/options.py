@@ -91,7 +91,7 @@ class RunOptions:
                 continue
             value = flags.get(option.name)
             if value is None and option.keys:
-                value = getattr(config, option.name)
+                value = config.value(option.name)
             if value is not None and option.check is not None:
                 value = option.check(value)
             values[option.name] = option.default if value is None else value
@@ -100,7 +100,7 @@ class RunOptions:
             config_checks = {name: replace(setting, options={
                 k: v for k, v in setting.options.items() if k != "mode"})
                 for name, setting in config.checks.items()}
-        jobs = flags.get("jobs") if flags.get("jobs") is not None else config.jobs
+        jobs = flags.get("jobs") if flags.get("jobs") is not None else config.value("jobs")
         return cls(**{**values, "cases": tuple(values["cases"]),
                       "skip": tuple(values["skip"]), "strict": bool(values["strict"]),
                       "mutate": bool(values["mutate"]), "compose": bool(values["compose"])},
@@ -109,7 +109,8 @@ class RunOptions:
                    config_tolerance=config.tolerance, config_checks=config_checks,
                    jobs_auto=jobs == "auto", mode_flag=flags.get("mode") is not None,
                    device_flag=flags.get("device") is not None,
-                   timeout_set=flags.get("timeout") is not None or config.timeout is not None)
+                   timeout_set=flags.get("timeout") is not None
+                   or config.value("timeout") is not None)
 
     def device_for(self, spec: Spec) -> str:
         """The device a spec's cases run on: the flag; else the spec's ``device:``; else

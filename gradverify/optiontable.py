@@ -59,8 +59,8 @@ class Option:
     """One option, in every place it can be given."""
 
     name: str
-    """Its name: the field of ``RunOptions`` and ``Config`` it sets, the keyword of
-    ``RunOptions.from_config``."""
+    """Its name: the field of ``RunOptions`` it sets, its name in ``Config.given``, the keyword
+    of ``RunOptions.from_config``."""
     help: str
     """What it does: ``check --help`` and the docs table say this."""
     flags: tuple[str, ...] = ()
@@ -78,7 +78,8 @@ class Option:
     """Its pytest option (a flag), with ``pytest_help``."""
     pytest_help: str = ""
     default: Any = None
-    """The value when nowhere given (``RunOptions``' default)."""
+    """The value when nowhere given: ``RunOptions``' default, or for an option of the
+    configuration alone (``run=False``), ``Config``'s."""
     shown_default: str = ""
     """The default as the docs table says it."""
     check: Callable[[Any], Any] | None = None
@@ -184,9 +185,9 @@ OPTIONS: tuple[Option, ...] = (
            keys=("tolerance",), read=lambda r, v, k: r.tolerance(v, None, k), run=False,
            shown_default="gradcheck's"),
     Option("specs", "Spec folders for a bare `gradverify check`.", keys=("specs",),
-           read=_strings, run=False, shown_default='["specs"]'),
+           read=_strings, run=False, default=("specs",), shown_default='["specs"]'),
     Option("exclude", "Skipped when walking folders; name them explicitly to run them.",
-           keys=("exclude",), read=_strings, run=False, shown_default="none"),
+           keys=("exclude",), read=_strings, run=False, default=(), shown_default="none"),
     Option("format", "Report format (default: rich on a terminal, plain otherwise).",
            ("--format", "fmt"), {"type": click.Choice(FORMATS), "default": None},
            keys=("format",), read=lambda r, v, k: r.choice(v, FORMATS, None, k), run=False,

@@ -40,7 +40,7 @@ def _checks(level: dict[str, str]) -> dict[str, CheckSetting]:
                                                        "gradgradcheck": "slow"}),
 ])
 def test_mode_precedence(flag, pyproject, pyproject_checks, spec, case, expected):
-    config = Config(root=Path("."), mode=pyproject, checks=_checks(pyproject_checks))
+    config = Config(root=Path("."), given={"mode": pyproject, "checks": _checks(pyproject_checks)})
     options = RunOptions.from_config(config, mode=flag)
     the_case = Case("c", checks=_checks(case))
     the_spec = Spec("m:F", (the_case,), checks=_checks(spec))

@@ -37,10 +37,20 @@ def test_check_has_exactly_the_tables_flags_in_its_order():
     assert {p.name: p.help for p in params}["seed"] == BY_NAME["seed"].help
 
 
-def test_pyproject_keys_are_the_tables_and_each_sets_a_config_field():
-    fields = {f.name for f in dataclasses.fields(Config)}
+def test_pyproject_keys_are_the_tables_and_config_declares_none_of_its_own(tmp_path):
     assert config_mod.KEYS == KEYS
-    assert {o.name for o in OPTIONS if o.keys} <= fields
+    assert {f.name for f in dataclasses.fields(Config)} == {"root", "file", "given"}
+    every = {"specs": ["a"], "exclude": ["b"], "seed": 3, "device": "cpu", "mode": "fast",
+             "jobs": 2, "timeout": 5, "fail-on-warnings": True, "mutate": True, "compose": True,
+             "format": "plain", "only": ["gradcheck"], "skip": ["lint"],
+             "tolerance": {"atol": 0.1}, "checks": {"lint": False}}
+    assert set(every) == set(KEYS) - {"strict"}
+    config = config_mod.parse(every, root=tmp_path)
+    assert {o.name for o in OPTIONS if o.keys} == set(config.given)
+    assert (config.specs, config.exclude, config.value("jobs")) == (("a",), ("b",), "2")
+    assert config.tolerance.atol == 0.1 and not config.checks["lint"].enabled
+    bare = Config(root=tmp_path)
+    assert (bare.specs, bare.exclude, bare.value("seed")) == (("specs",), (), None)
 
 
 def test_run_options_defaults_are_the_tables():
@@ -68,7 +78,7 @@ def test_a_devices_spelling_is_one_rule_for_flag_pyproject_and_spec(tmp_path, va
     spec = {"target": "m:F", "device": value, "cases": [{"args": [{"shape": [2]}]}]}
     if ok:
         assert RunOptions.from_config(Config(root=tmp_path), device=value).device == value
-        assert config_mod.parse({"device": value}, root=tmp_path).device == value
+        assert config_mod.parse({"device": value}, root=tmp_path).value("device") == value
         assert from_dict(spec).device == value
         return
     with pytest.raises(UsageError, match="expected cpu, cuda or cuda:N"):
@@ -101,7 +111,8 @@ def test_the_parent_never_imports_torch_to_check_a_device():
 def test_device_precedence(tmp_path, flag, spec, pyproject, expected):
     from gradverify.specmodel import Case, Spec
 
-    options = RunOptions.from_config(Config(root=tmp_path, device=pyproject), device=flag)
+    config = Config(root=tmp_path, given={"device": pyproject})
+    options = RunOptions.from_config(config, device=flag)
     assert options.device_for(Spec("m:F", (Case("c"),), device=spec)) == expected
 
 
