@@ -69,15 +69,28 @@ class Validator(ArgsReader):
         return tuple(int(n) for n in match.groups() if n is not None)
 
     def declared(self, data: Any, at: Any, attempt: Any
-                 ) -> tuple[dict[str, str], tuple[str, ...], str | None]:
+                 ) -> tuple[dict[str, str], tuple[str, ...], str | None, bool | None]:
         """What the spec declares about its target's verdicts: ``expect:`` (failures it
-        accepts) and ``zero_grad:`` (inputs whose gradient is zero by design); and its
-        ``device:``."""
+        accepts) and ``zero_grad:`` (inputs whose gradient is zero by design); its ``device:``
+        and ``compose:``."""
         return (attempt(self.expect, data.get("expect", {}), at("expect"), "expect", default={}),
                 attempt(self.parameter_names, data.get("zero_grad", []), at("zero_grad"),
                         "zero_grad", default=()),
                 attempt(self.device, data["device"], at("device"), "device")
-                if "device" in data else None)
+                if "device" in data else None,
+                attempt(self.compose, data["compose"], at("compose"), "compose")
+                if "compose" in data else None)
+
+    def compose(self, value: Any, line: int | None, key: str) -> bool:
+        """``compose: all`` (or true) turns every composition check on for the spec's cases,
+        ``false`` off (``--compose`` is over it)."""
+        if value is True or value is False:
+            return bool(value)
+        if isinstance(value, str) and value.strip() == "all":
+            return True
+        raise self.fail(f"expected all (every composition check: torch.compile, autocast), "
+                        f"true (the same) or false (none unless --compose), got "
+                        f"{value!r}", line, key)
 
     def parameter_names(self, value: Any, line: int | None, key: str) -> tuple[str, ...]:
         """``zero_grad:``: input names as reports give them (``weight``, ``xs[1]``)."""
@@ -144,7 +157,7 @@ class Validator(ArgsReader):
         tolerance = attempt(self.tolerance, data.get("tolerance", {}), at("tolerance"),
                             "tolerance", default=Tolerance())
         checks = attempt(self.checks, data.get("checks", {}), at("checks"), "checks", default={})
-        expect, zero_grad, device = self.declared(data, at, attempt)
+        expect, zero_grad, device, compose = self.declared(data, at, attempt)
         cases: list[Case] = []
         raw_cases = data.get("cases")
         if "cases" not in data:
@@ -170,7 +183,7 @@ class Validator(ArgsReader):
         return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
                     reference=reference, tolerance=tolerance, checks=checks, expect=expect,
                     zero_grad=zero_grad, imports=imports, init_args=init_args,
-                    requires_torch=requires_torch, device=device)
+                    requires_torch=requires_torch, device=device, compose=compose)
 
     def dims(self, value: Any, line: int | None, key: str) -> dict[str, tuple[int, ...]]:
         data = self.mapping(value, line, key, "named sizes like {N: [1, 4], D: 3}")
