@@ -210,6 +210,16 @@ def test_inductor_is_compared_and_named():
         assert "fallback_random" in finding.hint and finding.data["backend"] == "inductor"
 
 
+def test_inductor_can_be_left_out():
+    """``checks: {compile: {inductor: false}}`` compiles with aot_eager alone (inductor's C++
+    costs seconds per target): the inductor-only difference is not looked for."""
+    spec = {**SPEC, "checks": {"compile": {"inductor": False}}}
+    report = verify(SeededNoise, spec=spec, checks=["compile"])
+    (row,) = report.results[0].checks
+    assert row.status == Status.PASS, [f.message for f in row.findings]
+    assert row.summary.endswith("matches eager with aot_eager")
+
+
 def test_a_backend_this_machine_cannot_run_is_a_note(monkeypatch):
     """Without a C++ compiler (simulated) inductor cannot run: the row passes on aot_eager
     with a note naming inductor and the reason, never a failure or gradverify's error."""

@@ -17,7 +17,8 @@ torch.func composed with torch.compile (``checks/_compiled.py``): ``compile(func
 for a Function that declares a ``jvp``, ``compile(func.jvp)``, each against eager where eager
 is right (GV354, GV355: torch.compile is at fault).
 
-Opt-in because compiling takes seconds per Function (inductor most: it compiles C++): turn it
+Opt-in because compiling takes seconds per Function (inductor most: it compiles C++; leave it
+out with ``checks: {compile: {inductor: false}}``, bench/README.md says the cost): turn it
 on with ``--compose`` (every composition check; ``compose: all`` in a spec), ``checks:
 {compile: true}`` in a spec, ``--only compile``, or ``checks = { compile = true }`` in
 pyproject.toml.
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
 from gradverify.checks import _compiled
-from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity, Status
 from gradverify.targets.model import Formula
@@ -81,6 +82,9 @@ class CompileCheck(Check):
     composition = True
     summary = "under torch.compile (aot_eager and inductor) it matches eager"
     codes = CODES
+    options = (Option("inductor", bool, "also compile with the inductor backend (default true; "
+                      "false saves its C++ compilation: seconds per target, more on a cold "
+                      "cache)"),)
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
 
     def run(self, ctx: CheckContext) -> Outcome:
@@ -102,6 +106,8 @@ class CompileCheck(Check):
         device = str(tensors[0].device) if tensors else "cpu"
         ran = []
         for backend in _compiled.BACKENDS:
+            if backend == "inductor" and ctx.options.get("inductor") is False:
+                continue
             why = _compiled.unavailable(backend, device)
             if why is not None:
                 outcome.add(_backend_unavailable(ctx, backend, why))
