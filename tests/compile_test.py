@@ -54,6 +54,20 @@ def test_under_an_ascii_locale_the_finding_says_why():
     assert "raised: UnicodeDecodeError" in flat and "PYTHONUTF8=1" in flat, result.stdout
 
 
+@pytest.mark.slow
+def test_inductor_on_a_cold_cache_leaves_no_thread_running(tmp_path):
+    """On an empty cache inductor compiles C++; with its default compile threads it left a
+    pool thread (Python's executor code, not torch's) running after the case: GV015 on a
+    correct Function. It compiles in the calling thread now."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cold")}
+    result = subprocess.run([sys.executable, "-m", "gradverify", "check",
+                             "specs/mul_constant.yaml", "--only", "compile", "--strict",
+                             "-v", "--case", "compiled"],
+                            cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0 and "GV015" not in result.stdout, result.stdout
+    assert "aot_eager and inductor" in " ".join(result.stdout.split())
+
+
 # ------------------------------------------------- the cells: inductor, compile(func.jvp)
 # Each is judged against bare torch on the torch at hand: what a cell reports is what this
 # torch does (a note where it cannot compile the cell), never a claim about another version.

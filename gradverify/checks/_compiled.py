@@ -43,7 +43,8 @@ def unavailable(backend: str, device: str) -> str | None:
         return None
     torchcompat.dynamo_reset()
     try:
-        torch.compile(_double, backend=backend)(torch.ones(2, device=device))
+        with torchcompat.inductor_in_process():
+            torch.compile(_double, backend=backend)(torch.ones(2, device=device))
     except Exception as exc:  # noqa: BLE001 -- whatever keeps the backend from running
         return reason(exc)
     finally:

@@ -113,9 +113,10 @@ class CompileCheck(Check):
                 outcome.add(_backend_unavailable(ctx, backend, why))
                 continue
             ran.append(backend)
-            for way in ways:
-                if not self._one_way(ctx, backend, way, grads, eager, outcome):
-                    break
+            with torchcompat.inductor_in_process():  # no compile threads left running
+                for way in ways:
+                    if not self._one_way(ctx, backend, way, grads, eager, outcome):
+                        break
         # torch.func composed with torch.compile: what torch.func can use (setup_context)
         functional = formula is not None and formula.style == "setup_context"
         if functional and args.diff_positions and outcome.status is not Status.FAIL:
