@@ -249,6 +249,40 @@ def test_a_backend_this_machine_cannot_run_is_a_note(monkeypatch):
     assert row.summary.endswith("matches eager with aot_eager")
 
 
+def test_a_function_only_the_later_backend_cannot_compile_is_a_note(monkeypatch):
+    """aot_eager compiles it, the later backend raises (a stand-in for an inductor that cannot
+    lower an op on this torch): a note that names the backend and torch's reason, not a
+    failure; before, any raise was GV353, an error."""
+
+    def no_sin(graph, example_inputs):
+        if any("sin" in str(node.target) for module in graph.modules()
+               if isinstance(module, torch.fx.GraphModule) for node in module.graph.nodes):
+            raise RuntimeError("no lowering for sin on this torch")
+        return graph.forward
+
+    monkeypatch.setattr(_compiled, "BACKENDS", ("aot_eager", no_sin))
+    row = _row(Sin)
+    assert row.status == Status.PASS, [f.message for f in row.findings]
+    (note,) = [f for f in row.findings if f.code == "GV353"]
+    assert note.severity == Severity.INFO and "cannot compile it on torch" in note.message
+    assert "(aot_eager could): " in note.message and "no lowering for sin" in note.message
+
+
+class Sin(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+
 class Square(torch.autograd.Function):
     @staticmethod
     def forward(x):

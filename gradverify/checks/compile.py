@@ -112,11 +112,10 @@ class CompileCheck(Check):
             if why is not None:
                 outcome.add(_backend_unavailable(ctx, backend, why))
                 continue
-            ran.append(backend)
             with torchcompat.inductor_in_process():  # no compile threads left running
-                for way in ways:
-                    if not self._one_way(ctx, backend, way, grads, eager, outcome):
-                        break
+                if all(self._one_way(ctx, backend, way, grads, eager, outcome)
+                       for way in ways):  # stops at the first way that cannot compile
+                    ran.append(backend)
         # torch.func composed with torch.compile: what torch.func can use (setup_context)
         functional = formula is not None and formula.style == "setup_context"
         if functional and args.diff_positions and outcome.status is not Status.FAIL:
@@ -205,7 +204,21 @@ def _compiled_call(ctx: CheckContext, backend: str, way: str, call: _compiled.Ca
 
 def _compile_failed(ctx: CheckContext, backend: str, way: str, exc: Exception,
                     outcome: Outcome) -> None:
-    """Calling the compiled Function raised, even around a graph break (GV353)."""
+    """Calling the compiled Function raised, even around a graph break (GV353). Where the
+    first backend compiled it and a later one (inductor) raises, that backend cannot compile
+    it on this torch: a note, as for a backend that cannot run here at all."""
+    import torch
+
+    compiled_before = not any(f.code == "GV353" and f.severity is Severity.ERROR
+                              for f in outcome.findings)
+    if backend != _compiled.BACKENDS[0] and compiled_before:
+        outcome.add(Finding(
+            "GV353", Severity.INFO,
+            f"torch.compile(backend={backend!r}) cannot compile it{_WAYS[way]} on torch "
+            f"{torch.__version__}, so it is not compared ({_compiled.BACKENDS[0]} could): "
+            f"{_compiled.reason(exc)}", location=ctx.forward_location,
+            hint=_compiled.hint(exc)))
+        return
     outcome.add(Finding(
         "GV353", Severity.ERROR,
         f"torch.compile(backend={backend!r}) fails{_WAYS[way]}: {_compiled.reason(exc)}",
