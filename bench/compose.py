@@ -1,9 +1,13 @@
 """What the composition checks cost per target: `gradverify check` of one small spec with the
 default checks (``func``, torch.func.vjp and torch.func.grad, is one of them), against the same
-with ``--compose`` (adding ``compile``: torch.compile as users compile, and torch.compile of
-torch.func.grad; and ``autocast``), and against the default checks without ``func``. Whole
-commands, alternating runs so that all see the same load; one worker (``-j 1``). Prints the
-medians and what each adds per target: `python bench/compose.py [REPEAT]`.
+with ``--compose`` (adding ``compile``: torch.compile as users compile with the aot_eager and
+inductor backends, and torch.compile of torch.func.grad and torch.func.jvp; and ``autocast``),
+with ``--compose --skip compile`` (autocast alone), and against the default checks without
+``func``. ``--compose`` twice: with inductor's cache of compiled C++ warm (its own folder,
+filled by a first run that is not timed) and cold (an empty folder each run, as on a fresh CI
+machine). Whole commands, alternating runs so that all see the same load; one worker
+(``-j 1``). Prints the medians and what each adds per target:
+`python bench/compose.py [REPEAT]`.
 
 The spec is ``specs/compose.yaml``: ``ops:Softplus`` in setup_context style (so every
 composition applies), one case."""
@@ -13,28 +17,39 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
 
-def once(*flags: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "gradverify", "check", "--format", "plain", "-j", "1",
-                    "specs/compose.yaml", *flags], cwd=HERE, check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"})
-    return time.perf_counter() - start
+def once(*flags: str, cache: str | None = None) -> float:
+    """One whole command; ``cache``: inductor's folder of compiled code (None: an empty one)."""
+    with tempfile.TemporaryDirectory() as empty:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gradverify", "check", "--format", "plain", "-j",
+                        "1", "specs/compose.yaml", *flags], cwd=HERE, check=True,
+                       stdout=subprocess.DEVNULL,
+                       env={**os.environ, "NO_COLOR": "1",
+                            "TORCHINDUCTOR_CACHE_DIR": cache or empty})
+        return time.perf_counter() - start
 
 
 def main() -> None:
     repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    runs: dict[str, list[float]] = {"default checks but func": [], "default checks": [],
-                                    "--compose": []}
-    for _ in range(repeat):
-        runs["default checks but func"].append(once("--skip", "func"))
-        runs["default checks"].append(once())
-        runs["--compose"].append(once("--compose"))
+    runs: dict[str, list[float]] = {
+        "default checks but func": [], "default checks": [], "--compose --skip compile": [],
+        "--compose, inductor warm": [], "--compose, inductor cold": []}
+    with tempfile.TemporaryDirectory() as warm:
+        once("--compose", cache=warm)  # fills the warm cache; not timed
+        for _ in range(repeat):
+            runs["default checks but func"].append(once("--skip", "func", cache=warm))
+            runs["default checks"].append(once(cache=warm))
+            runs["--compose --skip compile"].append(once("--compose", "--skip", "compile",
+                                                         cache=warm))
+            runs["--compose, inductor warm"].append(once("--compose", cache=warm))
+            runs["--compose, inductor cold"].append(once("--compose"))
     medians = {name: statistics.median(times) for name, times in runs.items()}
     base = medians["default checks but func"]
     for name, median in medians.items():

@@ -75,6 +75,9 @@ class RunOptions:
     device_flag: bool = False
     """``device`` came from a flag (``--device``, ``verify(device=)``): it is over a spec's
     ``device:``."""
+    compose_flag: bool = False
+    """``compose`` came from a flag (``--compose``, ``verify(compose=)``, pytest's
+    ``--gradverify-compose``): it is over a spec's ``compose:``."""
 
     @classmethod
     def from_config(cls, config: Config, **flags: Any) -> RunOptions:
@@ -109,6 +112,7 @@ class RunOptions:
                    config_tolerance=config.tolerance, config_checks=config_checks,
                    jobs_auto=jobs == "auto", mode_flag=flags.get("mode") is not None,
                    device_flag=flags.get("device") is not None,
+                   compose_flag=flags.get("compose") is not None,
                    timeout_set=flags.get("timeout") is not None
                    or config.value("timeout") is not None)
 
@@ -129,13 +133,14 @@ class RunOptions:
     def check_enabled(self, name: str, default: bool, spec: Spec, case: Case, *,
                       composition: bool = False) -> bool:
         """``only`` decides alone; else case over spec over pyproject over the check's
-        default (on with ``compose`` for a composition check); ``skip`` turns a check off at
-        every level."""
+        default, which a composition check has on where ``compose`` is: the flag, over the
+        spec's ``compose:``, over pyproject's. ``skip`` turns a check off at every level."""
         if name in self.skip:
             return False
         if self.only is not None:
             return name in self.only
-        on = default or (composition and self.compose)
+        compose = self.compose if self.compose_flag or spec.compose is None else spec.compose
+        on = default or (composition and compose)
         for level in (self.config_checks, spec.checks, case.checks):
             if name in level:
                 on = level[name].enabled

@@ -46,7 +46,7 @@ TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "d
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
-             "device", "tolerance", "checks", "expect", "zero_grad", "cases")
+             "device", "compose", "tolerance", "checks", "expect", "zero_grad", "cases")
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 SPEC_SUFFIXES = (".yaml", ".yml")
 """What a spec file's name ends with."""
@@ -206,6 +206,9 @@ class Spec:
     """Built from forward's signature because no spec file names the target."""
     device: str | None = None
     """``device:``: where its cases run, over ``device =`` of pyproject, under ``--device``."""
+    compose: bool | None = None
+    """``compose: all`` (or true): every composition check on for its cases; false: off. Over
+    ``compose =`` of pyproject, under ``--compose``; None: not said."""
     requires_torch: tuple[int, ...] = ()
     """The oldest torch the target runs on (``requires_torch: "2.4"``); on an older one its
     cases are skipped with that reason, the target never imported."""

@@ -361,6 +361,19 @@ def aot_without_cse() -> contextlib.AbstractContextManager[Any]:
     return config.patch(cse=False) if hasattr(config, "cse") else contextlib.nullcontext()
 
 
+def inductor_in_process() -> contextlib.AbstractContextManager[Any]:
+    """inductor compiling in the calling thread (``compile_threads = 1``), where its config
+    has the key: on a cold cache it would otherwise start a pool of compile threads, running
+    Python's own executor code, that outlives the case (GV015, which counts torch's own code
+    only as torch's)."""
+    try:
+        from torch._inductor import config
+    except ImportError:
+        return contextlib.nullcontext()
+    return (config.patch(compile_threads=1) if hasattr(config, "compile_threads")
+            else contextlib.nullcontext())
+
+
 def compiled_graph_count() -> int:
     """Graphs torch.compile has compiled in this process so far (0 if it was never used)."""
     dynamo = sys.modules.get("torch._dynamo.utils")

@@ -335,6 +335,21 @@ def test_opt_in_compile_check_from_the_command_line(ops):
     assert data["results"][0]["checks"][0]["status"] == "pass"
 
 
+def test_compose_in_a_spec_turns_on_the_composition_checks(ops):
+    """``compose: all`` at a spec's top: its cases get the composition checks (autocast here;
+    compile skipped by name, for time); an unknown value is a spec error (exit 3) that says
+    what it takes, never a traceback."""
+    ops.write("specs/square.yaml", "compose: all\n" + SQUARE_SPEC)
+    result = run_cli("check", "--skip", "compile", "--format", "json")
+    names = [c["name"] for c in json.loads(result.stdout)["results"][0]["checks"]]
+    assert result.code == 0 and "autocast" in names and "compile" not in names, result.output
+    ops.write("specs/square.yaml", "compose: maybe\n" + SQUARE_SPEC)
+    result = run_cli("check")
+    assert result.code == 3 and "Traceback" not in result.output
+    assert "specs/square.yaml:1: compose: expected all (every composition check" in \
+        unwrap(result.output), result.output
+
+
 def test_every_spec_naming_a_class_runs(ops):
     ops.write("specs/more/square_big.yaml",
               "target: ops.py:Square\ncases:\n  - name: big\n    args: {x: {shape: [6, 7]}}\n")

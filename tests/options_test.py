@@ -85,3 +85,35 @@ def test_selection_imports_no_torch():
             "RunOptions.from_config(Config(root=Path('.'))), frozenset()); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# --------------------------------------------------------------------- compose: the switch
+
+
+@pytest.mark.parametrize(("flag", "pyproject", "spec", "expected"), [
+    (None, None, None, False),    # nothing said: the composition checks are opt-in
+    (None, True, None, True),     # pyproject's `compose = true`
+    (None, None, True, True),     # a spec's `compose: all` turns them on for its cases
+    (None, True, False, False),   # a spec's `compose: false` is over pyproject's
+    (True, None, False, True),    # --compose is over the spec's `compose: false`
+    (False, None, True, False),   # verify(compose=False) too
+])
+def test_compose_precedence_is_the_device_s(flag, pyproject, spec, expected):
+    """Flag over a spec's ``compose:`` over pyproject's ``compose =``, as for ``device``; a
+    spec's ``compose:`` once did not exist (its key was refused)."""
+    options = RunOptions.from_config(Config(root=Path("."), compose=pyproject), compose=flag)
+    case = Case("c")
+    the_spec = Spec("m:F", (case,), compose=spec)
+    names = {c.name for c in select(the_spec, case, options, FUNCTION_CLASS)}
+    assert ({"compile", "autocast"} <= names) is expected
+    assert not expected or "gradcheck" in names  # the default checks stay
+
+
+def test_a_check_switch_is_over_the_spec_compose():
+    """``compose: all`` turns on every composition check but one switched off by name."""
+    options = RunOptions.from_config(Config(root=Path(".")))
+    case = Case("c")
+    the_spec = Spec("m:F", (case,), compose=True,
+                    checks={"compile": CheckSetting(False, {})})
+    names = {c.name for c in select(the_spec, case, options, FUNCTION_CLASS)}
+    assert "autocast" in names and "compile" not in names

@@ -79,6 +79,8 @@ INVALID = [
     pytest.param("a: 1\na: 2\n", 2, "duplicate key 'a'", id="duplicate-key"),
     pytest.param(GOOD_TARGET + "version: 2\ncases:\n  - args: []\n", 2,
                  "unsupported spec version 2", id="version"),
+    pytest.param(GOOD_TARGET + "compose: some\ncases:\n  - args: []\n", 2,
+                 "compose: expected all (every composition check", id="compose-value"),
 ]
 
 
@@ -259,3 +261,14 @@ def test_todo_and_guesses_are_read_from_init_specs_only_one_document_at_a_time()
     assert second.todo == () and second.guessed == {}  # the user's own TODO: not init's
     (alone,) = load_text(own, "t.yaml")
     assert alone.todo == () and alone.guessed == {}
+
+
+@pytest.mark.parametrize(("value", "expected"), [("all", True), ("true", True),
+                                                 ("false", False)])
+def test_compose_at_the_top_of_a_spec(value, expected):
+    """``compose: all`` (or true, false) is read into ``Spec.compose``; before, the key was
+    unknown and the spec refused."""
+    (spec,) = load_text(GOOD_TARGET + f"compose: {value}\ncases:\n  - args: []\n", "x.yaml")
+    assert spec.compose is expected
+    (plain,) = load_text(GOOD_TARGET + "cases:\n  - args: []\n", "x.yaml")
+    assert plain.compose is None

@@ -62,7 +62,8 @@ class Check(abc.ABC):
     """On unless turned off (True), or opt-in (False)."""
     composition: ClassVar[bool] = False
     """An opt-in check of a costly composition (torch.compile, autocast): ``--compose``
-    (pyproject's ``compose = true``, ``verify(compose=True)``) turns every such check on."""
+    (pyproject's ``compose = true``, ``verify(compose=True)``, a spec's ``compose: all``)
+    turns every such check on."""
     summary: ClassVar[str]
     """One line: what the check verifies."""
     codes: ClassVar[tuple[Code, ...]] = ()

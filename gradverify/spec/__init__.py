@@ -1,6 +1,7 @@
-"""Reading spec files: YAML or JSON documents (``yamlio``) validated key by key (``file``, with
-``args`` and ``settings``) into the frozen dataclasses of ``gradverify.specmodel``, what a spec
-is. Never imports torch. Turning a case into call arguments is ``gradverify.case``.
+"""Reading spec files: YAML or JSON documents (``yamlio``) loaded by ``file`` and validated key
+by key (``document``, with ``args`` and ``settings``) into the frozen dataclasses of
+``gradverify.specmodel``, what a spec is. Never imports torch. Turning a case into call
+arguments is ``gradverify.case``.
 
 ``Spec``, ``Case``, ``from_dict`` and ``load_file`` are the public names: build a spec in Python
 without YAML, or read one, for ``gradverify.verify(F, spec=...)``. They are imported when asked
