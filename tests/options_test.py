@@ -101,7 +101,8 @@ def test_selection_imports_no_torch():
 def test_compose_precedence_is_the_device_s(flag, pyproject, spec, expected):
     """Flag over a spec's ``compose:`` over pyproject's ``compose =``, as for ``device``; a
     spec's ``compose:`` once did not exist (its key was refused)."""
-    options = RunOptions.from_config(Config(root=Path("."), compose=pyproject), compose=flag)
+    config = Config(root=Path("."), given={} if pyproject is None else {"compose": pyproject})
+    options = RunOptions.from_config(config, compose=flag)
     case = Case("c")
     the_spec = Spec("m:F", (case,), compose=spec)
     names = {c.name for c in select(the_spec, case, options, FUNCTION_CLASS)}
