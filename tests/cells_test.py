@@ -139,6 +139,27 @@ def test_checkpoint_refusing_the_recomputation_is_an_error_at_forward():
     assert finding.location is not None and finding.location.line > 0
 
 
+class _ReadsSavedTwice(Function):
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.saved_tensors[0].cos() + 0 * ctx.saved_tensors[0]
+
+
+def test_reading_saved_tensors_twice_is_a_warning_that_says_to_read_once():
+    report = verify(_ReadsSavedTwice, spec=zoo.VEC, checks=["checkpoint"])
+    (finding,) = _row(report, "checkpoint").findings
+    assert finding.code == "GV392" and finding.severity == Severity.WARNING
+    assert "more than once" in finding.message and "once" in finding.hint
+
+
 class _KeptOnCtx(Function):
     @staticmethod
     def forward(x):
@@ -161,8 +182,28 @@ def test_a_tensor_kept_on_ctx_is_saved_tensors_finding_not_saved_hooks():
     assert "GV211" in {f.code for f in _row(report, "saved_tensors").findings}
 
 
+class _NoisyBackward(Function):
+    """backward adds noise from torch's generator: every backward gives another gradient."""
+
+    @staticmethod
+    def forward(x):
+        return x.sin()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos() + 1e-3 * torch.rand_like(x)
+
+
 def test_a_nondeterministic_backward_is_said_once():
-    report = verify(zoo.EmptyGarbage, spec=zoo.EmptyGarbage.SPEC,
-                    checks=["determinism", "checkpoint"])
-    followed = [f for f in _row(report, "checkpoint").findings if f.code == "GV391"]
-    assert followed and all(f.consequence_of and "GV241" in f.consequence_of for f in followed)
+    report = verify(_NoisyBackward, spec=zoo.VEC,
+                    checks=["determinism", "partial_backward", "checkpoint", "saved_hooks"])
+    assert "GV241" in {f.code for f in _row(report, "determinism").findings}
+    for cell in ("checkpoint", "saved_hooks"):
+        followed = _row(report, cell).findings
+        assert followed and all(f.consequence_of and "GV241" in f.consequence_of
+                                for f in followed), cell

@@ -9,7 +9,8 @@ intermediates (``leaf.clone()``) of its inputs, an input it writes into (``mark_
 copy made inside, as users call it; outputs and the leaves' gradients are compared with an
 eager call on the same inputs and incoming gradients (GV391). Raising under checkpoint where
 eager runs is GV392: an error when torch's recomputation check refused what forward saved, a
-warning when the user's code raised, and a note when torch itself cannot do it.
+warning when backward reads ``ctx.saved_tensors`` twice (checkpoint refuses a second unpack) or
+the user's code raised, and a note when torch itself cannot do it.
 """
 from __future__ import annotations
 
@@ -38,8 +39,15 @@ CODES = (
          "eager runs.",
          "Training with activation checkpointing crashes on this Function.", "",
          "When torch says the recomputation saved other tensors, make forward save the same "
-         "tensors (shapes, dtypes) on every call of the same inputs."),
+         "tensors (shapes, dtypes) on every call of the same inputs; read ctx.saved_tensors "
+         "once in backward (checkpoint refuses a second unpack)."),
 )
+
+
+_UNPACKED_TWICE = "already unpacked once"
+"""Words of torch's CheckpointError when backward reads ``ctx.saved_tensors`` twice: a
+pattern of the user's code that checkpoint refuses (not a recomputation that saved other
+tensors)."""
 
 
 class CheckpointCheck(Check):
@@ -99,12 +107,21 @@ def _checkpointed(ctx: CheckContext, grads: list[Any], wanted: list[int]
 
 
 def _raised(ctx: CheckContext, exc: BaseException) -> Finding:
-    from torch.utils.checkpoint import CheckpointError
+    import torch.utils.checkpoint
 
     from gradverify.checks import _calls as calls
 
     said = calls.describe_exception(exc)
-    if isinstance(exc, CheckpointError):
+    # (torch's check of the recomputation raises CheckpointError; a torch without it, none)
+    refused = isinstance(exc, getattr(torch.utils.checkpoint, "CheckpointError", ()))
+    if refused and _UNPACKED_TWICE in str(exc):
+        return Finding(
+            "GV392", Severity.WARNING,
+            f"under checkpoint, backward reads ctx.saved_tensors more than once, which "
+            f"checkpoint refuses: {said}", location=ctx.location,
+            hint="Unpack the saved tensors once at the top of backward: x, w = "
+                 "ctx.saved_tensors (every read of ctx.saved_tensors unpacks them again).")
+    if refused:
         return Finding(
             "GV392", Severity.ERROR,
             f"under checkpoint, the recomputed forward saved other tensors than the first "
@@ -112,8 +129,6 @@ def _raised(ctx: CheckContext, exc: BaseException) -> Finding:
             hint=CODES[1].fix + " " + CODES[0].fix)
     where = calls.user_location(exc, ctx.info)
     if where is None:
-        import torch
-
         return Finding(
             "GV392", Severity.INFO,
             f"torch {torch.__version__} cannot run it under checkpoint: {said}",
