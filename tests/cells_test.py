@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import pytest
 import torch
 from torch.autograd import Function
 
@@ -24,6 +25,31 @@ def _row(report, check):
 
 def test_the_cells_run_by_default_and_are_not_compositions():
     assert all(REGISTRY[n].default and not REGISTRY[n].composition for n in CELLS)
+
+
+LOOK_ALIKES = {
+    "mark_dirty": [zoo.InplaceAddScalar, zoo.InplaceSigmoidSavesOutput, zoo.InplaceMul,
+                   zoo.ScaleInPlaceDirty],
+    "once_differentiable numpy": [zoo.NumpyOnceDifferentiable, zoo.NumpyBackwardDeclared,
+                                  zoo.KernelScratchSaved],
+    "multi-output, non-differentiable outputs": [zoo.MaxWithIndex, zoo.CountsAndMask,
+                                                 zoo.ProductAndSign, zoo.GlobalMaxPoolIndices],
+    "views": [zoo.IdentityView, zoo.MaxValuesReshaped],
+    "declares a jvp": [zoo.SinWithJvp, zoo.SetupContextTanh, zoo.CubeFunctional],
+}
+
+
+@pytest.mark.parametrize("cls", [c for group in LOOK_ALIKES.values() for c in group],
+                         ids=lambda c: c.__name__)
+def test_the_cells_are_silent_on_correct_look_alikes(cls):
+    report = verify(cls, spec=cls.SPEC, checks=CELLS)
+    rows = {c.name: c for case in report.results for c in case.checks}
+    assert set(rows) == set(CELLS)
+    for row in rows.values():
+        assert row.status in (Status.PASS, Status.SKIP), (row.name, row.findings)
+        assert row.summary
+    # each one composes at least once (checkpoint runs on every differentiable Function)
+    assert rows["checkpoint"].status == Status.PASS, rows["checkpoint"].summary
 
 
 class _Product(Function):
@@ -207,3 +233,48 @@ def test_a_nondeterministic_backward_is_said_once():
         followed = _row(report, cell).findings
         assert followed and all(f.consequence_of and "GV241" in f.consequence_of
                                 for f in followed), cell
+
+
+QUANTISED = '''
+    import torch
+    from torch.autograd import Function
+    from torch.autograd.function import once_differentiable
+
+
+    class QuantisedMul(Function):
+        @staticmethod
+        def forward(x, w):
+            return x * w
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, w = inputs
+            scale = w.detach().abs().max()
+            q = w.detach() / scale
+            q.scale = scale
+            ctx.save_for_backward(x, q)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            x, q = ctx.saved_tensors
+            return grad * q * q.scale, grad * x
+'''
+
+
+def test_the_cli_names_the_cell_and_the_fix(project):
+    from conftest import run_cli
+
+    project.write("quant.py", QUANTISED)
+    result = run_cli("check", "quant:QuantisedMul")
+    assert result.code == 1, result.output
+    assert "saved_hooks" in result.stdout and "[GV272 saved_hooks]" in result.stdout
+    assert "AttributeError" in result.stdout and "save_for_backward" in result.stdout
+    kept = "\n".join(line for line in QUANTISED.splitlines() if "q.scale =" not in line)
+    fixed = kept.replace(
+        "ctx.save_for_backward(x, q)", "ctx.save_for_backward(x, q, scale)").replace(
+        "x, q = ctx.saved_tensors", "x, q, scale = ctx.saved_tensors").replace(
+        "q * q.scale", "q * scale")
+    project.write("quant_fixed.py", fixed)
+    result = run_cli("check", "quant_fixed:QuantisedMul")
+    assert result.code == 0, result.output
