@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gradverify.checks import (
     autocast,
+    checkpoint,
     compile,
     contract,
     determinism,
@@ -23,8 +24,10 @@ from gradverify.checks import (
     op_autograd_registration,
     op_fake,
     op_schema,
+    partial_backward,
     precision,
     reference,
+    saved_hooks,
     saved_tensors,
     undefined_grad,
     vmap,
@@ -54,6 +57,9 @@ REGISTRY: dict[str, Check] = {
         forward_ad.CHECK,
         vmap.CHECK,
         func.CHECK,
+        partial_backward.CHECK,
+        checkpoint.CHECK,
+        saved_hooks.CHECK,
         device.CHECK,
         compile.CHECK,
         autocast.CHECK,

@@ -256,3 +256,27 @@ def old_style(info: Target) -> bool:
 
     formula = info.detail(Formula)
     return formula is not None and formula.style == "ctx"
+
+
+def apply_to_intermediates(info: Target, args: Args) -> tuple[list[torch.Tensor], Applied]:
+    """Call the target as a model calls it: each differentiable input an intermediate
+    (``leaf.clone()``, with a graph node) of one of ``args``' leaves, not a leaf itself.
+    Returns those leaves (in the order of ``args.diff_positions``) and the call, whose
+    ``args`` hold the intermediates."""
+    diff = args.diff_positions
+    leaves = [args.values[i] for i in diff]
+    values = list(args.values)
+    for position, leaf in zip(diff, leaves):
+        values[position] = leaf.clone()
+    return leaves, apply(info, Args(list(args.names), values, list(args.differentiable)))
+
+
+def leaf_gradients(applied: Applied, grads: Sequence[Any], leaves: Sequence[torch.Tensor]
+                   ) -> list[torch.Tensor | None]:
+    """The gradients of ``leaves`` for incoming gradients ``grads`` (one per output) through
+    the engine, each incoming gradient a fresh copy (a backward that writes into it would
+    change the next pass: mutation reports that, GV223); the graph is kept."""
+    outs = [applied.outputs[j] for j in applied.differentiable]
+    gs = [grads[j].detach().clone() for j in applied.differentiable]
+    return list(torch.autograd.grad(outs, list(leaves), gs, retain_graph=True,
+                                    allow_unused=True))
