@@ -1,6 +1,6 @@
-"""What the default composition cells of issue 38 cost (partial_backward, checkpoint,
-saved_hooks: each one forward and a backward or two beside its probe call): `gradverify check`
-with the default checks, against the same with the three cells skipped, on a small two-input
+"""What the default composition cells of issue 38 cost (checkpoint and saved_hooks: each one
+forward and a backward beside its probe call): `gradverify check` with the default checks,
+against the same with the two cells skipped, on a small two-input
 spec (``specs/cells.yaml``, where every cell runs) and on 1,000,000 elements
 (``specs/million.yaml``, the ``bench.py`` bar: under 30 s). Whole commands, alternating runs
 so that all see the same load; one worker (``-j 1``). Prints the medians and the ratios:
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CELLS = "partial_backward,checkpoint,saved_hooks"
+CELLS = "checkpoint,saved_hooks"
 
 
 def once(spec: str, *flags: str) -> float:

@@ -6,7 +6,7 @@ Ranges: GV0nn input and run errors; GV10n-GV11n contract; GV12n gradcheck; GV14n
 GV20n needs_input_grad; GV21n saved_tensors; GV22n mutation; GV23n undefined_grad;
 GV24n determinism; GV25n layout; GV26n lint; GV27n saved_hooks; GV30n forward_ad; GV31n vmap;
 GV32n precision; GV33n reference; GV34n device; GV35n compile; GV36n func; GV37n autocast;
-GV38n partial_backward; GV39n checkpoint.
+GV39n checkpoint (GV38n is unused: no partial_backward check, docs/checks.md says why).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The cheap composition cells that run by default (issue 38): partial_backward, checkpoint and
-saved_hooks. Their zoo Functions (tests/zoo/{checkpoint,saved_hooks,partial_backward}.py) are
+"""The cheap composition cells that run by default (issue 38): checkpoint and saved_hooks.
+Their zoo Functions (tests/zoo/{checkpoint,saved_hooks}.py) are
 run by zoo_test and trust_test; here, what the zoo cannot show."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gradverify.registry import REGISTRY
 from gradverify.results import Severity, Status
 
 PAIR = zoo.spec_for(x={"shape": [3]}, w={"shape": [3]})
-CELLS = ("partial_backward", "checkpoint", "saved_hooks")
+CELLS = ("checkpoint", "saved_hooks")
 
 
 def _row(report, check):
@@ -33,7 +33,7 @@ LOOK_ALIKES = {
     "once_differentiable numpy": [zoo.NumpyOnceDifferentiable, zoo.NumpyBackwardDeclared,
                                   zoo.KernelScratchSaved],
     "multi-output, non-differentiable outputs": [zoo.MaxWithIndex, zoo.CountsAndMask,
-                                                 zoo.ProductAndSign, zoo.GlobalMaxPoolIndices],
+                                                 zoo.GlobalMaxPoolIndices],
     "views": [zoo.IdentityView, zoo.MaxValuesReshaped],
     "declares a jvp": [zoo.SinWithJvp, zoo.SetupContextTanh, zoo.CubeFunctional],
 }
@@ -50,86 +50,6 @@ def test_the_cells_are_silent_on_correct_look_alikes(cls):
         assert row.summary
     # each one composes at least once (checkpoint runs on every differentiable Function)
     assert rows["checkpoint"].status == Status.PASS, rows["checkpoint"].summary
-
-
-class _Product(Function):
-    SEEN: ClassVar[list[bool]] = []
-
-    @staticmethod
-    def forward(x, w):
-        _Product.SEEN.append(x.grad_fn is not None and w.grad_fn is not None)
-        return x * w
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        return grad * w, grad * x
-
-
-def test_partial_backward_calls_on_intermediates_and_passes_a_correct_function():
-    _Product.SEEN.clear()
-    report = verify(_Product, spec=PAIR, checks=["partial_backward"])
-    row = _row(report, "partial_backward")
-    assert row.status == Status.PASS and "each of 2 inputs" in row.summary
-    assert _Product.SEEN[-1]  # its call: on intermediates (leaf.clone()), as users call
-
-
-class _FreesAfterFirstBackward(Function):
-    """backward drops what it saved after its first run to free memory: a second backward on
-    the graph (here: asking for one input's gradient) raises. Bare gradcheck catches it too,
-    since it runs backward once per output element on one graph."""
-
-    @staticmethod
-    def forward(x, w):
-        return x * w
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.pair = [t.detach() for t in inputs]
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.pair
-        ctx.pair = None
-        return grad * w, grad * x
-
-
-def test_partial_backward_that_raises_is_named_by_input():
-    report = verify(_FreesAfterFirstBackward, spec=PAIR, checks=["partial_backward"])
-    row = _row(report, "partial_backward")
-    assert row.status == Status.FAIL
-    assert {f.code for f in row.findings} == {"GV382"}
-    assert {f.input for f in row.findings} == {"x", "w"}
-    assert "inputs=['x']" in row.findings[0].message and row.findings[0].hint
-
-
-class _Counting(Function):
-    CALLS: ClassVar[list[int]] = [0]
-
-    @staticmethod
-    def forward(x, w):
-        return x * w
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        _Counting.CALLS[0] += 1
-        return grad * w * _Counting.CALLS[0], grad * x
-
-
-def test_partial_backward_mismatch_against_the_full_slice():
-    report = verify(_Counting, spec=PAIR, checks=["partial_backward"])
-    found = _row(report, "partial_backward").findings
-    assert [f.code for f in found] == ["GV381"] and found[0].input == "x"
-    assert "against the full backward" in found[0].message
 
 
 class _SavesOneOrTwo(Function):
@@ -227,7 +147,7 @@ class _NoisyBackward(Function):
 
 def test_a_nondeterministic_backward_is_said_once():
     report = verify(_NoisyBackward, spec=zoo.VEC,
-                    checks=["determinism", "partial_backward", "checkpoint", "saved_hooks"])
+                    checks=["determinism", "checkpoint", "saved_hooks"])
     assert "GV241" in {f.code for f in _row(report, "determinism").findings}
     for cell in ("checkpoint", "saved_hooks"):
         followed = _row(report, cell).findings

@@ -71,10 +71,8 @@ def test_every_check_has_zoo_coverage():
     # `device` needs a second device; device_check_test below drives its comparison on cpu:0.
     # What `compile` catches is torch.compile's and depends on torch's version: trust_test
     # drives it against bare torch. The op checks' buggy ops are in tests/opzoo.py.
-    # No Function right in eager is wrong only under `partial_backward` (a backward with state
-    # between calls fails gradcheck too): tests/cells_test.py drives it.
     assert covered == {n for n, c in REGISTRY.items() if not c.made_for} - {
-        "device", "compile", "partial_backward"}
+        "device", "compile"}
 
 
 def test_failed_prerequisite_skips_dependent_checks():

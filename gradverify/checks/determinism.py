@@ -33,9 +33,9 @@ class DeterminismCheck(Check):
     summary = "repeated forward/backward passes give identical gradients"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
-    explains = MappingProxyType({("GV241", None): ("GV381", "GV391", "GV271")})
-    """A nondeterministic backward also differs between the runs that partial_backward,
-    checkpoint and saved_hooks compare: said once, here."""
+    explains = MappingProxyType({("GV241", None): ("GV391", "GV271")})
+    """A nondeterministic backward also differs between the runs that checkpoint and
+    saved_hooks compare: said once, here."""
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
