@@ -58,7 +58,11 @@ def test_record_stops_on_signals_and_keeps_what_it_saw(project, signum, code):
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
     assert (project / "rec" / "Good.yaml").is_file(), stderr
-    assert not list(spool.iterdir()), "spool files were left behind"
+    # torch's own cache folder is torch's: importing torch._dynamo (the checkpoint check's
+    # torch.utils.checkpoint does, through @torch._disable_dynamo) makes
+    # $TMPDIR/torchinductor_<user>/dynamo, kept across runs as torch.compile keeps it
+    left = [p for p in spool.iterdir() if not p.name.startswith("torchinductor_")]
+    assert not left, "spool files were left behind"
     assert not marked_processes(str(spool))  # the script's command line names its spool
 
 
