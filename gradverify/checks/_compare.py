@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from gradverify.checks._tensors import dense, unravel
+from gradverify.results import Finding, Location, Severity
 
 
 def grads_close(a: torch.Tensor | None, b: torch.Tensor | None, *, atol: float = 1e-10,
@@ -193,6 +194,19 @@ def compare_runs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], 
                  names: Sequence[str], rtol: float, atol: float) -> list[Mismatch]:
     """Outputs and gradients of a run against a float64 run, element by element."""
     return _pairs(ours, reference, names, lambda a, b: compare(a, b, rtol, atol))
+
+
+def against_eager(got: tuple[list[Any], list[Any]], eager: tuple[list[Any], list[Any]],
+                  names: Sequence[str], code: str, under: str, location: Location | None,
+                  hint: str) -> list[Finding]:
+    """An error ``code`` for each output and gradient of a run under a composition (``under``:
+    "under checkpoint") that differs from eager on the same inputs and incoming gradients, at
+    float64's tolerance for two runs of the same computation."""
+    return [Finding(code, Severity.ERROR,
+                    f"{under}, {mismatch.describe()} (against eager on the same inputs and "
+                    "incoming gradients)", input=mismatch.input, location=location,
+                    data=dict(mismatch.data), hint=hint)
+            for mismatch in compare_runs(got, eager, names, 1e-7, 1e-9)]
 
 
 def measure_runs(ours: tuple[list[Any], list[Any]], reference: tuple[list[Any], list[Any]],

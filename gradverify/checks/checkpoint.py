@@ -143,12 +143,9 @@ def _against_eager(ctx: CheckContext, got: tuple[list[Any], list[Any]],
                    outcome: Outcome) -> None:
     from gradverify.checks import _compare as cmp
 
-    for mismatch in cmp.compare_runs(got, eager, names, 1e-7, 1e-9):
-        outcome.add(Finding(
-            "GV391", Severity.ERROR,
-            f"under checkpoint, {mismatch.describe()} (against eager on the same inputs and "
-            "incoming gradients)", input=mismatch.input, location=ctx.location,
-            data=dict(mismatch.data), hint=CODES[0].fix))
+    for finding in cmp.against_eager(got, eager, names, "GV391", "under checkpoint",
+                                     ctx.location, CODES[0].fix):
+        outcome.add(finding)
     if outcome.findings:
         outcome.summary = "checkpoint's recomputation changes the result"
 

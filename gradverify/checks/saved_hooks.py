@@ -122,12 +122,10 @@ def _against_eager(ctx: CheckContext, got: tuple[list[Any], list[Any]],
                    outcome: Outcome) -> None:
     from gradverify.checks import _compare as cmp
 
-    for mismatch in cmp.compare_runs(got, eager, names, 1e-7, 1e-9):
-        outcome.add(Finding(
-            "GV271", Severity.ERROR,
-            f"under copying saved_tensors_hooks, {mismatch.describe()} (against eager on the "
-            "same inputs and incoming gradients)", input=mismatch.input,
-            location=ctx.location, data=dict(mismatch.data), hint=CODES[0].fix))
+    for finding in cmp.against_eager(got, eager, names, "GV271",
+                                     "under copying saved_tensors_hooks", ctx.location,
+                                     CODES[0].fix):
+        outcome.add(finding)
     if outcome.findings:
         outcome.summary = "saved_tensors_hooks change the result"
 
