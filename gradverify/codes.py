@@ -208,5 +208,14 @@ GENERAL = (
          "device: cuda        # in a spec, run on a machine without CUDA",
          "Run on a machine with the device, or pass `--device cpu` (the flag is over a "
          "spec's `device:`)."),
+    Code("GV025", "triton-interpreter-limit",
+         "A check cannot run on a target that launches Triton kernels while Triton's "
+         "interpreter runs them (TRITON_INTERPRET=1, how a machine without CUDA runs Triton): "
+         "the interpreter computes on real data where the check hands the kernel fake tensors "
+         "(opcheck's fake-tensor and AOT dispatch tests).",
+         "This is a limit of the interpreter, not a defect of the target, so it is a note: the "
+         "check's row is skipped, saying so.",
+         "TRITON_INTERPRET=1 gradverify check specs/triton_ops.yaml",
+         "Run the check on a machine with CUDA, without TRITON_INTERPRET."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

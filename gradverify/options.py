@@ -125,10 +125,12 @@ class RunOptions:
 
     # -- the levels of a spec and a case
 
-    def tolerance_for(self, spec: Spec, case: Case) -> ResolvedTolerance:
-        """Flag over case over spec over pyproject over gradcheck's defaults."""
+    def tolerance_for(self, spec: Spec, case: Case, base: Tolerance | None = None
+                      ) -> ResolvedTolerance:
+        """Flag over case over spec over pyproject over ``base`` (default: gradcheck's
+        defaults; a float32-inside kernel's, ``FLOAT32_INSIDE_TOLERANCE``)."""
         return self.tolerance.over(case.tolerance.over(spec.tolerance.over(
-            self.config_tolerance))).resolved()
+            self.config_tolerance))).resolved(base)
 
     def check_enabled(self, name: str, default: bool, spec: Spec, case: Case, *,
                       composition: bool = False) -> bool:

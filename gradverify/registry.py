@@ -28,6 +28,7 @@ from gradverify.checks import (
     reference,
     saved_hooks,
     saved_tensors,
+    tiles,
     undefined_grad,
     vmap,
 )
@@ -52,6 +53,7 @@ REGISTRY: dict[str, Check] = {
         determinism.CHECK,
         layout.CHECK,
         reference.CHECK,
+        tiles.CHECK,
         precision.CHECK,
         forward_ad.CHECK,
         vmap.CHECK,

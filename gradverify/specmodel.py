@@ -46,7 +46,11 @@ TENSOR_KEYS = ("shape", "values", "dtype", "requires_grad", "init", "sorted", "d
                *INIT_PARAMS)
 TOLERANCE_KEYS = ("atol", "rtol", "eps", "nondet_tol")
 SPEC_KEYS = ("version", "target", "requires_torch", "imports", "init_args", "reference", "dims",
-             "device", "compose", "tolerance", "checks", "expect", "zero_grad", "cases")
+             "device", "compose", "computes_in", "tolerance", "checks", "expect", "zero_grad",
+             "cases")
+COMPUTES_IN = ("float32", "float16", "bfloat16", "float64")
+"""What ``computes_in:`` may say: a kernel's dtype inside, or float64 (not a low-precision
+kernel: detection off)."""
 CASE_KEYS = ("name", "args", "factory", "dims", "dtype", "tolerance", "checks", "expect")
 SPEC_SUFFIXES = (".yaml", ".yml")
 """What a spec file's name ends with."""
@@ -85,9 +89,9 @@ class Tolerance:
     def astuple(self) -> tuple[float | None, ...]:
         return (self.atol, self.rtol, self.eps, self.nondet_tol)
 
-    def resolved(self) -> ResolvedTolerance:
-        """Every value: this level's where set, else the default (gradcheck's)."""
-        full = self.over(DEFAULT_TOLERANCE)
+    def resolved(self, base: Tolerance | None = None) -> ResolvedTolerance:
+        """Every value: this level's where set, else ``base``'s (default: gradcheck's)."""
+        full = self.over(base or DEFAULT_TOLERANCE)
         return ResolvedTolerance(*(float(v) for v in full.astuple() if v is not None))
 
 
@@ -102,6 +106,13 @@ class ResolvedTolerance:
 
 
 DEFAULT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-3, eps=1e-6, nondet_tol=0.0)
+FLOAT32_INSIDE_TOLERANCE = Tolerance(atol=1e-3, rtol=1e-2, eps=4e-3, nondet_tol=0.0)
+"""The defaults for a target that computes in float32 inside (``computes_in``): finite
+differences of a float32 forward carry its round-off (a few ulps, 1e-7 of the values) divided by
+``eps``; a step of 4e-3 keeps that near 1e-4, and the truncation error (eps**2/6 of the third
+derivative) near 3e-6, both well inside the tolerances, while a wrong factor, sign, mask or
+missing term is off by far more. Narrower dtypes inside have no finite-difference step that
+works: only a ``reference:`` judges them (docs/checks.md)."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +220,10 @@ class Spec:
     compose: bool | None = None
     """``compose: all`` (or true): every composition check on for its cases; false: off. Over
     ``compose =`` of pyproject, under ``--compose``; None: not said."""
+    computes_in: str | None = None
+    """``computes_in:``: the dtype the target computes in inside whatever dtype it is handed
+    (``float32`` for a kernel that converts its loads), over detection; ``float64`` turns
+    detection off. None: detected per case (``gradverify.case.computes``)."""
     requires_torch: tuple[int, ...] = ()
     """The oldest torch the target runs on (``requires_torch: "2.4"``); on an older one its
     cases are skipped with that reason, the target never imported."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 import threading
 from collections.abc import Callable
@@ -86,6 +87,18 @@ def custom_op_def(qualified_name: str) -> Any:
     except ImportError:
         return None
     return OPDEFS.get(qualified_name)
+
+
+def triton_op_function(opdef: Any) -> Any:
+    """The user's function behind a ``torch.library.triton_op`` op (torch's own wrapper, the
+    registered implementation, holds it in its closure); None for any other op."""
+    wrapper = getattr(opdef, "_init_fn", None)
+    if not str(getattr(wrapper, "__module__", "")).startswith("torch._library.triton"):
+        return None
+    found = [c.cell_contents for c in getattr(wrapper, "__closure__", None) or ()
+             if "cell_contents" in dir(c) and inspect.isfunction(c.cell_contents)
+             and not str(c.cell_contents.__module__).startswith("torch.")]
+    return found[0] if found else None
 
 
 def registered_autograd(generated: type) -> Any:

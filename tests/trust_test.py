@@ -16,7 +16,7 @@ import zoo
 from gradverify import torchcompat, verify
 from gradverify.case.binding import bind
 from gradverify.case.inputs import InputMaker, case_seed, fresh_leaf
-from gradverify.results import Severity, Status
+from gradverify.results import CheckResult, Severity, Status
 from gradverify.spec import file as spec_mod
 from gradverify.targets import introspect
 
@@ -217,8 +217,19 @@ def test_never_weaker_than_bare_torch(cls):
     if bare_second is not None and not _torch_crashed(bare_second):
         once = "GV143" in {f.code for f in second.findings}
         kink = "GV122" in {f.code for f in first.findings}
-        assert _failed(second) or once or kink or _skipped_after(second, checks), \
+        assert _failed(second) or once or kink or _skipped_after(second, checks) \
+            or _round_off(cls, inputs, second), \
             (str(bare_second)[:300], second.status, second.summary)
+
+
+def _round_off(cls, inputs: list[Any], check: CheckResult) -> bool:
+    """gradverify found the Function computes in float32 inside, and bare torch passes at
+    the tolerances it used for that (docs/checks.md): bare torch's float64 failure was
+    float32 round-off in its finite differences."""
+    from gradverify.specmodel import FLOAT32_INSIDE_TOLERANCE as tol
+
+    return "computes in float32 inside" in check.summary and _bare(
+        cls, inputs, check.name, atol=tol.atol, rtol=tol.rtol, eps=tol.eps) is None
 
 
 DECLARED = [cls for cls in EVERY_FUNCTION if "gradcheck" in cls.SPEC.get("expect", {})]

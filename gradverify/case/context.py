@@ -40,6 +40,11 @@ class CheckContext:
     it with ``results``)."""
     reference: Any = None
     """The spec's ``reference:`` function, resolved (None when the spec names none)."""
+    computes_in: str | None = None
+    """The narrower dtype the target computes in inside whatever it is handed (``float32``
+    for a kernel that converts its loads): the spec's ``computes_in:``, else detected
+    (``checks._computes``); None for float64 inside. float64 finite differences cannot judge
+    such a target at float64's tolerances."""
     smallest: bool = False
     """The smallest case of its spec: gradcheck adds a slow-mode run when it chose fast mode."""
 

@@ -27,6 +27,28 @@ def run_test(ctx: Any, test: str) -> BaseException | None:
     return None if value == "SUCCESS" else RuntimeError(str(value))
 
 
+def interpreter_limit(ctx: Any, test: str) -> Any:
+    """The skip (with its GV025 note) of an opcheck test that failed on an op launching
+    Triton kernels through Triton's interpreter, which runs them on real data where the test
+    hands them fake tensors; None otherwise."""
+    from gradverify.checks import _triton
+    from gradverify.checks.base import Outcome
+    from gradverify.results import Finding, Severity
+
+    if not _triton.interpreted():
+        return None
+    kernels = _triton.launches(ctx.info.function)
+    if not kernels:
+        return None
+    said = (f"opcheck's {test} cannot run {', '.join(kernels)} under Triton's interpreter "
+            "(TRITON_INTERPRET=1): it runs kernels on real data, and this test hands them "
+            "fake tensors")
+    return Outcome.skip(said, Finding("GV025", Severity.INFO, said,
+                                      location=ctx.forward_location,
+                                      hint="run this check on a machine with CUDA, without "
+                                           "TRITON_INTERPRET"))
+
+
 def messages(exc: BaseException) -> str:
     """The exception's message and its causes', one line."""
     parts: list[str] = []

@@ -51,6 +51,7 @@ class ForwardADCheck(Check):
         from torch.autograd.gradcheck import GradcheckError
 
         from gradverify.checks import _calls as calls
+        from gradverify.checks import _computes as computes
         from gradverify.checks import _jacobian as jac
         from gradverify.checks._modes import resolve_mode
 
@@ -59,6 +60,9 @@ class ForwardADCheck(Check):
                                 "(the Function defines no jvp)"
                                 + (f"; and {calls.NO_TORCH_FUNC}" if calls.old_style(ctx.info)
                                    else ""))
+        skipped = computes.finite_differences_skip(ctx)
+        if skipped is not None:
+            return skipped
         view = calls.differentiable_view(ctx)
         if isinstance(view, calls.NothingToDifferentiate):
             return view.skip()

@@ -125,9 +125,13 @@ class GradcheckCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
 
         from gradverify.checks import _calls as calls
+        from gradverify.checks import _computes as computes
         from gradverify.checks import _jacobian as jac
         from gradverify.checks import _probes as probes
 
+        skipped = computes.finite_differences_skip(ctx)
+        if skipped is not None:
+            return skipped
         view = calls.differentiable_view(ctx)
         if isinstance(view, calls.NothingToDifferentiate):
             # gradcheck speaks for the case: with nothing to differentiate it verified nothing
@@ -160,7 +164,8 @@ class GradcheckCheck(Check):
             outcome.summary = (
                 "gradients are not linear in the incoming gradient" if nonlinear else
                 f"{entries:,} Jacobian entries match (slow mode)" if outcome.mode == "slow" else
-                f"random projections of {entries:,} Jacobian entries match ({outcome.mode} mode)")
+                f"random projections of {entries:,} Jacobian entries match ({outcome.mode} mode)"
+            ) + computes.tolerance_note(ctx)
             return outcome
         self._mismatch(ctx, view, failure, nonlinear, outcome)
         return outcome

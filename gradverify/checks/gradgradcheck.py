@@ -102,6 +102,7 @@ class GradgradcheckCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
+        from gradverify.checks import _computes as computes
 
         skipped = _skip(ctx)
         if skipped is not None:
@@ -130,7 +131,8 @@ class GradgradcheckCheck(Check):
             return outcome
         if failure is None and not outcome.findings:
             outcome.summary = (f"second-order gradients match, with respect to the inputs and "
-                               f"the incoming gradients ({mode} mode)")
+                               f"the incoming gradients ({mode} mode)"
+                               + computes.tolerance_note(ctx))
             return outcome
         outcome.summary = f"second-order mismatch ({mode} mode)"
         if failure is None:
@@ -141,7 +143,13 @@ class GradgradcheckCheck(Check):
 
 def _skip(ctx: CheckContext) -> Outcome | None:
     """The skip that applies before anything is differentiated, or None: double backward is
-    declared unsupported (@once_differentiable)."""
+    declared unsupported (@once_differentiable), or forward computes in float16/bfloat16
+    inside (``_computes``)."""
+    from gradverify.checks import _computes as computes
+
+    skipped = computes.finite_differences_skip(ctx)
+    if skipped is not None:
+        return skipped
     if ctx.info.once_differentiable:
         return Outcome.skip(
             "backward is @once_differentiable: double backward is unsupported",

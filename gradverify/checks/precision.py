@@ -79,6 +79,12 @@ class PrecisionCheck(Check):
             return Outcome.skip("forward draws random numbers (dropout, noise): a float32 and a "
                                 "float64 run draw different ones, so they cannot be compared")
 
+        if ctx.computes_in is not None:
+            return Outcome.skip(f"forward computes in {ctx.computes_in} inside: its float64 "
+                                "run is no float64 reference ("
+                                + ("the reference check judges it against "
+                                   f"{ctx.spec.reference})" if ctx.spec.reference else
+                                   "a plain-PyTorch `reference:` would judge it)"))
         working = self._working_args(ctx)
         dtype = _working_dtype(working)
         if dtype is None:

@@ -321,6 +321,8 @@ def _header(report: Report) -> str:
     parts = [f"gradverify {v.get('gradverify', '?')}"]
     if "torch" in v:
         parts.append(f"torch {v['torch']}")
+    if "triton" in v:
+        parts.append(f"triton {v['triton']}")
     parts += [f"python {v.get('python', '?')}", f"device {report.settings.device}",
               f"seed {report.settings.seed}"]
     return " | ".join(parts)

@@ -128,6 +128,22 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
                       about_case=tuple(about)), rows.internal
 
 
+def _computes_in(ctx: CheckContext, options: RunOptions) -> None:
+    """Sets the dtype the case's target computes in inside (the spec's ``computes_in:``,
+    else detected from a forward call) and, for float32 inside, the finite-difference
+    defaults that suit it (``FLOAT32_INSIDE_TOLERANCE``)."""
+    from gradverify.checks import _computes
+    from gradverify.specmodel import FLOAT32_INSIDE_TOLERANCE
+
+    said = ctx.spec.computes_in
+    inside = said if said is not None else _computes.detect(ctx.info, ctx.args("double"))
+    if inside in (None, "float64"):
+        return
+    ctx.computes_in = inside
+    ctx.tolerance = options.tolerance_for(
+        ctx.spec, ctx.case, FLOAT32_INSIDE_TOLERANCE if inside == "float32" else None)
+
+
 def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: _Rows
              ) -> tuple[MutantRun, ...]:
     """With ``--mutate``: this case against each mutant of the target's backward; a mutant
@@ -198,6 +214,8 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
     error = classify.forward_error(ctx)
+    if error is None:
+        _computes_in(ctx, options)
     forward = schedule.Forward(error=error, not_finite=error is not None
                                and error.code == "GV023")
     if forward.not_finite and error is not None:

@@ -41,6 +41,13 @@ from gradverify.run.tasks import (
 from gradverify.specmodel import Case, TensorArg
 
 
+def _triton_interpreted() -> bool:
+    """Triton kernels run through Triton's interpreter here (the report header says so)."""
+    from gradverify.checks import _triton
+
+    return _triton.interpreted()
+
+
 def versions() -> dict[str, str]:
     import torch
 
@@ -127,6 +134,8 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
     version_info = {"gradverify": __version__, "python": platform.python_version()}
     if torch_version:
         version_info["torch"] = torch_version
+    if _triton_interpreted():
+        version_info["triton"] = "interpreter (TRITON_INTERPRET=1)"
     return Report(
         settings=ReportSettings(device=options.device, seed=options.seed, mode=options.mode,
                           strict=options.strict, empty_ok=options.changed),

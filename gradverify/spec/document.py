@@ -18,6 +18,7 @@ from gradverify.spec.args import ArgsReader, dims_used
 from gradverify.spec.yamlio import join_key, kind_of
 from gradverify.specmodel import (
     CASE_KEYS,
+    COMPUTES_IN,
     DIM_RE,
     MAX_SWEEP,
     SPEC_KEYS,
@@ -69,17 +70,28 @@ class Validator(ArgsReader):
         return tuple(int(n) for n in match.groups() if n is not None)
 
     def declared(self, data: Any, at: Any, attempt: Any
-                 ) -> tuple[dict[str, str], tuple[str, ...], str | None, bool | None]:
+                 ) -> tuple[dict[str, str], tuple[str, ...], str | None, bool | None,
+                            str | None]:
         """What the spec declares about its target's verdicts: ``expect:`` (failures it
-        accepts) and ``zero_grad:`` (inputs whose gradient is zero by design); its ``device:``
-        and ``compose:``."""
+        accepts) and ``zero_grad:`` (inputs whose gradient is zero by design); its ``device:``,
+        ``compose:`` and ``computes_in:``."""
         return (attempt(self.expect, data.get("expect", {}), at("expect"), "expect", default={}),
                 attempt(self.parameter_names, data.get("zero_grad", []), at("zero_grad"),
                         "zero_grad", default=()),
                 attempt(self.device, data["device"], at("device"), "device")
                 if "device" in data else None,
                 attempt(self.compose, data["compose"], at("compose"), "compose")
-                if "compose" in data else None)
+                if "compose" in data else None,
+                attempt(self.computes_in, data["computes_in"], at("computes_in"), "computes_in")
+                if "computes_in" in data else None)
+
+    def computes_in(self, value: Any, line: int | None, key: str) -> str:
+        """``computes_in:``: the dtype a kernel computes in inside, over detection."""
+        if isinstance(value, str) and value.strip() in COMPUTES_IN:
+            return value.strip()
+        raise self.fail(f"expected the dtype the target computes in inside: "
+                        f"{', '.join(COMPUTES_IN)} (float64: never treat it as a low-precision "
+                        f"kernel), got {value!r}", line, key)
 
     def compose(self, value: Any, line: int | None, key: str) -> bool:
         """``compose: all`` (or true) turns every composition check on for the spec's cases,
@@ -157,7 +169,7 @@ class Validator(ArgsReader):
         tolerance = attempt(self.tolerance, data.get("tolerance", {}), at("tolerance"),
                             "tolerance", default=Tolerance())
         checks = attempt(self.checks, data.get("checks", {}), at("checks"), "checks", default={})
-        expect, zero_grad, device, compose = self.declared(data, at, attempt)
+        expect, zero_grad, device, compose, computes_in = self.declared(data, at, attempt)
         cases: list[Case] = []
         raw_cases = data.get("cases")
         if "cases" not in data:
@@ -183,7 +195,8 @@ class Validator(ArgsReader):
         return Spec(target=target, cases=tuple(cases), path=self.file, line=line,
                     reference=reference, tolerance=tolerance, checks=checks, expect=expect,
                     zero_grad=zero_grad, imports=imports, init_args=init_args,
-                    requires_torch=requires_torch, device=device, compose=compose)
+                    requires_torch=requires_torch, device=device, compose=compose,
+                    computes_in=computes_in)
 
     def dims(self, value: Any, line: int | None, key: str) -> dict[str, tuple[int, ...]]:
         data = self.mapping(value, line, key, "named sizes like {N: [1, 4], D: 3}")

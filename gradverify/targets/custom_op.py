@@ -85,6 +85,10 @@ class CustomOpKind:
 
 
 KIND = CustomOpKind()
+TRITON_OP = "triton op"
+"""The kind name of an op made with ``torch.library.triton_op`` (``targets/triton_op.py``),
+which this module introspects: the op is a custom op whose implementation is the user's
+function of Triton launches."""
 
 
 def op_name(obj: Any) -> str:
@@ -159,7 +163,8 @@ def _op_target(obj: Any, op: Any, name: str) -> Target:
         args, kwargs = op_calls.op_arguments(op, values)
         return op(*args, **kwargs)
 
-    impl = getattr(opdef, "_init_fn", None)
+    user = torchcompat.triton_op_function(opdef)  # a triton_op: torch's wrapper around it
+    impl = user or getattr(opdef, "_init_fn", None)
     shown = name if "::" in name else op._name
     declared = Schema(op, mutates=tuple(a.name for a in schema.arguments
                                         if a.alias_info is not None and a.alias_info.is_write))
@@ -169,7 +174,7 @@ def _op_target(obj: Any, op: Any, name: str) -> Target:
         target=name, params=params,
         forward_location=location_of(impl) if impl else None,
         backward_location=location_of(backward_fn) if backward_fn else None,
-        source_file=file_of(impl), kind=KIND.name, called=shown,
+        source_file=file_of(impl), kind=TRITON_OP if user else KIND.name, called=shown,
         capabilities=SCHEMA_CAPABILITIES | ({Capability.OWN_BACKWARD, Capability.OWN_CTX}
                                             if registered else set()),
         vmap="register_vmap" if _has_vmap(op, opdef) else None,

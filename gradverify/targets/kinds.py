@@ -3,9 +3,10 @@ Code reads ``KINDS`` from this module at call time (never a copy), so the regist
 place."""
 from __future__ import annotations
 
-from gradverify.targets import custom_op, function_class, module, plain_function
+from gradverify.targets import custom_op, function_class, module, plain_function, triton_op
 from gradverify.targets.model import Kind
 
-KINDS: tuple[Kind, ...] = (function_class.KIND, custom_op.KIND, plain_function.KIND,
-                           module.KIND)
-"""Every kind, in the order they are tried (a Function class is also a class)."""
+KINDS: tuple[Kind, ...] = (function_class.KIND, triton_op.KIND, custom_op.KIND,
+                           plain_function.KIND, module.KIND)
+"""Every kind, in the order they are tried (a Function class is also a class; a triton op
+is also a custom op)."""
