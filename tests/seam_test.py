@@ -35,14 +35,16 @@ def _targets() -> dict[str, Target]:
 
 
 def test_every_kind_is_in_the_registry_and_detects_its_objects():
-    assert [k.name for k in KINDS] == ["autograd.Function", "custom op", "function", "module"]
+    assert [k.name for k in KINDS] == ["autograd.Function", "triton op", "custom op", "function",
+                                       "module"]
     assert kind_of(zoo.Exp).name == "autograd.Function"
     assert kind_of(lambda x: x).name == "function"
     assert kind_of(torch.nn.Linear).name == "module"
     assert kind_of(torch.nn.Module) is None and kind_of(int) is None and kind_of(3) is None
     for kind in KINDS:  # a kind explains every capability its targets may lack
         assert set(Capability) - kind.capabilities <= set(kind.lacking) | {
-            Capability.SCHEMA, Capability.PARAMETERS, Capability.KEYWORDS}, kind.name
+            Capability.SCHEMA, Capability.PARAMETERS, Capability.KEYWORDS, Capability.TRITON
+        }, kind.name
 
 
 def test_capabilities_are_distinct_members():

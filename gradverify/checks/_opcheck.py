@@ -31,9 +31,9 @@ def interpreter_limit(ctx: Any, test: str) -> Any:
     """The skip (with its GV025 note) of an opcheck test that failed on an op launching
     Triton kernels through Triton's interpreter, which runs them on real data where the test
     hands them fake tensors; None otherwise."""
-    from gradverify.checks import _triton
     from gradverify.checks.base import Outcome
     from gradverify.results import Finding, Severity
+    from gradverify.targets import triton_launches as _triton
 
     if not _triton.interpreted():
         return None

@@ -3,9 +3,11 @@
 Kernel bugs sit where a row stops filling whole tiles: a mask wrong on the last partial block,
 a loop that stops one block early, a reduction over the rows that keeps one. A spec's sizes
 rarely land there. For each tile size the target's launches declare (``BLOCK=128`` keywords,
-autotune configs: ``_triton``), this check reruns the spec's first case with the last dim of
-its first differentiable input (and every other use of that size, or of that named dim) set to
-1, BLOCK - 1, BLOCK, BLOCK + 1 and 2 * BLOCK + 1, and judges each run as the case itself is
+autotune configs: ``_triton``), this check reruns the spec's first case with one named dim
+(``dims:``; the option ``dim``, else the one the last axis of its first differentiable input
+names) set to 1, BLOCK - 1, BLOCK, BLOCK + 1 and 2 * BLOCK + 1 wherever the case uses it: a
+named dim is how a spec says which sizes are one, so every input stays consistent (a literal
+size is never varied: x's 32 may be twice another input's 16). Each run is judged as the case is
 judged: by the error-baseline rule against the spec's ``reference:`` in a low precision,
 else by gradcheck at the case's tolerances (a float32-inside kernel's, ``_computes``). A
 failure names the size that shows it (GV381); raising at a size where the case runs is GV382.
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
+from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
     from gradverify.case.context import CheckContext
@@ -43,24 +46,30 @@ CODES = (
 
 class TilesCheck(Check):
     name = "tiles"
+    made_for = Capability.TRITON
+    """A row only for targets that launch Triton kernels."""
     summary = "a tiled Triton kernel is right at the sizes around each tile"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
-    options = (Option("max_size", int, "largest size tried (default 4096)"),)
+    options = (Option("max_size", int, "largest size tried (default 4096)"),
+               Option("dim", str, "the named dim to vary (default: the one the last axis of "
+                                  "the first differentiable input names)"))
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.checks import _triton
+        from gradverify.targets import triton_launches as _triton
 
         if ctx.spec.cases and ctx.case.name != ctx.spec.cases[0].name:
             return Outcome.skip("runs on the spec's first case only")
         tiles = _triton.tile_sizes(ctx.info.function)
         if not tiles:
-            return Outcome.skip("no Triton launch with a BLOCK or TILE size found in the "
-                                "target's source")
-        dim = _varied(ctx.case)
-        if dim is None:
-            return Outcome.skip("no differentiable tensor input given by shape (a factory "
-                                "case): no size to vary")
+            return Outcome.skip(f"no launch of {', '.join(_triton.launches(ctx.info.function))} "
+                                "gives a BLOCK or TILE size (a keyword at the launch, an "
+                                "autotune config)")
+        dim = ctx.options.get("dim") or _varied(ctx.case)
+        if not isinstance(dim, str) or dim not in ctx.case.dims:
+            return Outcome.skip(
+                f"no named dim to vary: {_why_not(ctx.case, dim)}; name it in `dims:` "
+                "(`shape: [R, N]`), or choose one with `checks: {tiles: {dim: N}}`")
         limit = int(ctx.options.get("max_size") or 4096)
         sizes = sorted({n for blocks in tiles.values() for block in blocks
                         for n in _triton.boundary_sizes(block) if n <= limit})
@@ -71,28 +80,38 @@ class TilesCheck(Check):
             for finding in _merged([f for f in found if f.code == code], dim):
                 outcome.add(finding)
         named = ", ".join(f"{k} {'/'.join(map(str, v))}" for k, v in tiles.items())
-        outcome.summary = (f"{len(sizes)} sizes around the tiles ({named}) of {_label(dim)} "
+        outcome.summary = (f"{len(sizes)} sizes around the tiles ({named}) of {dim} "
                            f"judged like the case" if not found else
-                           f"wrong at {_label(dim)} = "
+                           f"wrong at {dim} = "
                            + ", ".join(str(f.data["size"]) for f in found))
         return outcome
 
 
-def _merged(found: list[Finding], dim: int | str) -> list[Finding]:
+def _merged(found: list[Finding], dim: str) -> list[Finding]:
     """One finding per code: the first size's, naming every size that shows it."""
     if not found:
         return []
     first = found[0]
     sizes = [f.data["size"] for f in found]
-    more = (f" (also wrong at {_label(dim)} = {', '.join(map(str, sizes[1:]))})"
+    more = (f" (also wrong at {dim} = {', '.join(map(str, sizes[1:]))})"
             if len(sizes) > 1 else "")
     return [dataclasses.replace(first, message=first.message + more,
                                 data={**first.data, "sizes": sizes})]
 
 
+def _why_not(case: Case, dim: int | str | None) -> str:
+    if case.factory:
+        return "a factory case's sizes are the factory's"
+    if dim is None:
+        return "no differentiable tensor input is given by shape"
+    if isinstance(dim, int):
+        return f"the last axis of the first differentiable input is the literal size {dim}"
+    return f"the case has no dim {dim!r}"
+
+
 def _varied(case: Case) -> int | str | None:
-    """What the check varies: the last dim of the case's first differentiable tensor input,
-    a named dim or a literal size; None for a factory case."""
+    """The last axis of the case's first differentiable tensor input: a dim name or a literal
+    size; None when there is none (a factory case)."""
     from gradverify.specmodel import TensorArg
 
     for _, arg in case.args:
@@ -101,30 +120,13 @@ def _varied(case: Case) -> int | str | None:
     return None
 
 
-def _label(dim: int | str) -> str:
-    return dim if isinstance(dim, str) else "the last dim"
+def _resized(case: Case, dim: str, size: int) -> Case:
+    """The case with the named dim ``dim`` set to ``size`` wherever it is used."""
+    return dataclasses.replace(case, name=f"{case.name}[{dim}={size}]",
+                               dims={**case.dims, dim: size})
 
 
-def _resized(case: Case, dim: int | str, size: int) -> Case:
-    """The case with ``dim`` (a name: its value; a literal: every shape entry equal to it)
-    set to ``size``."""
-    from gradverify.specmodel import TensorArg
-
-    if isinstance(dim, str):
-        return dataclasses.replace(case, name=f"{case.name}[{dim}={size}]",
-                                   dims={**case.dims, dim: size})
-
-    def resize(arg: Any) -> Any:
-        if isinstance(arg, TensorArg) and arg.shape:
-            return dataclasses.replace(arg, shape=tuple(size if s == dim else s
-                                                        for s in arg.shape))
-        return arg
-
-    return dataclasses.replace(case, name=f"{case.name}[last dim={size}]",
-                               args=tuple((n, resize(a)) for n, a in case.args))
-
-
-def _at(ctx: CheckContext, dim: int | str, size: int) -> Finding | None:
+def _at(ctx: CheckContext, dim: str, size: int) -> Finding | None:
     """The case at one size, judged; a finding naming the size, or None."""
     from gradverify.case.binding import bind
     from gradverify.case.inputs import InputMaker
@@ -133,7 +135,7 @@ def _at(ctx: CheckContext, dim: int | str, size: int) -> Finding | None:
     case = _resized(ctx.case, dim, size)
     maker = InputMaker(case, bind(case, ctx.info, ctx.spec), ctx.info, ctx.maker.seed,
                        ctx.device)
-    where = f"{_label(dim)} = {size}"
+    where = f"{dim} = {size}"
     try:
         problem = _judged(ctx, maker)
     except Exception as exc:  # noqa: BLE001 -- user code

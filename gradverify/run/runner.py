@@ -43,7 +43,7 @@ from gradverify.specmodel import Case, TensorArg
 
 def _triton_interpreted() -> bool:
     """Triton kernels run through Triton's interpreter here (the report header says so)."""
-    from gradverify.checks import _triton
+    from gradverify.targets import triton_launches as _triton
 
     return _triton.interpreted()
 

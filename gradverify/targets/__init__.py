@@ -9,6 +9,7 @@ line in ``KINDS``. Imports torch lazily.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -69,7 +70,7 @@ __all__ = [
 def described(*, listed: bool = False, last: str = "and") -> str:
     """What gradverify verifies, in the kinds' own words: every kind, or (``listed``) those
     a module's targets include, the last joined by ``last``."""
-    plurals = [k.plural for k in kinds.KINDS if k.listed or not listed]
+    plurals = [k.plural for k in kinds.KINDS if (k.listed or not listed) and k.plural]
     return ", ".join(plurals[:-1]) + (f" {last} " if len(plurals) > 1 else "") + plurals[-1]
 
 
@@ -106,7 +107,7 @@ def resolve(text: str, imports: tuple[str, ...] = (),
     name = parse_target(text)
     if name.named:
         kind = next(k for k in kinds.KINDS if k.name == name.kind)
-        return kind.by_name(name.text, imports)
+        return _with_launches(kind.by_name(name.text, imports))
     obj, shown = resolve_named(name.text)
     return introspect(obj, shown, init_args)
 
@@ -121,7 +122,18 @@ def introspect(obj: Any, target: str | None = None,
         article = "an" if what[:1].lower() in "aeiou" else "a"
         raise TargetError(f"{name} is {article} {what}; gradverify verifies "
                           f"{described()}", code="GV005", where=name)
-    return kind.introspect(obj, name, init_args or {})
+    return _with_launches(kind.introspect(obj, name, init_args or {}))
+
+
+def _with_launches(target: Target) -> Target:
+    """``target`` with the TRITON capability when its code launches Triton kernels (a kind
+    of its own, such as a triton op, or any other)."""
+    from gradverify.targets import triton_launches
+
+    if not triton_launches.launches(target.function):
+        return target
+    return dataclasses.replace(target, capabilities=target.capabilities
+                               | {Capability.TRITON})
 
 
 def why_lacking(target: Target, capability: Capability) -> str:

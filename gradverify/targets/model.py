@@ -50,6 +50,9 @@ class Capability(enum.Enum):
     """Built from ``init_args``; its parameters are differentiable inputs."""
     KEYWORDS = "keywords"
     """Called with its keyword-only arguments by name (a Function's apply takes none)."""
+    TRITON = "triton"
+    """Its forward or backward launches Triton kernels (``targets.triton_launches``): tile
+    boundaries to try."""
 
     @property
     def who(self) -> str:
@@ -66,6 +69,7 @@ _WHO = {
     Capability.SCHEMA: "custom ops",
     Capability.PARAMETERS: "nn.Module classes",
     Capability.KEYWORDS: "plain functions and nn.Module classes",
+    Capability.TRITON: "targets whose forward or backward launches Triton kernels",
 }
 
 

@@ -18,8 +18,9 @@ class TritonOpKind(custom_op.CustomOpKind):
     """``gradverify.targets.model.Kind`` of ``triton_op`` ops: a custom op's, named so."""
 
     name = custom_op.TRITON_OP
-    plural = "triton ops (torch.library.triton_op)"
-    listed = False  # a custom op, listed among them
+    plural = ""
+    """None of its own: messages that say what gradverify verifies name it among custom ops."""
+    listed = False
 
     @staticmethod
     def detect(obj: Any) -> bool:
