@@ -176,6 +176,7 @@ def test_json_report_schema(ops):
     data = json.loads(result.stdout)
     assert data["schema"] == 2 and data["gradverify"] == "0.1.0"
     assert set(data) >= {"torch", "python", "settings", "summary", "results", "errors"}
+    assert data["triton"] is None  # Triton's interpreter is not on (triton_test.py)
     assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto", "strict": False,
                                 "empty_ok": False}
     assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 13

@@ -52,7 +52,7 @@ BUGS = {  # planted bug: (the correct kernel's spec, the check that catches it, 
     "RMSNormWeightNotReduced": ("RMSNorm", "reference", "GV332", "weight"),
     "LogSumExpLoopShort": ("LogSumExp", "tiles", "GV381", None),
     "ScaledSiLUMissingFactor": ("ScaledSiLU", "reference", "GV332", "x"),
-    "RotaryAssumesContiguousGrad": ("Rotary", "layout", "GV251", "x"),
+    "RotaryAssumesContiguousGrad": ("Rotary", "layout", "GV253", "x"),
 }
 
 
@@ -68,9 +68,11 @@ def _documents() -> list[dict[str, Any]]:
                               "cases": [{"name": "no-reference", **bare["cases"][0]}]})
     for bug, (of, *_) in sorted(BUGS.items()):
         documents.append({"target": f"triton_zoo.buggy:{bug}", **SPECS[of]})
+    documents.append({"target": "triton_zoo.interpreter_limits:Scale",
+                      "cases": [{"args": {"x": {"shape": [5]}, "scale": 2.0}}]})
     documents.append({"target": "gvzoo::mul_add", "imports": ["triton_zoo.kernels"],
-                      "reference": "triton_zoo.references:mul_add",
-                      "cases": [{"args": {"x": {"shape": [3, 40]}, "y": {"shape": [3, 40]}}}]})
+                      "reference": "triton_zoo.references:mul_add", "dims": {"N": 24},
+                      "cases": [{"args": {"x": {"shape": [2, "N"]}, "y": {"shape": [2, "N"]}}}]})
     return documents
 
 
@@ -140,9 +142,20 @@ def test_a_triton_op_passes_and_what_the_interpreter_cannot_run_is_a_note(zoo):
         assert checks[name]["status"] == "skip"
         (note,) = checks[name]["findings"]
         assert note["code"] == "GV025" and note["severity"] == "info"
-        assert note["location"]["file"].endswith("kernels.py")  # the user's function
+        assert "triton_zoo/kernels.py:" in note["location"]  # the user's function
         assert "run this check on a machine with CUDA" in note["hint"]
     assert checks["tiles"]["data"]["tiles"] == {"mul_add_kernel": [32]}
+    assert checks["tiles"]["data"]["sizes"] == [1, 31, 32, 33, 65]
+
+
+def test_a_kernel_the_interpreter_cannot_run_is_a_note_not_a_failure(zoo):
+    """``scale.to(tl.float32)`` on a Python float: CUDA runs it, the interpreter cannot."""
+    (row,) = zoo[("triton_zoo.interpreter_limits:Scale", "case0")].values()  # no check runs
+    assert row["name"] == "interpreter" and row["status"] == "skip"
+    (note,) = row["findings"]
+    assert note["code"] == "GV025" and note["severity"] == "info"
+    assert "'float' object has no attribute 'to'" in note["message"]
+    assert "run it on a machine with CUDA" in note["hint"]
 
 
 def test_tile_sizes_are_read_from_launches():

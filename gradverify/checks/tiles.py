@@ -3,14 +3,14 @@
 Kernel bugs sit where a row stops filling whole tiles: a mask wrong on the last partial block,
 a loop that stops one block early, a reduction over the rows that keeps one. A spec's sizes
 rarely land there. For each tile size the target's launches declare (``BLOCK=128`` keywords,
-autotune configs: ``_triton``), this check reruns the spec's first case with one named dim
-(``dims:``; the option ``dim``, else the one the last axis of its first differentiable input
-names) set to 1, BLOCK - 1, BLOCK, BLOCK + 1 and 2 * BLOCK + 1 wherever the case uses it: a
-named dim is how a spec says which sizes are one, so every input stays consistent (a literal
-size is never varied: x's 32 may be twice another input's 16). Each run is judged as the case is
-judged: by the error-baseline rule against the spec's ``reference:`` in a low precision,
-else by gradcheck at the case's tolerances (a float32-inside kernel's, ``_computes``). A
-failure names the size that shows it (GV381); raising at a size where the case runs is GV382.
+autotune configs: ``targets.triton_launches``), this check reruns the spec's first case with
+one named dim set to 1, BLOCK - 1, BLOCK, BLOCK + 1 and 2 * BLOCK + 1 wherever the case uses
+it: the option ``dim``, else the dim the last axis of its first differentiable input names. A
+named dim is how a spec says which sizes are one, so every input stays consistent; a literal
+size is never varied (x's 32 may be twice another input's 16). Each run is judged as the case
+is: by the error-baseline rule against the spec's ``reference:`` in a low precision, else by
+gradcheck at the case's tolerances (a float32-inside kernel's, ``_computes``). A failure names
+the sizes that show it (GV381); raising at a size where the case runs is GV382.
 """
 from __future__ import annotations
 

@@ -110,6 +110,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         "gradverify": report.versions.get("gradverify"),
         "torch": report.versions.get("torch"),
         "python": report.versions.get("python"),
+        "triton": report.versions.get("triton"),
         "settings": {"device": report.settings.device, "seed": report.settings.seed,
                      "mode": report.settings.mode, "strict": report.settings.strict,
                      "empty_ok": report.settings.empty_ok},

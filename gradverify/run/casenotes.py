@@ -42,6 +42,14 @@ def not_finite_row(finding: Finding) -> CheckResult:
                        summary="forward is not finite on these inputs", findings=(finding,))
 
 
+def interpreter_row(finding: Finding) -> CheckResult:
+    """GV025: Triton's interpreter cannot run the target's kernels, said once for the case,
+    which is skipped (a limit of the interpreter, not the target's failure)."""
+    return CheckResult(name="interpreter", status=Status.SKIP, duration_s=0.0,
+                       summary="Triton's interpreter cannot run the kernels forward launches",
+                       findings=(finding,))
+
+
 def left_running_row(ctx: CheckContext, before: leftovers.Running) -> list[CheckResult]:
     """GV015: threads or processes the case started and left running. The processes are
     stopped here; threads end with the worker process (or stay, with --no-isolate)."""

@@ -24,6 +24,9 @@ def forward_error(ctx: CheckContext) -> Finding | None:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
+        limit = _interpreter_limit(ctx, exc)
+        if limit is not None:
+            return limit
         shapes = ", ".join(f"{i.name}: {list(i.shape or ())} {i.dtype}" if i.kind == "tensor"
                            else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
         if ctx.spec.inferred:
@@ -48,6 +51,31 @@ def forward_error(ctx: CheckContext) -> Finding | None:
         if found is None:
             found = _not_finite_nearby(ctx, shift)
     return found
+
+
+def _interpreter_limit(ctx: CheckContext, exc: BaseException) -> Finding | None:
+    """GV025 when forward raised inside Triton's interpreter (``TRITON_INTERPRET=1``), which
+    runs a kernel's scalars as Python numbers and lacks parts of the language a GPU compiles:
+    a limit of the interpreter until CUDA says otherwise, never the kernel's failure."""
+    from gradverify.checks import _calls as calls
+    from gradverify.targets import triton_launches
+
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    interpreted = any(type(e).__name__ == "InterpreterError"
+                      and type(e).__module__.startswith("triton") for e in chain)
+    if not (interpreted and triton_launches.interpreted()):
+        return None
+    return Finding("GV025", Severity.INFO,
+                   f"Triton's interpreter (TRITON_INTERPRET=1) cannot run what forward "
+                   f"launches: {calls.describe_exception(chain[-1])}; the case is not checked",
+                   location=calls.user_location(chain[0], ctx.info) or ctx.forward_location,
+                   hint="run it on a machine with CUDA, without TRITON_INTERPRET: the "
+                        "interpreter runs a kernel's scalar arguments as Python numbers (a "
+                        "float has no .to) and leaves out parts of the language; if CUDA "
+                        "raises too, the kernel is wrong")
 
 
 def _not_finite_nearby(ctx: CheckContext, shift: float) -> Finding | None:

@@ -214,6 +214,9 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
     error = classify.forward_error(ctx)
+    if error is not None and error.code == "GV025":  # the interpreter's limit: nothing runs
+        rows.about.append(casenotes.interpreter_row(error))
+        return
     if error is None:
         _computes_in(ctx, options)
     forward = schedule.Forward(error=error, not_finite=error is not None
