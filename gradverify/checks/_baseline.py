@@ -163,8 +163,8 @@ def judge(ctx: CheckContext, low: torch.dtype) -> Outcome | None:
     where: dict[str, tuple[int | None, str | None]] = {}
     for seed in range(seeds):
         try:
-            run = _one_seed(ctx, _seed_args(ctx, seed), low, seed, k)
-        except _BaselineUnavailable:
+            run = one_seed(ctx, _seed_args(ctx, seed), low, seed, k)
+        except BaselineUnavailable:
             return None
         for fig, output, name in run:
             tallies.setdefault(fig.subject, Tally()).runs.append(fig)
@@ -186,7 +186,7 @@ def judge(ctx: CheckContext, low: torch.dtype) -> Outcome | None:
     return outcome
 
 
-class _BaselineUnavailable(Exception):
+class BaselineUnavailable(Exception):
     """The reference raised: in the low dtype (an op without a float16 kernel on this
     device), or at all (the fallback reports that, GV333)."""
 
@@ -204,7 +204,7 @@ def _seed_args(ctx: CheckContext, seed: int) -> Args:
     return maker.args("working")
 
 
-def _one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: float
+def one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: float
               ) -> list[tuple[Figures, int | None, str | None]]:
     """The figures of every output and input gradient on one seed's arguments."""
     import torch
@@ -224,7 +224,7 @@ def _one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: 
                            torch.float64)
         base = _reference(ctx, [cast(v, low) for v in values], grads, diff, low)
     except Exception as exc:
-        raise _BaselineUnavailable from exc
+        raise BaselineUnavailable from exc
     eps = torch.finfo(low).eps
     found: list[tuple[Figures, int | None, str | None]] = []
     for j, (o, t, b) in enumerate(zip(ours[0], truth[0], base[0])):

@@ -131,10 +131,14 @@ def _at(ctx: CheckContext, dim: str, size: int) -> Finding | None:
     from gradverify.case.binding import bind
     from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls as calls
+    from gradverify.errors import SpecError
 
     case = _resized(ctx.case, dim, size)
-    maker = InputMaker(case, bind(case, ctx.info, ctx.spec), ctx.info, ctx.maker.seed,
-                       ctx.device)
+    try:
+        bound = bind(case, ctx.info, ctx.spec)
+    except SpecError:  # the spec cannot take this size (an index range tied to the dim)
+        return None
+    maker = InputMaker(case, bound, ctx.info, ctx.maker.seed, ctx.device)
     where = f"{dim} = {size}"
     try:
         problem = _judged(ctx, maker)
@@ -163,8 +167,8 @@ def _judged(ctx: CheckContext, maker: Any) -> tuple[str, str | None, int | None]
     if low is not None and ctx.reference is not None:
         k = float(ctx.options.get("k") or rule.K)
         try:
-            found = rule._one_seed(ctx, maker.args("working"), low, 0, k)
-        except rule._BaselineUnavailable:
+            found = rule.one_seed(ctx, maker.args("working"), low, 0, k)
+        except rule.BaselineUnavailable:
             found = None
         if found is not None:
             for fig, output, name in found:
