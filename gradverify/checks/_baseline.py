@@ -220,9 +220,8 @@ def one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: f
         applied, ctx.generator(f"reference/{seed}"))] if applied.differentiable else None
     ours = calls.outputs_and_gradients(applied, grads, diff)
     try:  # user code: raising in float64, the fallback says so (GV333); in low, no baseline
-        truth = _reference(ctx, [cast(v, torch.float64) for v in values], grads, diff,
-                           torch.float64)
-        base = _reference(ctx, [cast(v, low) for v in values], grads, diff, low)
+        truth = reference_run(ctx, [cast(v, torch.float64) for v in values], grads, diff)
+        base = reference_run(ctx, [cast(v, low) for v in values], grads, diff)
     except Exception as exc:
         raise BaselineUnavailable from exc
     eps = torch.finfo(low).eps
@@ -239,9 +238,11 @@ def one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: f
     return found
 
 
-def _reference(ctx: CheckContext, values: list[Any], grads: list[Any] | None,
-               diff: list[int], dtype: torch.dtype) -> tuple[list[Any], list[Any]]:
-    """The reference's outputs and its autograd gradients for ``diff``, in ``dtype``."""
+def reference_run(ctx: CheckContext, values: list[Any], grads: list[Any] | None,
+                  diff: list[int]) -> tuple[list[Any], list[Any]]:
+    """The spec's reference called on ``values`` (forward's arguments, lists gathered back;
+    leaves at ``diff``): its outputs, flat as the target's are compared, and autograd's
+    gradients of the leaves at ``diff`` for the incoming gradients ``grads``."""
     import torch
 
     from gradverify.targets import op_calls as opcalls

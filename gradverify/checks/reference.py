@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from gradverify.checks.base import Check, Option, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
-from gradverify.targets import op_calls as opcalls
 
 if TYPE_CHECKING:
     from gradverify.case.context import CheckContext
@@ -62,11 +61,11 @@ class ReferenceCheck(Check):
     def _within_tolerance(self, ctx: CheckContext) -> Outcome:
         import torch
 
+        from gradverify.checks import _baseline as rule
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
 
-        reference_fn = ctx.reference
-        if reference_fn is None:
+        if ctx.reference is None:
             return Outcome.skip("the spec names no reference")
         working = ctx.args("working")
         double = ctx.args("double")
@@ -75,17 +74,7 @@ class ReferenceCheck(Check):
         grads = calls.random_grads(run, ctx.generator("reference")) if run.differentiable else None
         ours = calls.forward_backward(ctx.info, working, grads, diff)
         try:
-            # the reference takes forward's arguments (lists gathered back) and its outputs
-            # are compared as the target's are, flat
-            out = opcalls.flat_outputs(reference_fn(*opcalls.op_values(ctx.info,
-                                                                       double.values)))
-            outs = list(out) if isinstance(out, tuple) else [out]
-            tensors = [(o, g) for o, g in zip(outs, grads or []) if isinstance(o, torch.Tensor)
-                       and o.requires_grad and isinstance(g, torch.Tensor)]
-            theirs_grads = list(torch.autograd.grad(
-                [o for o, _ in tensors], [double.values[i] for i in diff],
-                [g.to(o.dtype) for o, g in tensors], allow_unused=True)) if tensors else \
-                [None] * len(diff)
+            theirs = rule.reference_run(ctx, double.values, grads, diff)
         except Exception as exc:  # noqa: BLE001 -- user code
             outcome = Outcome()
             outcome.add(Finding(
@@ -94,7 +83,6 @@ class ReferenceCheck(Check):
                 hint="the reference takes forward's arguments (float64 tensors) and returns "
                      "the same outputs, computed with plain differentiable torch ops"))
             return outcome
-        theirs = ([o.detach() if isinstance(o, torch.Tensor) else o for o in outs], theirs_grads)
         floating = [v for v in working.values if isinstance(v, torch.Tensor)
                     and (v.is_floating_point() or v.is_complex())]
         dtype = floating[0].dtype if floating else torch.float32

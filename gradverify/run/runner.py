@@ -39,13 +39,7 @@ from gradverify.run.tasks import (
     mark_interrupted,
 )
 from gradverify.specmodel import Case, TensorArg
-
-
-def _triton_interpreted() -> bool:
-    """Triton kernels run through Triton's interpreter here (the report header says so)."""
-    from gradverify.targets import triton_launches as _triton
-
-    return _triton.interpreted()
+from gradverify.targets import triton_launches
 
 
 def versions() -> dict[str, str]:
@@ -134,7 +128,7 @@ def _report(plan: Plan, tasks: list[Task], outcomes: Mapping[int, Any], options:
     version_info = {"gradverify": __version__, "python": platform.python_version()}
     if torch_version:
         version_info["torch"] = torch_version
-    if _triton_interpreted():
+    if triton_launches.interpreted():  # the report header says so
         version_info["triton"] = "interpreter (TRITON_INTERPRET=1)"
     return Report(
         settings=ReportSettings(device=options.device, seed=options.seed, mode=options.mode,
