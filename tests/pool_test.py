@@ -8,6 +8,7 @@ import pickle
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -258,3 +259,43 @@ def test_a_run_ended_by_an_exception_leaves_no_worker_busy(crashy):
         assert not any(w.task for w in workers.workers)
         results, errors = run_job(job, options, pool=workers)
     assert not errors and [r.status.value for r in results] == ["pass", "pass"]
+
+
+def test_a_crash_quotes_its_own_tasks_output_however_late_it_is_read(crashy, monkeypatch):
+    """What a worker prints is read by a thread of the parent, which may lag: the size of the
+    log when a task is sent is no boundary. The worker's marks in the stream are (CI once
+    quoted the previous case's print in a segfault's error)."""
+    from gradverify.run.output import Output
+    from gradverify.run.runner import plan_tasks
+    from gradverify.spec.file import load_file
+
+    keep = Output.keep
+
+    def slow(self: Output, chunk: bytes) -> None:
+        time.sleep(0.2)
+        keep(self, chunk)
+
+    monkeypatch.setattr(Output, "keep", slow)
+    options = RunOptions(timeout=60.0, jobs=1, user_paths=(str(crashy.root),))
+    jobs = [Job(f"ops:{name}", load_file(crashy.root / f"specs/{name.lower()}.yaml")[0])
+            for name in ("Good", "Segfault")]
+    with pool.Pool(options) as workers:
+        outcomes = workers.run(plan_tasks(jobs, options), None)
+    crash = outcomes[max(outcomes)][0]
+    message = crash.checks[0].findings[0].message
+    assert "SIGSEGV" in message and "noise from forward" not in message, message
+
+
+def test_the_output_reader_takes_marks_out_even_split_across_reads():
+    from gradverify.run.output import TASK_MARK, Output, last_lines
+
+    output = Output()
+    output.keep(b"startup\n" + TASK_MARK + b"noise from the task before\n" + TASK_MARK[:4])
+    output.keep(TASK_MARK[4:] + TASK_MARK[:1])
+    output.keep(TASK_MARK[1:] + b"native assert failed\n")
+    assert last_lines(output) == "; its last output: native assert failed"
+    output.keep(b"\x00")  # held back: it may begin a mark, yet a worker that died shows it
+    assert output.since(0) == "startup\nnoise from the task before\nnative assert failed\n\x00"
+    output.keep(b"not a mark\n")
+    assert last_lines(output).endswith("| \x00not a mark")
+    assert Output().since(0) == "" and last_lines(Output()) == ""

@@ -294,7 +294,6 @@ class Pool:
             worker.conn.send(messages.RunTask(task, self.options))
             worker.task, worker.started, worker.check = task, time.monotonic(), None
             worker.kept = None
-            worker.log_offset = worker.output.size
             if progress:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
         return ended
@@ -347,13 +346,12 @@ class Pool:
             self.workers.remove(worker)
 
     def _lost(self, worker: Worker, task: Task) -> TaskOutcome:
-        return worker.kept or lost(task, worker.check,
-                                   last_lines(worker.output, worker.log_offset))
+        return worker.kept or lost(task, worker.check, last_lines(worker.output))
 
     def _crashed(self, worker: Worker, task: Task) -> TaskOutcome:
         reap(worker)
         return worker.kept or crashed(task, worker.check, worker.process.returncode,
-                                      last_lines(worker.output, worker.log_offset))
+                                      last_lines(worker.output))
 
     def _timed_out(self, worker: Worker, task: Task) -> TaskOutcome:
         return worker.kept or timed_out(task, worker.check, self.timeout)

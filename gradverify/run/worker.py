@@ -27,7 +27,7 @@ from gradverify.run.messages import (
     RunTask,
     TaskResult,
 )
-from gradverify.run.output import Output
+from gradverify.run.output import TASK_MARK, Output
 from gradverify.run.tasks import Task, TaskOutcome
 from gradverify.syspath import own_module_command
 
@@ -52,6 +52,7 @@ def worker_main(conn: Connection, threads: int) -> None:
     syspath.ensure_cwd_on_path()
     load.USER_INTERRUPTS = True  # this process has its own session: no terminal Ctrl-C
     cache: dict[int, Any] = {}
+    mark = _marker()
     conn.send(Ready(str(torch.__version__)))
     while True:
         try:
@@ -61,7 +62,37 @@ def worker_main(conn: Connection, threads: int) -> None:
         if isinstance(message, Discover):
             _discover(conn, message.plan)
         elif isinstance(message, RunTask):
-            conn.send(TaskResult(_run(conn, message, cache)))
+            mark()
+            outcome = _run(conn, message, cache)
+            mark()
+            conn.send(TaskResult(outcome))
+
+
+def _marker() -> Callable[[], None]:
+    """Writes ``TASK_MARK`` into this process's output, after what Python and C still buffer:
+    the parent then quotes a crashed task's own output (``run.output``)."""
+    fflush: Callable[[Any], int] | None = None
+    try:
+        import ctypes
+
+        fflush = ctypes.CDLL(None).fflush
+    except (OSError, AttributeError, TypeError):  # no C library to ask
+        pass
+
+    def mark() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):  # replaced or closed by user code
+                pass
+        if fflush is not None:
+            fflush(None)
+        try:
+            os.write(1, TASK_MARK)
+        except OSError:
+            pass
+
+    return mark
 
 
 def _discover(conn: Connection, plan: Plan) -> None:

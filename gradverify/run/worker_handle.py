@@ -29,8 +29,6 @@ class Worker:
     kept: TaskOutcome | None = None
     """What stands if the worker ends now (``CheckStarted.kept``): a failure being shrunk."""
     ready: bool = False
-    log_offset: int = 0
-    """Size of the log when the current task started: its output is what follows."""
     closed: float | None = None
     """When its connection closed while it ran a task (it died, or user code closed the
     socket): it gets a short grace to exit before it is stopped."""
