@@ -50,8 +50,10 @@ class Output:
 
     def _drain(self, fd: int) -> None:
         try:
+            ready = select.poll()  # not select.select: a descriptor may be over FD_SETSIZE
+            ready.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
             while True:
-                select.select([fd], [], [])  # waits without the lock: data, or the end
+                ready.poll()  # waits without the lock: data, or the end
                 with self._reading:
                     chunk = os.read(fd, 65536)
                     if not chunk:
