@@ -73,3 +73,23 @@ def test_a_target_the_child_cannot_import_is_drafted_here(project, monkeypatch):
     result = run_cli("init", "only_here:Fine")
     assert result.code == 0, result.output
     assert "these inputs ran forward and backward" in result.stdout
+
+
+def test_the_probe_deadline_starts_after_the_child_has_started(project, monkeypatch):
+    """A child's start (a fresh Python importing torch: seconds on a loaded machine) is not
+    the first target's probe time (CI once wrote a hang's TODO into a fine target's spec)."""
+    from gradverify import syspath
+
+    command = syspath.own_module_command
+
+    def slowed(module: str, *args: str) -> list[str]:
+        line = command(module, *args)
+        return [*line[:2], f"import time; time.sleep(4)\n{line[2]}", *line[3:]]
+
+    monkeypatch.setattr(syspath, "own_module_command", slowed)
+    monkeypatch.setattr(bounded, "PROBE_DEADLINE", 3.0)
+    project.write("crashy.py", CRASHY)
+    result = run_cli("init", "crashy:Fine", "-o", "specs/")
+    assert result.code == 0, result.output
+    fine = (project.root / "specs" / "Fine.yaml").read_text()
+    assert "TODO" not in fine and "these inputs ran forward and backward" in fine, fine

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gradverify.init.targets import Found
+from gradverify.run.pool import START_DEADLINE
 
 PROBE_DEADLINE = 120.0
 """Seconds one target's probes may take in the child before it is stopped."""
@@ -61,12 +62,17 @@ def _child(found: Sequence[Found], paths: Sequence[str | None]
     process.stdin.write(json.dumps(request).encode())
     process.stdin.close()
     answers: dict[int, dict[str, Any] | None] = {}
-    current, deadline = 0, time.monotonic() + PROBE_DEADLINE
+    # until the first "start" the child is importing torch: the start deadline of the case
+    # workers, never a target's probe time (a loaded machine may take seconds)
+    current, started, deadline = 0, False, time.monotonic() + START_DEADLINE
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
         while True:
             if not selector.select(max(0.0, deadline - time.monotonic())):
                 _stop(process)
+                if not started:
+                    return answers, (current, "could not run: a fresh Python importing torch "
+                                              f"did not start within {START_DEADLINE:g} s")
                 return answers, (current, f"did not finish within {PROBE_DEADLINE:g} s (a "
                                           "deadlock or a wait, or a very slow forward)")
             line = process.stdout.readline()
@@ -77,7 +83,8 @@ def _child(found: Sequence[Found], paths: Sequence[str | None]
                 return answers, (current, _ended(code))
             message = json.loads(line)
             if "start" in message:
-                current, deadline = message["start"], time.monotonic() + PROBE_DEADLINE
+                current, started = message["start"], True
+                deadline = time.monotonic() + PROBE_DEADLINE
             else:
                 answers[message["done"]] = message.get("written")
 

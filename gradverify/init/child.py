@@ -12,7 +12,9 @@ def serve() -> None:
     from gradverify.init import spec_for
     from gradverify.init.targets import find
     from gradverify.syspath import ensure_cwd_on_path
+    from gradverify.torchstate import import_torch
 
+    import_torch()  # before the first "start": a target's deadline is for its own probe
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     ensure_cwd_on_path()
