@@ -14,9 +14,9 @@ def serve() -> None:
     from gradverify.syspath import ensure_cwd_on_path
     from gradverify.torchstate import import_torch
 
-    import_torch()  # before the first "start": a target's deadline is for its own probe
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    import_torch()  # before the first "start": a target's deadline is for its own probe
     ensure_cwd_on_path()
     for index, item in enumerate(json.loads(sys.stdin.read())):
         print(json.dumps({"start": index}), file=answers, flush=True)
