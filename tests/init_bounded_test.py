@@ -84,10 +84,10 @@ def test_the_probe_deadline_starts_after_the_child_has_started(project, monkeypa
 
     def slowed(module: str, *args: str) -> list[str]:
         line = command(module, *args)
-        return [*line[:2], f"import time; time.sleep(4)\n{line[2]}", *line[3:]]
+        return [*line[:2], f"import time; time.sleep(8)\n{line[2]}", *line[3:]]
 
     monkeypatch.setattr(syspath, "own_module_command", slowed)
-    monkeypatch.setattr(bounded, "PROBE_DEADLINE", 3.0)
+    monkeypatch.setattr(bounded, "PROBE_DEADLINE", 6.0)
     project.write("crashy.py", CRASHY)
     result = run_cli("init", "crashy:Fine", "-o", "specs/")
     assert result.code == 0, result.output
