@@ -140,6 +140,31 @@ def _factory_maker(factory: str, cls=zoo.Exp, dtype: str = "float32"):
     return InputMaker(case, bind(case, info, spec), info, 7, "cpu")
 
 
+def test_a_factory_without_device_has_its_tensors_moved_to_the_case_s_device():
+    """The bug (seen on CUDA): a factory that takes no ``device`` left its tensors on the CPU
+    under ``--device cuda``, so the case ran on the CPU. ``meta`` stands in for CUDA here."""
+    (spec,) = load_text("target: m:F\ncases:\n  - name: c\n"
+                        "    factory: zoo:make_float32_sparse\n")
+    case = spec.cases[0]
+    info = introspect(zoo.FactoryWithoutDtype)
+    maker = InputMaker(case, bind(case, info, spec), info, 7, "meta")
+    for role in ("double", "working"):
+        tensors = [v for v in maker.args(role).values if isinstance(v, torch.Tensor)]
+        assert tensors and {t.device.type for t in tensors} == {"meta"}, role
+
+
+def test_a_factory_tensor_that_refuses_to_move_is_a_spec_error_naming_it():
+    (spec,) = load_text("target: m:F\ncases:\n  - name: c\n"
+                        "    factory: zoo:make_quantized_weight\n")
+    case = spec.cases[0]
+    info = introspect(zoo.QuantizedScale)
+    maker = InputMaker(case, bind(case, info, spec), info, 7, "meta")
+    with pytest.raises(InputError, match=r"tensor 'weight' stays on cpu when moved to meta.*"
+                                         r"take `device`") as caught:
+        maker.args("double")
+    assert caught.value.code == "GV006"
+
+
 def test_factory_without_dtype_is_converted_like_yaml_inputs():
     maker = _factory_maker("zoo:make_float32_sparse", zoo.FactoryWithoutDtype)
     double, working = maker.args("double"), maker.args("working")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT, Project, run_cli
 
 BROKEN = "specs_broken_broken_ops_"
@@ -124,6 +126,36 @@ def test_verify_in_process_shrinks_too() -> None:
     assert finding.smallest is not None
     assert finding.smallest.shapes == (("x", (1, 1)),)
     assert finding.smallest.case.startswith('- name: big-smallest')
+
+
+def test_on_an_accelerator_candidates_that_raise_on_the_cpu_never_reach_the_device(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on CUDA: shrinking x under the literal index [4, 1, 1] made an out-of-range index,
+    a device-side assert there, which poisoned the process for every case after it. On an
+    accelerator each candidate's forward runs on the CPU first (``cpu:0`` stands in for the
+    device here: a run whose device is not ``cpu``) and one that raises is not run."""
+    import sys
+
+    from gradverify import verify
+    from gradverify.run import execute
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import zoo
+
+    shapes: list[tuple[int, ...]] = []
+    real = execute.run_case
+
+    def recording(info, spec, case, bound, options, *args, **kwargs):  # type: ignore[no-untyped-def]
+        shapes.extend(tuple(a.shape) for name, a in case.args if name == "x")
+        return real(info, spec, case, bound, options, *args, **kwargs)
+
+    monkeypatch.setattr(execute, "run_case", recording)
+    cls = zoo.GatherDetachesIncomingGrad
+    report = verify(cls, spec=cls.SPEC, checks=["gradgradcheck"], device="cpu:0")
+    (finding,) = [f for f in report.results[0].checks[0].findings if f.code == "GV142"]
+    assert finding.smallest is not None
+    assert ("x", (5,)) in finding.smallest.shapes  # index 4 needs five elements: not shrunk
+    assert shapes and all(s[0] >= 5 for s in shapes if s), shapes
 
 
 MUTATING = '''

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 
@@ -206,6 +208,29 @@ def test_device_check_compares_against_a_cpu_run():
     assert "against cpu" in check.findings[0].message
     report = verify(zoo.Exp, spec=zoo.VEC, checks=["device"], device="cpu:0")
     assert report.results[0].checks[0].status == Status.PASS
+
+
+def test_device_check_skips_when_the_function_cannot_run_on_the_cpu(monkeypatch):
+    """A kernel made for the device only (Triton's, on a CPU tensor: "Pointer argument cannot
+    be accessed from Triton") leaves nothing to compare against: a skip saying so, not an
+    error of the check (seen with liger-kernel on CUDA)."""
+    from gradverify.checks import _calls
+
+    real = _calls.apply
+    seen = []
+
+    def first_call_raises(info, args):  # the device check's first call is its CPU run
+        if sys._getframe(1).f_code.co_filename.endswith(os.path.join("checks", "device.py")):
+            seen.append(1)
+            if len(seen) == 1:
+                raise ValueError("Pointer argument (at 0) cannot be accessed from Triton")
+        return real(info, args)
+
+    monkeypatch.setattr(_calls, "apply", first_call_raises)
+    report = verify(zoo.Exp, spec=zoo.VEC, checks=["device"], device="cpu:0")
+    (check,) = report.results[0].checks
+    assert check.status == Status.SKIP, check
+    assert "raised on the CPU" in check.summary and "Triton" in check.summary
 
 
 def test_device_check_skips_on_cpu():

@@ -263,6 +263,8 @@ class InputMaker:
             # (but a constant: it cannot become float64).
             diff = [isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())
                     and name not in self.constants for name, v in zip(shown, values)]
+        if "device" not in kwargs:  # its tensors are moved to the case's device
+            values = self._moved(values, shown, factory_name)
         values = [fresh_leaf(v, False) if isinstance(v, torch.Tensor) else v for v in values]
         for name in self.info.parameters:  # a module's parameters follow forward's arguments
             shown.append(name)
@@ -270,6 +272,28 @@ class InputMaker:
             diff.append(convert.inexact(values[-1]))
         # A factory that ignores dtype gets its floating tensors converted, as YAML inputs are.
         return _converted(self._spread(Args(shown, values, diff), ()), double=True)
+
+    def _moved(self, values: list[Any], shown: list[str], factory: str) -> list[Any]:
+        """A factory's tensors on the case's device; one whose class keeps it where it is
+        (a ``to`` that hands back the tensor) is a spec error naming it."""
+        import torch
+
+        wanted = torch.device(self.device)
+
+        def there(t: torch.Tensor) -> bool:
+            return (t.device.type == wanted.type and None in (wanted.index, t.device.index)) \
+                or t.device == wanted
+
+        # one already there is left alone: a class's `to` may do more than move (dequantize)
+        moved = [v.to(wanted) if isinstance(v, torch.Tensor) and not there(v) else v
+                 for v in values]
+        for name, value in zip(shown, moved):
+            if isinstance(value, torch.Tensor) and not there(value):
+                raise InputError(
+                    f"factory {factory}: its tensor {name!r} stays on {value.device} when "
+                    f"moved to {self.device} (its class's `to` keeps it); make the factory take "
+                    f"`device` and build it there", code="GV006", where=self.info.target)
+        return moved
 
     def _factory_values(self, result: Any) -> list[Any]:
         names = [p.name for p in self.info.positional]

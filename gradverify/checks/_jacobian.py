@@ -105,7 +105,9 @@ def numerical_columns(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[
     """Central, left and right differences of the selected ``rows`` of every output w.r.t.
     the selected ``cols`` of input i: lists over outputs of [len(rows[j]), len(cols)] tensors."""
     def pick(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
-        return [_select(o.detach().reshape(-1).to(torch.float64), r) for o, r in zip(outs, rows)]
+        # compared on the CPU, where the sampled rows and the projections are
+        return [_select(o.detach().reshape(-1).to("cpu", torch.float64), r)
+                for o, r in zip(outs, rows)]
 
     with torch.no_grad():
         base = pick(fn(*inputs))
@@ -153,7 +155,7 @@ def analytical_rows(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[to
         return result
     for r in range(n_rows):
         if projected:
-            g = rows.reshape(out.shape).to(out.dtype)
+            g = rows.reshape(out.shape).to(out.device, out.dtype)
         else:  # a one-hot row, contiguous whatever the output's layout (an einsum's, say)
             g = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
             g[int(rows[r])] = 1
@@ -161,7 +163,8 @@ def analytical_rows(fn: Callable[..., tuple[torch.Tensor, ...]], inputs: list[to
         grads = torch.autograd.grad(out, leaves, g, retain_graph=True, allow_unused=True)
         for i, gi in enumerate(grads):
             if gi is not None:
-                result[i][r] = gi.detach().reshape(-1).to(torch.float64)[: inputs[i].numel()]
+                result[i][r] = gi.detach().reshape(-1).to("cpu", torch.float64)[
+                    : inputs[i].numel()]
     return result
 
 

@@ -90,13 +90,15 @@ def _poison(values: list[Any]) -> None:
     """Allocate and free buffers full of NaN, so uninitialised reads see garbage."""
     import torch
 
-    sizes = {v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)}
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    sizes = {v.numel() * v.element_size() for v in tensors}
+    device = tensors[0].device if tensors else torch.device("cpu")  # that device's allocator
     # The sizes backward's own buffers will have (those of its inputs, and multiples): the
     # allocator hands back freed blocks of the same size class.
     for size in sorted(sizes)[-4:]:
         for multiple in (1, 2, 4):
             buffers = [torch.full((max(1, size * multiple // 8),), float("nan"),
-                                  dtype=torch.float64) for _ in range(4)]
+                                  dtype=torch.float64, device=device) for _ in range(4)]
             del buffers
 
 

@@ -52,9 +52,15 @@ class DeviceCheck(Check):
         cpu_maker = InputMaker(ctx.case, ctx.maker.bound, ctx.info, ctx.maker.seed, "cpu")
         on_cpu = cpu_maker.args("double")
         diff = on_cpu.diff_positions
-        probe = calls.apply(ctx.info, on_cpu)
-        grads = calls.random_grads(probe, ctx.generator("device")) if probe.differentiable else None
-        reference = calls.outputs_and_gradients(probe, grads, diff)
+        try:
+            probe = calls.apply(ctx.info, on_cpu)
+            grads = (calls.random_grads(probe, ctx.generator("device")) if probe.differentiable
+                     else None)
+            reference = calls.outputs_and_gradients(probe, grads, diff)
+        except Exception as exc:  # noqa: BLE001 -- user code: a kernel made for the device only
+            return Outcome.skip(f"the Function raised on the CPU "
+                                f"({calls.describe_exception(exc)}): no CPU run to compare "
+                                f"{ctx.device} against")
         outcome = Outcome(summary=f"{ctx.device} matches cpu")
         try:
             ours = calls.forward_backward(

@@ -90,10 +90,14 @@ def smallest(failure: Failure, info: Target, spec: Spec, case: Case, run: RunCas
     budget = budget or Budget()
     last: dict[str, Any] = {}
 
+    device = options.device_for(spec)
+
     def fails(candidate: Case) -> bool:
         try:
             bound = bind(candidate, info, spec)
         except InputError:
+            return False
+        if device != "cpu" and not _forward_runs_on_cpu(candidate, bound, info, options):
             return False
         result = run(candidate, bound, failure.check)
         finding = failure.seen_in(result)
@@ -119,3 +123,24 @@ def smallest(failure: Failure, info: Target, spec: Spec, case: Case, run: RunCas
         if options.repro else (None, None)
     return Smallest(case=case_yaml(small), name=small.name, shapes=inputs, tried=budget.spent,
                     repro=script, no_repro=why)
+
+
+def _forward_runs_on_cpu(candidate: Case, bound: Bound, info: Target,
+                         options: RunOptions) -> bool:
+    """Whether forward runs on a candidate's inputs made on the CPU. Tried first when the run
+    is on an accelerator: shrinking a size under literal index values (``values: [4, 1]``)
+    makes an out-of-range index, which raises IndexError on the CPU but trips a device-side
+    assert on CUDA, and that poisons the process for every case after it."""
+    import torch
+
+    from gradverify.case.inputs import InputMaker, case_seed
+    from gradverify.checks import _calls
+
+    maker = InputMaker(candidate, bound, info,
+                       case_seed(options.seed, info.target, candidate.name), "cpu")
+    try:
+        with torch.no_grad():
+            _calls.apply(info, maker.args("double"))
+    except Exception:  # noqa: BLE001 -- user code, or inputs it refuses: not a candidate
+        return False
+    return True
