@@ -333,3 +333,21 @@ def test_findings_that_follow_from_another_say_so():
     second = [f for case in report.results for c in case.checks if c.name == "gradgradcheck"
               for f in c.findings]
     assert second and all(f.consequence_of == "GV121 (gradcheck)" for f in second), second
+
+
+def test_what_a_write_into_the_incoming_gradient_corrupts_is_said_to_follow_from_it():
+    """Seen with liger-kernel on CUDA: a backward that writes into its own tensors made
+    gradcheck report a gradient that "squares the incoming gradient". gradcheck and the
+    comparisons call the Function again on the tensors it wrote into: their findings are
+    consequences of the write, said once; their rows still fail (bare gradcheck fails too)."""
+    report = verify(zoo.BackwardMutatesGrad, spec=zoo.BackwardMutatesGrad.SPEC)
+    checks = {c.name: c for c in report.results[0].checks}
+    (root,) = [f for f in checks["mutation"].findings if f.code == "GV223"]
+    assert root.consequence_of is None
+    for name in ("gradcheck", "precision"):
+        assert checks[name].status == Status.FAIL
+        errors = [f for f in checks[name].findings if f.severity == Severity.ERROR]
+        assert errors and all(f.consequence_of == "GV223 (mutation)" for f in errors), name
+        assert all("a consequence of GV223 (mutation)" in f.message for f in errors)
+    # a check that reads backward's result once says nothing that follows from the write
+    assert not any(f.consequence_of for f in checks["contract"].findings)

@@ -68,7 +68,8 @@ def _nudged(value: Any, salt: int) -> Any:
     if not isinstance(value, torch.Tensor) or value.dtype != torch.float64:
         return value
     generator = torch.Generator().manual_seed(1234 + salt)
-    u = torch.rand(value.shape, generator=generator, dtype=torch.float64) * 2 - 1
+    u = (torch.rand(value.shape, generator=generator, dtype=torch.float64) * 2 - 1
+         ).to(value.device)
     with torch.no_grad():
         return value.detach() * (1 + NUDGE * u)
 

@@ -63,7 +63,7 @@ def _vjp(outputs: Sequence[torch.Tensor], leaves: Sequence[torch.Tensor],
 
 
 def _zero_if_none(g: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(like.shape, dtype=like.dtype) if g is None else g
+    return torch.zeros(like.shape, dtype=like.dtype, device=like.device) if g is None else g
 
 
 def _tolerance(*tensors: torch.Tensor) -> float:

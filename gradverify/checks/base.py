@@ -85,6 +85,12 @@ class Check(abc.ABC):
     """Codes whose defect makes autograd refuse a later backward (the version-counter error):
     another check's finding that reports that refusal, in the same case, is marked as its
     consequence (each root cause reported once)."""
+    explains_reruns: ClassVar[Mapping[str, frozenset[Trait]]] = MappingProxyType({})
+    """Code -> traits of the checks, run before it or after, whose warnings and errors in the
+    same case follow from that finding: a write into the inputs, a saved tensor or the
+    incoming gradient changes what every later call on those tensors computes (a raw kernel
+    write goes past autograd's version check), so each such check would blame something
+    else. Marked as its consequence, the root said once."""
     assumes_gradient: ClassVar[tuple[str, ...]] = ()
     """Codes whose premise is that backward returns each input's true gradient: where a check
     that judges the gradient (``Trait.JUDGES_GRADIENT``) is declared an expected failure and

@@ -25,6 +25,7 @@ from gradverify.report.text import (
     CHAR,
     LABEL,
     finding_line,
+    jacobian_cell,
     mutation_lines,
     smallest_lines,
 )
@@ -269,7 +270,6 @@ class _Writer:
         for line in smallest_lines(finding):
             yield plain(line, "" if line.startswith("    ") else "dim")
 
-
     def block(self, title: str, rows: Sequence[Sequence[float]]) -> Iterator[Line]:
         """A Jacobian block, its columns in groups that fit the width."""
         per = max(1, (self.width - 4) // 10)
@@ -278,7 +278,8 @@ class _Writer:
             part = f" (columns {start}-{min(start + per, columns) - 1})" if columns > per else ""
             yield plain(f"  {title}{part}:", "dim")
             for row in rows:
-                yield plain("    " + " ".join(f"{x:9.4f}" for x in row[start:start + per]), "dim")
+                cells = " ".join(jacobian_cell(x) for x in row[start:start + per])
+                yield plain("    " + cells, "dim")
 
 
 def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:

@@ -57,6 +57,12 @@ def finding_text(finding: Finding, check: str | None = None, *, expected: bool =
     return "\n".join(lines)
 
 
+def jacobian_cell(x: float) -> str:
+    """A Jacobian entry in 9 characters: fixed point where that shows it, else scientific
+    (an entry of 1e154, a blown-up finite difference, stays one column wide)."""
+    return f"{x:9.4f}" if abs(x) < 1e4 or x != x else f"{x:9.2e}"
+
+
 def smallest_lines(finding: Finding) -> list[str]:
     """The finding's smallest failing case as a spec case, indented under it (none when it
     has none); and, where ``--repro`` wrote no script for it, why."""

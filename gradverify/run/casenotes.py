@@ -156,6 +156,7 @@ def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
     from gradverify.checks._tensors import is_protection_text
     from gradverify.registry import REGISTRY
 
+    rows = _rerun_consequences_marked(rows)
     root = next((f"{f.code} ({row.name})" for row in rows if row.name in REGISTRY
                  for f in row.findings if f.code in REGISTRY[row.name].explains_protection),
                 None)
@@ -167,6 +168,30 @@ def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
             f.following(root) if f.severity != Severity.INFO and f.consequence_of is None
             and not root.startswith(f.code) and is_protection_text(f.message) else f
             for f in row.findings)
+        marked.append(replace(row, findings=findings) if findings != row.findings else row)
+    return marked
+
+
+def _rerun_consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
+    """Warnings and errors of the checks that a write into the Function's own tensors
+    corrupts (``Check.explains_reruns``), in a case where a check found that write, marked
+    as its consequence."""
+    from gradverify.registry import REGISTRY
+
+    found = [(f"{f.code} ({row.name})", row.name, REGISTRY[row.name].explains_reruns[f.code])
+             for row in rows if row.name in REGISTRY for f in row.findings
+             if f.code in REGISTRY[row.name].explains_reruns]
+    if not found:
+        return rows
+    root, origin, traits = found[0]
+    marked = []
+    for row in rows:
+        check = REGISTRY.get(row.name)
+        if row.name == origin or check is None or not check.traits & traits:
+            marked.append(row)
+            continue
+        findings = tuple(f.following(root) if f.severity != Severity.INFO
+                         and f.consequence_of is None else f for f in row.findings)
         marked.append(replace(row, findings=findings) if findings != row.findings else row)
     return marked
 
