@@ -324,3 +324,50 @@ def test_the_output_reader_serves_a_descriptor_past_select_s_limit():
     while output.size < len("the case before\nthis case\n") and time.monotonic() < deadline:
         time.sleep(0.01)
     assert last_lines(output) == "; its last output: this case"
+
+
+def test_a_worker_whose_cuda_context_broke_retires_and_the_next_case_runs_in_a_fresh_one(
+        crashy, monkeypatch):
+    """A device-side assert is sticky: every later CUDA call in that process raises again, so
+    every later case in the worker would have failed for it (seen on an H200, as GV011 "our"
+    bug). The worker says so with its result and exits; the pool starts another. No CUDA here:
+    the workers are told their context broke after each task."""
+    from gradverify.run.runner import run_job
+    from gradverify.spec.file import load_file
+
+    workers_first_run(monkeypatch, "import torch\n"
+                                   "def broken(): raise RuntimeError('device-side assert')\n"
+                                   "torch.cuda.is_initialized = lambda: True\n"
+                                   "torch.cuda.synchronize = broken")
+    started = []
+    start = pool.Pool._start
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        started.append(1)
+        return start(self)
+
+    monkeypatch.setattr(pool.Pool, "_start", counted)
+    options = RunOptions(timeout=60.0, jobs=1, user_paths=(str(crashy.root),))
+    job = Job("ops:Good", load_file(crashy.root / "specs/good.yaml")[0])
+    with pool.Pool(options) as workers:
+        results, errors = run_job(job, options, pool=workers)
+    assert not errors and [r.status.value for r in results] == ["pass", "pass"], errors
+    assert len(started) == 2  # one worker per case: the first retired after its case
+
+
+def test_a_broken_cuda_context_is_told_apart_from_a_working_one():
+    from types import SimpleNamespace
+
+    from gradverify.run.worker import device_unusable
+
+    def torch_with(initialized: bool, synchronize):  # type: ignore[no-untyped-def]
+        return SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: initialized,
+                                                    synchronize=synchronize))
+
+    def broken() -> None:
+        raise RuntimeError("CUDA error: device-side assert triggered\nCUDA kernel errors ...")
+
+    assert device_unusable(torch_with(False, broken)) is None  # CUDA never used
+    assert device_unusable(torch_with(True, lambda: None)) is None
+    assert device_unusable(torch_with(True, broken)) == (
+        "RuntimeError: CUDA error: device-side assert triggered")

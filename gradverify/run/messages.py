@@ -75,6 +75,10 @@ class TaskResult:
     """The current task's outcome: the case's result (or None) and the errors met."""
 
     outcome: TaskOutcome
+    unusable: str | None = None
+    """Why the worker cannot serve another task, when it cannot: the task left its CUDA
+    context broken (a device-side assert is sticky). It exits; the pool starts another, so
+    the next case is not blamed for it."""
 
 
 ToWorker = Discover | RunTask

@@ -313,6 +313,8 @@ class Pool:
                     elif isinstance(message, messages.TaskResult):
                         outcomes[task.index] = message.outcome
                         worker.task = None
+                        if message.unusable:  # it exits: the next task gets a fresh worker
+                            self._retire(worker)
                         return True
             except (EOFError, OSError, pickle.UnpicklingError):
                 worker.closed = time.monotonic()

@@ -65,7 +65,10 @@ def worker_main(conn: Connection, threads: int) -> None:
             mark()
             outcome = _run(conn, message, cache)
             mark()
-            conn.send(TaskResult(outcome))
+            unusable = device_unusable(torch)
+            conn.send(TaskResult(outcome, unusable))
+            if unusable:
+                return
 
 
 def _marker() -> Callable[[], None]:
@@ -124,6 +127,19 @@ def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> TaskOutco
                        on_shrink=lambda kept: conn.send(CheckStarted("shrinking", kept)))
     except BaseException as exc:  # noqa: BLE001 -- a bug of ours: report, keep serving
         return None, [_internal(message.task, exc)]
+
+
+def device_unusable(torch: Any) -> str | None:
+    """Why this process's CUDA context can serve no more work, or None: after a device-side
+    assert every CUDA call raises again, so every later case would fail for it."""
+    if not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 -- the sticky error itself
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {first}"
+    return None
 
 
 def _internal(task: Task, exc: BaseException) -> ErrorEntry:
