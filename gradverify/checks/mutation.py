@@ -70,6 +70,8 @@ class MutationCheck(Check):
     """A forward that writes into its input changes what every later run starts from: the
     comparisons of these checks would blame layouts or precision for it."""
     explains_protection = ("GV222", "GV223")
+    """A backward that writes into a saved tensor or its incoming gradient makes the next
+    backward on the same graph (gradcheck's, determinism's) fail autograd's version check."""
     explains_reruns = MappingProxyType(dict.fromkeys(
         ("GV221", "GV222", "GV223"),
         frozenset({Trait.JUDGES_GRADIENT, Trait.SECOND_ORDER, Trait.REUSES_INPUTS,
@@ -77,8 +79,6 @@ class MutationCheck(Check):
     """gradcheck and gradgradcheck call forward and backward again on the tensors the
     Function wrote into (liger-kernel's SwiGLU backward writes its gradients into the saved
     inputs: gradcheck then saw "squares the incoming gradient")."""
-    """A backward that writes into a saved tensor or its incoming gradient makes the next
-    backward on the same graph (gradcheck's, determinism's) fail autograd's version check."""
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
