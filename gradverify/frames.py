@@ -194,15 +194,18 @@ def without_outer(tb: TracebackType | None, owners: Collection[Owner]) -> Traceb
 
 
 def without_inner(tb: TracebackType | None, code: CodeType) -> TracebackType | None:
-    """The traceback without its innermost frame when that frame runs ``code`` (a signal
-    handler that raised on the program's behalf): it ends where the program was. The frames
-    are relinked, so ``tb`` itself is changed."""
+    """The traceback without its innermost frames that run ``code`` (a signal handler that
+    raised on the program's behalf; nested when a second signal arrived while it ran): it
+    ends where the program was. The frames are relinked, so ``tb`` itself is changed."""
     frames_in = []
     while tb is not None:
         frames_in.append(tb)
         tb = tb.tb_next
-    if len(frames_in) > 1 and frames_in[-1].tb_frame.f_code is code:
-        frames_in[-2].tb_next = None
+    keep = len(frames_in)
+    while keep > 1 and frames_in[keep - 1].tb_frame.f_code is code:
+        keep -= 1
+    if keep < len(frames_in):
+        frames_in[keep - 1].tb_next = None
     return frames_in[0] if frames_in else None
 
 

@@ -423,3 +423,27 @@ def test_a_recorded_scripts_traceback_starts_at_the_script(places, capsys):
     printed = capsys.readouterr().err
     assert str(places.user) in printed and "in the script" in printed
     assert str(places.ours) not in printed and str(places.stdlib) not in printed
+
+
+def test_a_handler_that_raised_inside_itself_is_left_out_whole():
+    """A second SIGINT while record's handler ran re-entered it, and the script's traceback
+    kept the outer handler frame (CI, torch 2.15 job: ``launch.py ..., in interrupt``)."""
+    from gradverify.frames import without_inner
+
+    def handler(depth: int) -> None:
+        if depth:
+            handler(depth - 1)
+        raise KeyboardInterrupt
+
+    def program() -> None:
+        handler(1)  # the program's frame, then the handler twice
+
+    try:
+        program()
+    except KeyboardInterrupt as exc:
+        tb = without_inner(exc.__traceback__, handler.__code__)
+    codes = []
+    while tb is not None:
+        codes.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert codes[-1] == "program" and "handler" not in codes
