@@ -18,12 +18,8 @@ class Scale3(torch.autograd.Function):
         return 3 * grad
 
 
-class Scale3DropsFactorInCudaBackward(torch.autograd.Function):
-    """Backward's CUDA path drops the factor 3: gradcheck on CUDA sees it as well."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return 3 * x
+class Scale3DropsFactorInCudaBackward(Scale3):
+    """Scale3 whose backward's CUDA path drops the factor 3: gradcheck on CUDA sees it too."""
 
     @staticmethod
     def backward(ctx, grad):

@@ -7,7 +7,7 @@ same case, of a deviation the spec declares, or perhaps of a value ``gradverify 
 guessed."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gradverify import torchstate
@@ -162,14 +162,8 @@ def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
                 None)
     if root is None:
         return rows
-    marked = []
-    for row in rows:
-        findings = tuple(
-            f.following(root) if f.severity != Severity.INFO and f.consequence_of is None
-            and not root.startswith(f.code) and is_protection_text(f.message) else f
-            for f in row.findings)
-        marked.append(replace(row, findings=findings) if findings != row.findings else row)
-    return marked
+    return [_following(row, root, lambda f: not root.startswith(f.code)
+                       and is_protection_text(f.message)) for row in rows]
 
 
 def _rerun_consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
@@ -178,22 +172,23 @@ def _rerun_consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
     as its consequence."""
     from gradverify.registry import REGISTRY
 
-    found = [(f"{f.code} ({row.name})", row.name, REGISTRY[row.name].explains_reruns[f.code])
-             for row in rows if row.name in REGISTRY for f in row.findings
-             if f.code in REGISTRY[row.name].explains_reruns]
-    if not found:
+    found = next(((f"{f.code} ({row.name})", row.name, REGISTRY[row.name].explains_reruns[f.code])
+                  for row in rows if row.name in REGISTRY for f in row.findings
+                  if f.code in REGISTRY[row.name].explains_reruns), None)
+    if found is None:
         return rows
-    root, origin, traits = found[0]
-    marked = []
-    for row in rows:
-        check = REGISTRY.get(row.name)
-        if row.name == origin or check is None or not check.traits & traits:
-            marked.append(row)
-            continue
-        findings = tuple(f.following(root) if f.severity != Severity.INFO
-                         and f.consequence_of is None else f for f in row.findings)
-        marked.append(replace(row, findings=findings) if findings != row.findings else row)
-    return marked
+    root, origin, traits = found
+    return [_following(row, root) if row.name != origin and row.name in REGISTRY
+            and REGISTRY[row.name].traits & traits else row for row in rows]
+
+
+def _following(row: CheckResult, root: str,
+               applies: Callable[[Finding], bool] = lambda f: True) -> CheckResult:
+    """``row`` with its warnings and errors that ``applies`` to, and that follow from nothing
+    else yet, marked as consequences of ``root``."""
+    findings = tuple(f.following(root) if f.severity != Severity.INFO
+                     and f.consequence_of is None and applies(f) else f for f in row.findings)
+    return replace(row, findings=findings) if findings != row.findings else row
 
 
 def declared_consequences(check: Check, findings: list[Finding],

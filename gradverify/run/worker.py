@@ -137,8 +137,8 @@ def device_unusable(torch: Any) -> str | None:
     try:
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 -- the sticky error itself
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return f"{type(exc).__name__}: {first}"
+        lines = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return None
 
 
