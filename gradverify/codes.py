@@ -217,5 +217,16 @@ GENERAL = (
          "check's row is skipped, saying so.",
          "TRITON_INTERPRET=1 gradverify check specs/triton_ops.yaml",
          "Run the check on a machine with CUDA, without TRITON_INTERPRET."),
+    Code("GV026", "backward-refuses-float64",
+         "backward raised on the float64 copies of a case's inputs but runs on the "
+         "working-dtype ones: a kernel without float64 support.",
+         "Every gradient check runs in float64, so none can judge such a backward, and its "
+         "raising is no defect of the Function (training never hands it float64). The case is "
+         "an error, its float64 checks skipped, unless the spec names a `reference:`: then the "
+         "reference check alone judges it, in the working dtype.",
+         "_DTYPES = {torch.float32: 0, torch.float16: 1}\n"
+         "def backward(ctx, grad):\n    code = _DTYPES[grad.dtype]   # KeyError: torch.float64",
+         "Name a plain-PyTorch `reference: mod:fn` in the spec (the same math as forward), or "
+         "support float64."),
 )
 """Codes of the run itself (input, target and run errors), not of any one check."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gradverify.checks.base import Trait
+from gradverify.checks.base import REFUSES_FLOAT64, Trait
 from gradverify.registry import REGISTRY
 from gradverify.results import CheckResult, Finding, Severity, Status
 from gradverify.run import schedule
@@ -96,6 +96,23 @@ def test_an_earlier_finding_explains_a_later_one_on_the_same_input():
              Finding("GV141", Severity.ERROR, "wrong", input="x")]
     marked = schedule.explained(later, {"gradcheck": first})
     assert [f.consequence_of for f in marked] == ["GV121 (gradcheck)", None, None]
+
+
+def test_a_refusal_of_float64_skips_only_the_checks_that_need_float64():
+    refused = Finding("GV026", Severity.ERROR, "backward raised E on ...",
+                      data={REFUSES_FLOAT64: "backward raised E"})
+    judged = schedule.Forward(error=refused, judged_in_working_dtype=True)
+    skip = schedule.Decision(skip="skipped: needs float64, where backward raised E", forward=True)
+    assert _decide("gradcheck", forward=judged) == _decide("vmap", forward=judged) == skip
+    assert _decide("reference", forward=judged).run and _decide("lint", forward=judged).run
+    # no check judges in the working dtype: the first row carries the error
+    assert _decide("contract", forward=schedule.Forward(error=refused)).carry
+    carried = schedule.Forward(error=refused, carrier="contract")
+    assert _decide("gradcheck", forward=carried).skip == (
+        "skipped: needs float64, where backward raised E (see contract)")
+    assert _decide("gradcheck", forward=schedule.Forward(
+        error=Finding("GV008", Severity.ERROR, "forward raised E"), carrier="contract")
+    ).skip == "skipped: forward raised (see contract)"
 
 
 def test_the_schedule_imports_no_torch():

@@ -85,10 +85,10 @@ class NothingToDifferentiate:
         return Outcome.skip(self.reason)
 
 
-def differentiable_call(ctx: Any) -> Applied | NothingToDifferentiate:
-    """Apply on fresh float64 arguments (differentiable inputs requiring grad); or, when there
-    is nothing to differentiate, why."""
-    args = ctx.args("double")
+def differentiable_call(ctx: Any, role: str = "double") -> Applied | NothingToDifferentiate:
+    """Apply on fresh float64 arguments (``role``: or in the working dtype), differentiable
+    inputs requiring grad; or, when there is nothing to differentiate, why."""
+    args = ctx.args(role)
     if not args.diff_positions:
         return NothingToDifferentiate("no input requires grad", verifies_nothing=True)
     applied = apply(ctx.info, args)
@@ -170,6 +170,29 @@ def no_own_backward(info: Target, applied: Applied) -> str | None:
         return None
     return ("not for this custom op: its autograd kernel is not a formula registered with "
             "register_autograd, so there is no backward of its own to call")
+
+
+def runs_in_working_dtype(ctx: Any, *, backward: bool = False) -> bool:
+    """Whether the target runs on the case's working-dtype inputs, where those differ from the
+    float64 copies (``backward``: backward too, through the engine on random gradients): a
+    kernel without float64 support, when the float64 call raised."""
+    working = ctx.args("working")
+    if [i.dtype for i in working.info()] == [i.dtype for i in ctx.args("double").info()]:
+        return False
+    try:
+        if not backward:
+            apply(ctx.info, working)
+            return True
+        applied = differentiable_call(ctx, "working")
+        if isinstance(applied, NothingToDifferentiate):
+            return False
+        engine_grads(applied, random_grads(applied, ctx.generator("working")),
+                     applied.args.diff_positions)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 -- user code, sys.exit() included
+        return False
+    return True
 
 
 def raw_backward(info: Target, applied: Applied, grads: Sequence[Any]) -> tuple[Any, ...]:

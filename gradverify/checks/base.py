@@ -53,6 +53,13 @@ class Trait(enum.Enum):
     """Runs on a target's first case only, and even when forward raises."""
 
 
+REFUSES_FLOAT64 = "refuses_float64"
+"""Key of a finding's data (forward's GV008, backward's GV026, from ``run.classify``): the
+target raises on the float64 copies of a case's inputs but runs on the working-dtype ones, a
+kernel without float64 support that only the checks judging in the working dtype can verify.
+Its value says what raised ("backward raised KeyError: torch.float64")."""
+
+
 class Check(abc.ABC):
     """Base of every check: what the runner needs to know about it is declared here, with its
     default, and each check module's class overrides what differs. ``run`` is the check."""
@@ -98,6 +105,10 @@ class Check(abc.ABC):
     nothing else an expected failure too."""
     needs_reference: ClassVar[bool] = False
     """Runs only when the spec names a ``reference:``."""
+    judges_in_working_dtype: ClassVar[bool] = False
+    """Judges the target on the case's working-dtype inputs: a Function that refuses float64
+    (forward or backward raises on the float64 copies only) does not stop it, while it stops
+    every check that needs float64 (``run.schedule``)."""
     needs_accelerator: ClassVar[bool] = False
     """Runs only with ``--device cuda`` (or when named by ``--only``)."""
     needs: ClassVar[Mapping[Capability, str]] = MappingProxyType({})

@@ -44,6 +44,7 @@ class ReferenceCheck(Check):
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
     needs_reference = True
     """Selected only for specs that name a reference."""
+    judges_in_working_dtype = True
     options = (Option("seeds", int, "seeds the error-baseline rule runs on (default 3)"),
                Option("k", float, "how many times the reference's own error in the low "
                                    "dtype the target may be off (default 2)"))

@@ -7,7 +7,7 @@ import traceback
 
 from gradverify import frames
 from gradverify.case.context import CheckContext
-from gradverify.checks.base import Outcome
+from gradverify.checks.base import REFUSES_FLOAT64, Outcome
 from gradverify.results import Evidence, Finding, Severity
 from gradverify.run import casenotes
 from gradverify.targets import Capability, Target
@@ -29,28 +29,60 @@ def forward_error(ctx: CheckContext) -> Finding | None:
             return limit
         shapes = ", ".join(f"{i.name}: {list(i.shape or ())} {i.dtype}" if i.kind == "tensor"
                            else f"{i.name}: {i.kind}" for i in ctx.args("double").info())
+        refuses = False
         if ctx.spec.inferred:
             hint = (f"the inputs were inferred (every parameter a float tensor of shape [3, 4]); "
                     f"write a spec: gradverify init {ctx.info.target} -o specs/"
                     + (" --import MODULE (the module that registers the op)"
                        if ctx.info.has(Capability.SCHEMA) else ""))
-        elif _runs_in_working_dtype(ctx):
+        elif refuses := calls.runs_in_working_dtype(ctx):
             hint = ("forward runs on the working-dtype inputs but not on their float64 copies: "
                     "a kernel without float64 support; gradient checks need float64, so verify "
                     "it through a plain-PyTorch `reference: mod:fn` in the spec, which compares "
                     "in the working dtype")
         else:
             hint = "check the spec's shapes, dtypes and argument order against forward"
+        said = f"forward raised {calls.describe_exception(exc)}"
         return Finding("GV008", Severity.ERROR,
-                       f"forward raised {calls.describe_exception(exc)} on the inputs of case "
+                       f"{said} on the inputs of case "
                        f"{ctx.case.name!r} ({shapes})",
                        location=calls.user_location(exc, ctx.info) or ctx.forward_location,
-                       hint=hint)
+                       hint=hint, data={REFUSES_FLOAT64: said} if refuses else {})
     found = _not_finite(ctx, applied.outputs, 0.0)
     for shift in (ctx.tolerance.eps, -ctx.tolerance.eps):
         if found is None:
             found = _not_finite_nearby(ctx, shift)
     return found
+
+
+def backward_refusal(ctx: CheckContext) -> Finding | None:
+    """Once forward ran: GV026 when backward, through the engine on random gradients, raises
+    on the float64 inputs but runs on the working-dtype ones (a kernel without float64
+    support), which every float64 check would report as the Function's failure."""
+    from gradverify.checks import _calls as calls
+
+    try:
+        applied = calls.differentiable_call(ctx)
+        if isinstance(applied, calls.NothingToDifferentiate):
+            return None  # no gradient: the checks say so themselves
+        calls.engine_grads(applied, calls.random_grads(applied, ctx.generator("float64")),
+                           applied.args.diff_positions)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 -- user code, sys.exit() included
+        if not calls.runs_in_working_dtype(ctx, backward=True):
+            return None  # raises in every dtype: a defect the checks report
+        said = f"backward raised {calls.describe_exception(exc)}"
+        return Finding("GV026", Severity.ERROR,
+                       f"{said} on float64 copies of the inputs of case {ctx.case.name!r} "
+                       "but runs on the inputs in their own dtype: a kernel without float64 "
+                       "support, whose gradient no float64 check can judge",
+                       location=calls.user_location(exc, ctx.info) or ctx.location,
+                       hint="name a plain-PyTorch `reference: mod:fn` in the spec (the same "
+                            "math as forward): the reference check judges outputs and "
+                            "gradients in the working dtype",
+                       data={REFUSES_FLOAT64: said})
+    return None
 
 
 def _interpreter_limit(ctx: CheckContext, exc: BaseException) -> Finding | None:
@@ -130,21 +162,6 @@ def _not_finite(ctx: CheckContext, outputs: list[object], shift: float) -> Findi
                  "point); if they are in its domain, forward is wrong there",
             data={"value": value, "index": list(index), "shift": shift})
     return None
-
-
-def _runs_in_working_dtype(ctx: CheckContext) -> bool:
-    from gradverify.checks import _calls as calls
-
-    working = ctx.args("working")
-    if [i.dtype for i in working.info()] == [i.dtype for i in ctx.args("double").info()]:
-        return False
-    try:
-        calls.apply(ctx.info, working)
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # noqa: BLE001 -- user code, sys.exit() included
-        return False
-    return True
 
 
 def classify(exc: BaseException, check: str, info: Target) -> tuple[Outcome, str | None]:

@@ -14,7 +14,7 @@ from gradverify import torchstate
 from gradverify.case.binding import Bound
 from gradverify.case.context import CheckContext
 from gradverify.case.inputs import InputMaker, case_seed
-from gradverify.checks.base import Check, Outcome
+from gradverify.checks.base import REFUSES_FLOAT64, Check, Outcome
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.results import (
@@ -208,7 +208,8 @@ class _Rows:
 
 def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
                 on_check: Callable[[str], None] | None, rows: _Rows) -> None:
-    """Each check of the case in order, after forward was probed once, each on the baseline
+    """Each check of the case in order, after forward and backward were probed once (a raise,
+    a value that is not finite, a refusal of float64: ``run.classify``), each on the baseline
     (torch's defaults), whatever the previous one's calls of the Function did; whether it
     runs is the schedule's decision (``schedule.decide``)."""
     if on_check:
@@ -218,9 +219,15 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
         rows.about.append(casenotes.interpreter_row(error))
         return
     if error is None:
+        if on_check:
+            on_check("backward")  # the same, in its backward
+        error = classify.backward_refusal(ctx)
+    if error is None:
         _computes_in(ctx, options)
-    forward = schedule.Forward(error=error, not_finite=error is not None
-                               and error.code == "GV023")
+    forward = schedule.Forward(
+        error=error, not_finite=error is not None and error.code == "GV023",
+        judged_in_working_dtype=error is not None and REFUSES_FLOAT64 in error.data
+        and bool(ctx.spec.reference) and any(c.judges_in_working_dtype for c in checks))
     if forward.not_finite and error is not None:
         rows.about.append(casenotes.not_finite_row(error))
     for check in checks:

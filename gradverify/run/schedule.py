@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
-from gradverify.checks.base import Check, Trait
+from gradverify.checks.base import REFUSES_FLOAT64, Check, Trait
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CheckResult, Finding, Status
@@ -47,13 +47,18 @@ def rows(spec: Spec, case: Case, options: RunOptions, capabilities: Collection[C
 
 @dataclass(frozen=True)
 class Forward:
-    """What probing forward once, before any check, found: nothing wrong, forward raised
-    (``error``), or forward is not finite on or near the inputs (``not_finite``, GV023).
-    ``carrier`` is the check whose row carries forward's error, once one does."""
+    """What probing forward (and backward) once, before any check, found: nothing wrong,
+    forward raised (``error``: GV008), backward raised on float64 only (GV026), or forward is
+    not finite on or near the inputs (``not_finite``, GV023). ``carrier`` is the check whose
+    row carries that error, once one does."""
 
     error: Finding | None = None
     not_finite: bool = False
     carrier: str | None = None
+    judged_in_working_dtype: bool = False
+    """forward or backward refuses float64 only (``REFUSES_FLOAT64``) and a check that judges
+    in the working dtype runs: it is the case's verdict, and the checks that need float64
+    skip."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,15 @@ def decide(check: Check, info: Target, results: Mapping[str, CheckResult],
                         forward=True)
     lacking = check.not_applicable(info)
     if forward.error is not None and not check.static and lacking is None:
-        if forward.carrier is None:
+        refused = forward.error.data.get(REFUSES_FLOAT64)
+        if forward.judged_in_working_dtype:
+            if not check.judges_in_working_dtype:
+                return Decision(skip=f"skipped: needs float64, where {refused}", forward=True)
+        elif forward.carrier is None:
             return Decision(carry=True)
-        return Decision(skip=f"skipped: forward raised (see {forward.carrier})", forward=True)
+        else:
+            said = f"needs float64, where {refused}" if refused else "forward raised"
+            return Decision(skip=f"skipped: {said} (see {forward.carrier})", forward=True)
     if lacking is not None:
         return Decision(skip=lacking)
     reason = blocked(check, results)
