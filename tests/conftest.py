@@ -133,3 +133,82 @@ def _hermetic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile gradverify's modules once (where ``PYTHONDONTWRITEBYTECODE`` is set, each of
+    the some 200 commands the tests run would compile them again, 0.2 s of CPU each), and
+    start a warm interpreter for this pytest process (not for xdist's controller, which runs
+    no test), and name it to everything the tests start: gradverify's workers and probes are
+    then forked from it instead of importing torch anew (``gradverify/run/zygote.py``, about
+    2 s of CPU each, some 250 times a run). A test of how a fresh worker starts or ends unsets
+    ``GRADVERIFY_ZYGOTE`` (``fresh_processes``)."""
+    import compileall
+
+    import gradverify
+    from gradverify.syspath import own_module_command
+
+    if not hasattr(config, "workerinput"):  # once, before xdist's workers start
+        compileall.compile_dir(os.path.dirname(gradverify.__file__), quiet=2)
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None) \
+            and not hasattr(config, "workerinput"):
+        return
+    import subprocess
+    import tempfile
+
+    from gradverify.run import processes
+
+    folder = tempfile.mkdtemp(prefix="gradverify-zygote-")
+    address = os.path.join(folder, "socket")
+    with open(os.path.join(folder, "log"), "wb") as log:
+        config._gradverify_zygote = (subprocess.Popen(  # type: ignore[attr-defined]
+            own_module_command("gradverify.run.zygote", address), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=log, preexec_fn=processes.child_setup(),
+            start_new_session=True), folder)
+    os.environ[processes.ZYGOTE] = address
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = getattr(config, "_gradverify_zygote", None)
+    if started is None:
+        return
+    import shutil
+
+    process, folder = started
+    process.kill()
+    process.wait()
+    if os.environ.get("GRADVERIFY_ZYGOTE_KEEP_LOG"):
+        print(f"\nwarm interpreter's log: {folder}/log")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gradverify's processes start as fresh Pythons, as outside the suite: for a test of how
+    one starts or ends (its start deadline, its death, what it inherits)."""
+    from gradverify.run import processes
+
+    monkeypatch.delenv(processes.ZYGOTE, raising=False)
+
+
+@pytest.fixture
+def warm_interpreter() -> str:
+    """The address of this pytest process's warm interpreter, once it answers (it imports
+    torch as the tests start)."""
+    import socket
+    import time
+
+    from gradverify.run import processes
+
+    address = os.environ[processes.ZYGOTE]
+    deadline = time.monotonic() + 120
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(address)
+                return address
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+        time.sleep(0.1)

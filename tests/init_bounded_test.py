@@ -75,7 +75,8 @@ def test_a_target_the_child_cannot_import_is_drafted_here(project, monkeypatch):
     assert "these inputs ran forward and backward" in result.stdout
 
 
-def test_the_probe_deadline_starts_after_the_child_has_started(project, monkeypatch):
+def test_the_probe_deadline_starts_after_the_child_has_started(project, monkeypatch,
+                                                               fresh_processes):
     """A child's start (a fresh Python importing torch: seconds on a loaded machine) is not
     the first target's probe time (CI once wrote a hang's TODO into a fine target's spec)."""
     from gradverify import syspath

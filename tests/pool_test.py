@@ -112,16 +112,19 @@ def test_crashes_become_case_errors_and_other_targets_report(crashy):
 
 
 def workers_first_run(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
-    """Each worker runs ``code`` before it starts (before its torch import)."""
-    from gradverify.run import worker
+    """Each worker runs ``code`` before it starts (before its torch import), as a fresh
+    Python (no warm interpreter: tests/conftest.py)."""
+    from gradverify import syspath
+    from gradverify.run import processes
 
-    command = worker.own_module_command
+    monkeypatch.delenv(processes.ZYGOTE, raising=False)
+    command = syspath.own_module_command
 
     def slowed(module: str, *args: str) -> list[str]:
         line = command(module, *args)
         return [*line[:2], f"{code}\n{line[2]}", *line[3:]]
 
-    monkeypatch.setattr(worker, "own_module_command", slowed)
+    monkeypatch.setattr(syspath, "own_module_command", slowed)
 
 
 @pytest.mark.slow  # two 10 s worker starts and an 8 s timeout: started first (conftest.py)

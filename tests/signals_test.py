@@ -18,8 +18,10 @@ import pytest
 
 import functions
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="reads /proc and relies on PR_SET_PDEATHSIG")
+# workers as fresh Pythons, children of the command, as outside the suite (tests/conftest.py)
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="reads /proc and relies on PR_SET_PDEATHSIG"),
+              pytest.mark.usefixtures("fresh_processes")]
 
 SLOW = """
 import os

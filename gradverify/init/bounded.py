@@ -17,6 +17,7 @@ from typing import Any
 
 from gradverify.init.targets import Found
 from gradverify.run.pool import START_DEADLINE
+from gradverify.run.processes import Process
 
 PROBE_DEADLINE = 120.0
 """Seconds one target's probes may take in the child before it is stopped."""
@@ -50,14 +51,12 @@ def _child(found: Sequence[Found], paths: Sequence[str | None]
            ) -> tuple[dict[int, dict[str, Any] | None], tuple[int, str] | None]:
     """Run one child over the targets: what it answered (None for a target it could not
     import), and, when it stopped early, the index of the target it was on and how."""
-    from gradverify.run.worker import child_setup
-    from gradverify.syspath import own_module_command
+    from gradverify.run import processes
 
     request = [{"target": f.info.target, "imports": list(f.imports), "path": p}
                for f, p in zip(found, paths)]
-    process = subprocess.Popen(own_module_command("gradverify.init.child"),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               preexec_fn=child_setup(), start_new_session=True)
+    process = processes.start("gradverify.init.child", stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(json.dumps(request).encode())
     process.stdin.close()
@@ -98,7 +97,7 @@ def _ended(code: int) -> str:
     return f"ended the process (exit status {code})"
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: Process) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:

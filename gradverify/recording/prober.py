@@ -11,7 +11,10 @@ import selectors
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gradverify.run.processes import Process
 
 PROBE_TIMEOUT = 120.0
 """Seconds the probe of one Function may take before its process is stopped."""
@@ -27,7 +30,7 @@ class Prober:
 
     def __init__(self, timeout: float = PROBE_TIMEOUT) -> None:
         self.timeout = timeout
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Process | None = None
         self.started = 0
         """Processes started so far (one, unless a probe ended one)."""
 
@@ -62,15 +65,12 @@ class Prober:
         self._running()
         return self
 
-    def _running(self) -> subprocess.Popen[bytes]:
+    def _running(self) -> Process:
         if self.process is None or self.process.poll() is not None:
-            from gradverify.run.worker import child_setup
-            from gradverify.syspath import own_module_command
+            from gradverify.run import processes
 
-            self.process = subprocess.Popen(
-                own_module_command("gradverify.recording.shrink"), stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=child_setup(),
-                start_new_session=True)
+            self.process = processes.start("gradverify.recording.shrink", stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             self.started += 1
         return self.process
 

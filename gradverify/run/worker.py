@@ -1,5 +1,5 @@
 """A worker process (``gradverify.run.worker FD THREADS``, started with
-``syspath.own_module_command``): imports targets and runs one case at a time for the parent's
+``run/processes.py``): imports targets and runs one case at a time for the parent's
 ``gradverify.run.pool.Pool``, sending back frozen results over its socket. Its stdout and stderr
 are a pipe the parent drains, keeping the first and last bytes (``run.output``); it runs in a
 session of its own, and inherits what its descendants orphan."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 
 from gradverify.discover import Plan, resolve_deferred
 from gradverify.results import ErrorEntry
-from gradverify.run import leftovers
+from gradverify.run import leftovers, processes
 from gradverify.run.messages import (
     CheckStarted,
     Discover,
@@ -28,8 +27,8 @@ from gradverify.run.messages import (
     TaskResult,
 )
 from gradverify.run.output import TASK_MARK, Output
+from gradverify.run.processes import Process
 from gradverify.run.tasks import Task, TaskOutcome
-from gradverify.syspath import own_module_command
 
 
 def worker_main(conn: Connection, threads: int) -> None:
@@ -149,7 +148,7 @@ def _internal(task: Task, exc: BaseException) -> ErrorEntry:
                       "".join(traceback.format_exception(exc)), internal=True)
 
 
-def spawn(threads: int) -> tuple[subprocess.Popen[bytes], Connection, Output]:
+def spawn(threads: int) -> tuple[Process, Connection, Output]:
     """Start a worker: its process, the parent's end of its socket, and its output (a pipe
     drained into a bounded ``Output``). It runs in its own session: the terminal's Ctrl-C
     reaches the parent alone (which stops the workers), and everything a worker starts can be
@@ -157,45 +156,14 @@ def spawn(threads: int) -> tuple[subprocess.Popen[bytes], Connection, Output]:
     mine, theirs = socket.socketpair()
     output, (read, write) = Output(), os.pipe()
     try:
-        process = subprocess.Popen(
-            own_module_command("gradverify.run.worker", str(theirs.fileno()), str(threads)),
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=write,
-            stderr=subprocess.STDOUT, preexec_fn=child_setup(), start_new_session=True)
+        process = processes.start("gradverify.run.worker", str(theirs.fileno()), str(threads),
+                                  stdin=subprocess.DEVNULL, stdout=write,
+                                  stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
     finally:
         os.close(write)
         theirs.close()
     output.read_from(read)
     return process, Connection(mine.detach()), output
-
-
-def child_setup() -> Callable[[], None] | None:
-    """What the forked worker runs before exec. Its core-dump limit is 0: a Function that
-    segfaults must not write a core file (hundreds of MB, named ``core``, over the user's own)
-    into the project. On Linux the kernel also kills it when the parent dies for any reason,
-    SIGKILL included (``prctl(PR_SET_PDEATHSIG)``): no path leaves an orphan. Everything is
-    loaded here, in the parent, because the child between fork and exec must not import or take
-    locks (a progress-bar thread may hold them). None where there is nothing to do."""
-    try:
-        import resource
-
-        no_core = (resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-        setrlimit: Callable[..., None] | None = resource.setrlimit
-    except (ImportError, AttributeError, ValueError, OSError):
-        setrlimit = None
-    prctl = None
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    pr_set_pdeathsig, sigkill = 1, int(signal.SIGKILL)
-
-    def setup() -> None:
-        if setrlimit is not None:
-            setrlimit(*no_core)
-        if prctl is not None:
-            prctl(pr_set_pdeathsig, sigkill)
-
-    return setup if setrlimit is not None or prctl is not None else None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from multiprocessing.connection import Connection
 
 from gradverify.run import leftovers, messages
 from gradverify.run.output import Output
+from gradverify.run.processes import Process
 from gradverify.run.tasks import Task, TaskOutcome
 
 
@@ -18,7 +19,7 @@ from gradverify.run.tasks import Task, TaskOutcome
 class Worker:
     """One worker process, and the case it runs now (``task``), as the pool sees it."""
 
-    process: subprocess.Popen[bytes]
+    process: Process
     conn: Connection
     output: Output
     spawned: float

@@ -1,0 +1,224 @@
+"""The warm interpreter (gradverify/run/zygote.py) that the suite forks gradverify's processes
+from: a process forked from it is what a fresh Python would have been, as far as a process can
+tell; what a fork cannot make the same starts as a fresh Python.
+
+Each test runs a probe module both ways, through ``run/processes.start``, and compares what it
+saw: its arguments, folder, environment, ``sys.path``, streams and descriptors, session, limits,
+mask, signals, and how it ended.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gradverify.run import processes
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the warm interpreter is Linux's (pidfd_open)")
+
+PROBE = """
+import json, os, resource, signal, sys, tempfile, time
+import torch  # as gradverify's own modules do
+
+how = sys.argv[1]
+if how == "sleep":
+    print(os.getpid(), flush=True)
+    time.sleep(120)
+if how == "terminate":
+    os.kill(os.getpid(), signal.SIGTERM)
+with open("/proc/self/status") as status:
+    umask = next(line.split()[1] for line in status if line.startswith("Umask:"))
+print(json.dumps({
+    "argv": sys.argv, "name": __name__, "cwd": os.getcwd(), "path": sys.path,
+    "env": dict(os.environ), "stdin": sys.stdin.read(), "umask": umask,
+    "fds": sorted(os.listdir("/proc/self/fd")), "leader": os.getsid(0) == os.getpid(),
+    "core": resource.getrlimit(resource.RLIMIT_CORE)[0],
+    "files": resource.getrlimit(resource.RLIMIT_NOFILE),
+    "ignored": sorted(int(s) for s in signal.valid_signals()
+                      if signal.getsignal(s) is signal.SIG_IGN),
+    "interrupts": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+    "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+    "nice": os.getpriority(os.PRIO_PROCESS, 0), "cpus": sorted(os.sched_getaffinity(0)),
+    "tmp": tempfile.gettempdir(), "threads": torch.get_num_threads(),
+}))
+sys.stdout.flush()
+if len(sys.argv) > 2:
+    os.write(int(sys.argv[2]), b"passed")
+sys.exit(int(how))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm_interpreter: str) -> Path:
+    """A folder with the probe module on PYTHONPATH, the current folder another one."""
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "gv_probe.py").write_text(PROBE)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "modules"))
+    monkeypatch.setenv("PROBE_SETTING", "a value only the probe reads")
+    return tmp_path
+
+
+def started(how: str, monkeypatch: pytest.MonkeyPatch, *args: str, warm: bool,
+            **streams: Any) -> processes.Process:
+    with monkeypatch.context() as patch:
+        if not warm:
+            patch.delenv(processes.ZYGOTE)
+        process = processes.start("gv_probe", how, *args, **streams)
+    assert isinstance(process, processes.Forked) == warm
+    return process
+
+
+def seen(how: str, monkeypatch: pytest.MonkeyPatch, *, warm: bool) -> tuple[dict[str, Any], int]:
+    """What the probe saw, and its exit status; it writes to a descriptor passed to it (under
+    a number that both ways have free: the lowest from 100 up)."""
+    read, write = os.pipe()
+    passed = fcntl.fcntl(write, fcntl.F_DUPFD_CLOEXEC, 100)
+    os.close(write)
+    try:
+        process = started(how, monkeypatch, str(passed), warm=warm, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=(passed,))
+    finally:
+        os.close(passed)
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"the input")
+    process.stdin.close()
+    out = process.stdout.read()
+    code = process.wait(timeout=60)
+    process.stdout.close()
+    with os.fdopen(read, "rb") as written:
+        assert written.read() == (b"passed" if out else b"")
+    return (json.loads(out) if out else {}), code
+
+
+def test_a_forked_process_is_what_a_fresh_python_would_be(probe, monkeypatch):
+    # what a child inherits, changed from what the pytest process had, and restored after
+    umask = os.umask(0o027)
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)
+    old_usr1 = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files[0] - 1, files[1]))
+        fresh, fresh_code = seen("3", monkeypatch, warm=False)
+        forked, forked_code = seen("3", monkeypatch, warm=True)
+    finally:
+        os.umask(umask)
+        resource.setrlimit(resource.RLIMIT_NOFILE, files)
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    assert fresh_code == forked_code == 3
+    assert fresh["argv"][1:2] == ["3"] and fresh["argv"][0].endswith("gv_probe.py")
+    assert fresh["stdin"] == "the input" and fresh["umask"] == "0027" and fresh["core"] == 0
+    assert int(signal.SIGUSR1) in fresh["ignored"] and int(signal.SIGUSR2) in fresh["blocked"]
+    assert fresh["files"][0] == files[0] - 1 and fresh["leader"] and fresh["name"] == "__main__"
+    assert fresh["env"]["PROBE_SETTING"] == "a value only the probe reads"
+    # only the forked one has the warm interpreter named, and torch's compiler imported
+    # already (a worker imports it in its first case): torch set its cache folder then (the
+    # fresh one has it where this process imported the compiler before)
+    forked["env"].pop(processes.ZYGOTE)
+    assert forked["env"].pop("TORCHINDUCTOR_CACHE_DIR")
+    fresh["env"].pop("TORCHINDUCTOR_CACHE_DIR", None)
+    env = {*fresh["env"], *forked["env"]}
+    assert {key: (fresh["env"].get(key), forked["env"].get(key)) for key in env
+            if fresh["env"].get(key) != forked["env"].get(key)} == {}
+    assert {key: forked[key] for key in fresh if forked[key] != fresh[key]} == {}
+    assert forked.keys() == fresh.keys()
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "forked"])
+def test_it_ends_as_a_fresh_python_would(probe, monkeypatch, warm):
+    assert seen("terminate", monkeypatch, warm=warm)[1] == -signal.SIGTERM
+    process = started("sleep", monkeypatch, warm=warm, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    assert int(process.stdout.readline()) == process.pid
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=0.1)
+    assert process.poll() is None
+    process.kill()
+    assert process.wait(timeout=30) == -signal.SIGKILL == process.returncode
+    process.stdout.close()
+
+
+ASKER = """
+import subprocess, sys, time
+from gradverify.run import processes
+process = processes.start("gv_probe", "sleep", stdout=subprocess.PIPE)
+print(type(process).__name__, process.stdout.readline().decode().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh", "forked"])
+def test_a_process_dies_with_the_process_that_started_it(probe, monkeypatch, warm):
+    if not warm:
+        monkeypatch.delenv(processes.ZYGOTE)
+    asker = subprocess.Popen([sys.executable, "-c", ASKER], stdout=subprocess.PIPE)
+    try:
+        assert asker.stdout is not None
+        kind, pid = asker.stdout.readline().decode().split()
+        assert kind == ("Forked" if warm else "Popen")
+        os.kill(asker.pid, signal.SIGKILL)
+        asker.wait()
+        deadline = time.monotonic() + 30
+        while _alive(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(int(pid))
+    finally:
+        asker.kill()
+        asker.wait()
+        asker.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("change", ["torch setting", "sitecustomize", "unreachable"])
+def test_what_a_fork_cannot_make_the_same_starts_fresh(probe, monkeypatch, change):
+    if change == "torch setting":  # read as torch is imported
+        monkeypatch.setenv("TORCH_SHOW_CPP_STACKTRACES", "1")
+    elif change == "sitecustomize":  # run as Python starts
+        (probe / "modules" / "sitecustomize.py").write_text(
+            "import os\nos.environ['SITE'] = 'ran'\n")
+    else:
+        monkeypatch.setenv(processes.ZYGOTE, str(probe / "no-socket"))
+    process = processes.start("gv_probe", "4", stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert isinstance(process, subprocess.Popen)
+    out, _ = process.communicate(timeout=120)
+    assert process.returncode == 4
+    assert (json.loads(out)["env"].get("SITE") == "ran") == (change == "sitecustomize")
+
+
+def test_a_report_is_the_same_from_forked_and_fresh_workers(in_repo):
+    def report(warm: bool) -> list[Any]:
+        env = {**os.environ} if warm else {k: v for k, v in os.environ.items()
+                                          if k != processes.ZYGOTE}
+        run = subprocess.run([sys.executable, "-m", "gradverify", "check", "specs/broken",
+                              "specs/exp.yaml", "--format", "json"], env=env,
+                             capture_output=True, text=True, timeout=600)
+        results = json.loads(run.stdout)["results"]
+        for result in results:
+            result.pop("duration_s")
+            for check in result["checks"]:
+                check.pop("duration_s")
+        return results
+
+    fresh = report(False)
+    assert any(r["status"] == "fail" for r in fresh) and any(r["status"] == "pass" for r in fresh)
+    assert report(True) == fresh
