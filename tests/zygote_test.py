@@ -65,7 +65,9 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm_interpreter: str
     (tmp_path / "modules" / "gv_probe.py").write_text(PROBE)
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "modules"))
+    rest = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "modules"),
+                                                      *([rest] if rest else [])]))
     monkeypatch.setenv("PROBE_SETTING", "a value only the probe reads")
     return tmp_path
 
@@ -188,17 +190,23 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("change", ["torch setting", "sitecustomize", "unreachable"])
+@pytest.mark.parametrize("change", ["read by C++", "read by torch's Python", "sitecustomize",
+                                    "a failed set-up", "unreachable"])
 def test_what_a_fork_cannot_make_the_same_starts_fresh(probe, monkeypatch, change):
-    if change == "torch setting":  # read as torch is imported
+    if change == "read by C++":  # as libtorch loads
         monkeypatch.setenv("TORCH_SHOW_CPP_STACKTRACES", "1")
+    elif change == "read by torch's Python":  # torch._functorch.config: custom ops' aliasing
+        monkeypatch.setenv("CI", "" if os.environ.get("CI") else "true")
     elif change == "sitecustomize":  # run as Python starts
         (probe / "modules" / "sitecustomize.py").write_text(
             "import os\nos.environ['SITE'] = 'ran'\n")
-    else:
+    elif change == "unreachable":
         monkeypatch.setenv(processes.ZYGOTE, str(probe / "no-socket"))
-    process = processes.start("gv_probe", "4", stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    with monkeypatch.context() as patch:
+        if change == "a failed set-up":  # the child cannot enter the asker's folder
+            patch.setattr(os, "getcwd", lambda: str(probe / "gone"))
+        process = processes.start("gv_probe", "4", stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert isinstance(process, subprocess.Popen)
     out, _ = process.communicate(timeout=120)
     assert process.returncode == 4
@@ -222,3 +230,24 @@ def test_a_report_is_the_same_from_forked_and_fresh_workers(in_repo):
     fresh = report(False)
     assert any(r["status"] == "fail" for r in fresh) and any(r["status"] == "pass" for r in fresh)
     assert report(True) == fresh
+
+
+def test_a_request_given_up_on_never_runs_a_second_process(probe, monkeypatch):
+    """An asker that gets no answer in time starts a fresh Python; the child the warm
+    interpreter forked meanwhile never runs the module (it waits for the asker's go)."""
+    runs = probe / "runs"
+    monkeypatch.setenv("PROBE_RUNS", str(runs))
+    (probe / "modules" / "gv_counted.py").write_text(
+        "import os\nwith open(os.environ['PROBE_RUNS'], 'a') as f:\n    f.write('ran\\n')\n")
+    answer = processes._answer
+
+    def late(conn):  # the answer comes, but after the asker gave up
+        answer(conn)
+        return []
+
+    monkeypatch.setattr(processes, "_answer", late)
+    process = processes.start("gv_counted", stdin=subprocess.DEVNULL)
+    assert isinstance(process, subprocess.Popen)
+    assert process.wait(timeout=120) == 0
+    time.sleep(1)
+    assert runs.read_text() == "ran\n"

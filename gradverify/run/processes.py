@@ -95,12 +95,12 @@ def child_setup() -> Callable[[], None] | None:
 
 class Forked:
     """A process that the warm interpreter forked for this one. Its exit status comes over the
-    connection that asked for it; closing that connection (this process dying) kills it, as
-    ``PR_SET_PDEATHSIG`` kills a child of ours."""
+    connection that asked for it. Closing that connection (this process dying, or this handle
+    dropped unwaited) kills it, as ``PR_SET_PDEATHSIG`` kills a child of ours when we die."""
 
     def __init__(self, conn: socket.socket, pid: int, module: str,
                  pipes: tuple[IO[bytes] | None, IO[bytes] | None]) -> None:
-        self._conn, self.pid, self.args = conn, pid, [module]
+        self._conn, self._read, self.pid, self.args = conn, b"", pid, [module]
         self.stdin, self.stdout = pipes
         self.returncode: int | None = None
 
@@ -127,15 +127,20 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
     def _ended(self, timeout: float | None) -> int | None:
-        """The exit status, once the warm interpreter has sent it (``exit N``), waiting up to
-        ``timeout`` seconds (None: until then)."""
-        try:
-            line = _read_line(self._conn, timeout)
-        except (TimeoutError, BlockingIOError):
-            return None
-        except OSError:
-            line = b""
-        words = line.split()
+        """The exit status, once the warm interpreter has sent all of ``exit N``, waiting up
+        to ``timeout`` seconds for more of it (None: until then)."""
+        self._conn.settimeout(None if timeout is None else max(0.0, timeout))
+        while not self._read.endswith(b"\n"):
+            try:
+                more = self._conn.recv(64)
+            except (TimeoutError, BlockingIOError):
+                return None
+            except OSError:
+                more = b""
+            if not more:
+                break
+            self._read += more
+        words = self._read.split()
         # no status: the warm interpreter died, and its children with it (PR_SET_PDEATHSIG)
         ok = len(words) == 2 and words[0] == b"exit"
         self.returncode = int(words[1]) if ok else -int(signal.SIGKILL)
@@ -143,29 +148,31 @@ class Forked:
         return self.returncode
 
 
-def _read_line(conn: socket.socket, timeout: float | None) -> bytes:
-    """One line from ``conn``: the first byte within ``timeout`` (else ``TimeoutError`` or
-    ``BlockingIOError``), the rest as it comes (the other end writes a line at once)."""
-    conn.settimeout(timeout)
-    data = conn.recv(1)
+def _answer(conn: socket.socket) -> list[bytes]:
+    """The warm interpreter's answer to a request (``forked PID`` or ``declined WHY``), as
+    words; none if it did not answer in time or closed the connection."""
     conn.settimeout(ANSWER_TIMEOUT)
-    while data and not data.endswith(b"\n"):
-        more = conn.recv(1)
+    line = b""
+    while not line.endswith(b"\n"):
+        more = conn.recv(1)  # one byte at a time: what follows the line is the exit status
         if not more:
-            break
-        data += more
-    return data
+            return []
+        line += more
+    return line.split()
 
 
 def _forked(module: str, args: Sequence[str], stdio: tuple[Stdio, Stdio, Stdio],
             pass_fds: Sequence[int]) -> Forked | None:
     """The process forked by the warm interpreter that the environment names, or None (none
-    named, unreachable, or it declined: a fresh Python starts instead)."""
+    named, unreachable, or it declined: a fresh Python starts instead). It runs its module
+    only once this side has its answer and says go: a request it gave up on never runs."""
     address = os.environ.get(ZYGOTE)
     if not address or not sys.platform.startswith("linux"):
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     child, opened, pipes = _child_ends(stdio)
+    go_read, go = os.pipe()
+    opened.append(go_read)
     try:
         conn.settimeout(ANSWER_TIMEOUT)
         conn.connect(address)
@@ -175,15 +182,18 @@ def _forked(module: str, args: Sequence[str], stdio: tuple[Stdio, Stdio, Stdio],
                               "inherited": inherited(),
                               "fds": [0, 1, 2, *pass_fds]}).encode()
         socket.send_fds(conn, [len(request).to_bytes(4, "big") + request],
-                        [*child, *pass_fds])
-        words = _read_line(conn, ANSWER_TIMEOUT).split()
+                        [*child, *pass_fds, go_read])
+        words = _answer(conn)
     except OSError:
         words = []
     finally:
         for fd in opened:
             os.close(fd)
     if len(words) == 2 and words[0] == b"forked":
+        os.write(go, b"g")
+        os.close(go)
         return Forked(conn, int(words[1]), module, (pipes[0], pipes[1]))
+    os.close(go)  # a child set up meanwhile reads the end of the pipe: it never runs
     conn.close()
     for pipe in pipes:
         if pipe is not None:

@@ -2,64 +2,64 @@
 own processes for ``run/processes.py`` instead of a fresh Python importing torch each time.
 
 The test suite runs one per pytest process and names it in ``GRADVERIFY_ZYGOTE`` to everything
-it starts (docs/contributing.md): it starts some 250 workers and probes, and torch's import,
+it starts (docs/contributing.md): it starts some 200 workers and probes, and torch's import,
 about 2 s of CPU each, was half the suite's time. A child becomes what ``python -c BOOT MODULE
-ARGS`` would have been: its own session, no core dumps, killed with the process that asked
-for it, the asker's descriptors as its streams and ``pass_fds``, what else a child inherits
-(limits, umask, nice value, CPUs, ignored and blocked signals), its working directory,
-environment, ``sys.path`` and ``sys.argv``, the module run as ``__main__``, and an exit as
-Python's (threads joined, ``atexit``, a status, or death by SIGINT after an uncaught Ctrl-C).
+ARGS`` started by the asker would have been (``run/zygote_child.py``), and is killed when the
+asker closes its connection (it died), as ``PR_SET_PDEATHSIG`` kills a child of its own.
+
 It declines (the asker then starts a fresh Python) what a fork could not make the same: another
-interpreter or gradverify, limits it cannot take, or an environment
-that differs in what Python and torch read as they start (``STARTUP``). One request per
-connection: ``forked PID`` or ``declined WHY``, then ``exit N``. Linux only (``pidfd_open``).
+interpreter or gradverify, limits or CPUs it cannot take, a ``PYTHONPATH`` that would import
+other modules, and an environment that differs in a variable read as Python and torch start:
+those its own imports read (recorded as they ran) and those of ``STARTUP``, which C code reads.
+What a fork still cannot make the same is said in docs/contributing.md (the hash seed, the
+compiler imported already, the parent process).
+
+One request per connection, answered ``forked PID`` once the child is set up (or ``declined
+WHY``), then ``exit N``. A failure while serving one request declines it and serving goes on.
+Linux only (``pidfd_open``).
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
-import fcntl
+import importlib
 import json
 import os
-import runpy
+import resource
 import selectors
 import signal
-import site
 import socket
 import sys
-import tempfile
-import threading
-import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from gradverify import syspath
-from gradverify.run.processes import child_setup
+from gradverify.run import leftovers
+from gradverify.run.zygote_child import become
 from gradverify.torchstate import import_torch
 
 STARTUP = ("PYTHON", "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "CUBLAS", "CUDNN", "NCCL",
            "HIP", "ROCM", "OMP_", "KMP_", "GOMP_", "MKL", "OPENBLAS", "BLIS", "NUMEXPR", "NPY_",
-           "NUMPY", "SYMPY", "LD_", "DYLD_", "LC_", "XDG_")
-"""Prefixes of the environment variables that Python, torch and what torch imports (its
-compilers, BLAS and OpenMP, NumPy, SymPy) read when they start or are imported: a request
-that differs in one is declined. What a user's module reads is read in the child, which
-imports it afresh."""
-STARTUP_NAMES = ("LANG", "LANGUAGE", "TMPDIR", "TEMP", "TMP", "HOME", "USER", "USERNAME",
-                 "LOGNAME", "LNAME")
-"""The same, by whole name: the locale, the temporary folder and the user (caches)."""
+           "NUMPY", "LD_", "DYLD_", "LC_", "LANG", "MALLOC", "GLIBC")
+"""Prefixes of the environment variables read as Python, torch's libraries (C++, OpenMP,
+BLAS, CUDA) and the dynamic linker start, where no Python code reads them: a request that
+differs in one is declined, as in any variable that this interpreter's imports read."""
+SET_UP_WITHIN = 10.0
+"""Seconds a child may take to set itself up before it is killed and the request declined."""
 
 
 def serve(address: str) -> None:
     """Import what every child needs, listen on ``address``, say ``ready`` on stdout, and
     answer requests until the process that started this one ends it."""
+    os.close(os.pidfd_open(os.getpid()))  # where there is none, no socket: askers start fresh
     started = dict(os.environ)
-    torch = import_torch()
-    disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    if disable is not None:
-        disable(lambda: None)  # imports the compiler, as checkpoint and torch.func do when used
-    import gradverify.run.execute  # noqa: F401  (what a worker runs: imported once here)
-
-    path = list(sys.path)
-    imported = _Imported(started, path)
+    with _keys_read() as read:
+        torch = import_torch()
+        disable = getattr(getattr(torch, "compiler", None), "disable", None)
+        if disable is not None:
+            disable(lambda: None)  # imports the compiler, as checkpoint and torch.func do
+        importlib.import_module("gradverify.run.execute")  # what a worker runs
+    imported = _Imported(started, read, os.getcwd())
+    leftovers.adopt_orphans()  # what a dead child's descendants leave is killed here
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
@@ -68,57 +68,42 @@ def serve(address: str) -> None:
     print("ready", flush=True)
     while True:
         for key, _ in selector.select():
-            if key.fileobj is listener:
-                _answer(listener.accept()[0], selector, imported)
-            else:
-                _ended(key.data, selector)
+            try:
+                if key.fileobj is listener:
+                    _answer(listener.accept()[0], selector, imported)
+                else:
+                    _ended(key.data, selector)
+            except Exception as exc:  # noqa: BLE001  (one request's trouble is its own)
+                print(f"error: {exc!r}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _keys_read() -> Iterator[set[str]]:
+    """The environment variables that Python code reads while the block runs (``os.environ``
+    and ``os.getenv`` look each key up with ``__getitem__``)."""
+    environ: Any = type(os.environ)
+    original, read = environ.__getitem__, set()
+
+    def looked_up(self: Any, key: str) -> Any:
+        read.add(key)
+        return original(self, key)
+
+    environ.__getitem__ = looked_up
+    try:
+        yield read
+    finally:
+        environ.__getitem__ = original
 
 
 class _Imported:
     """What the imports left that a child must find as a fresh Python would: the environment
-    as it was before them (requests are compared with it), what they set in it (torch sets
-    variables for its own subprocesses), and ``sys.path``."""
+    as it was before them, the variables they read, what they set (torch sets variables for
+    its own subprocesses), ``sys.path`` and the folder this process started in."""
 
-    def __init__(self, started: dict[str, str], path: list[str]) -> None:
-        self.started, self.path = started, path
+    def __init__(self, started: dict[str, str], read: set[str], cwd: str) -> None:
+        self.started, self.read, self.cwd, self.path = started, read, cwd, list(sys.path)
         self.set = {key: value for key, value in os.environ.items()
                     if started.get(key) != value}
-
-
-def _answer(conn: socket.socket, selector: selectors.BaseSelector, imported: _Imported) -> None:
-    """Read one request; fork its child, or decline it."""
-    try:
-        conn.settimeout(10)
-        request, fds = _request(conn)
-    except (OSError, ValueError):
-        conn.close()
-        return
-    why = _declined(request, imported)
-    print(f"declined {request.get('module')}: {why}" if why else
-          f"forking {request.get('module')}", file=sys.stderr, flush=True)
-    if why is None:
-        own = [key.fd for key in selector.get_map().values()]
-        own.append(selector.fileno())  # type: ignore[attr-defined]  # its epoll descriptor
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            why = f"fork failed: {exc}"
-        if not why and pid == 0:
-            _become(request, fds, [*own, conn.fileno()], imported)
-    for fd in fds:
-        os.close(fd)
-    try:
-        conn.sendall(f"declined {why}\n".encode() if why else f"forked {pid}\n".encode())
-    except OSError:
-        pass
-    if why:
-        conn.close()
-        return
-    child = _Child(pid, conn, os.pidfd_open(pid))
-    selector.register(conn, selectors.EVENT_READ, child)
-    selector.register(child.pidfd, selectors.EVENT_READ, child)
 
 
 class _Child:
@@ -130,38 +115,141 @@ class _Child:
         self.reaped = False
 
 
+def _answer(conn: socket.socket, selector: selectors.BaseSelector, imported: _Imported) -> None:
+    """Read one request; fork its child and answer once it is set up, or decline it. (A child
+    leaves through here with its ``SystemExit``, having emptied ``fds``.)"""
+    fds: list[int] = []
+    child = None
+    try:
+        conn.settimeout(SET_UP_WITHIN)
+        request, fds = _request(conn)
+        why = _declined(request, imported)
+        if why is None:
+            forked = _fork(request, fds, conn, selector, imported)
+            child, why = (forked, None) if isinstance(forked, _Child) else (None, forked)
+        print(f"forked {request['module']}" if child else f"declined {request['module']}: {why}",
+              file=sys.stderr, flush=True)
+        conn.sendall(f"forked {child.pid}\n".encode() if child else f"declined {why}\n".encode())
+    except (OSError, ValueError):
+        if child is not None:  # the asker is gone
+            os.close(child.pidfd)
+            _kill(child.pid)
+            child = None
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if child is None:
+        conn.close()
+        return
+    selector.register(conn, selectors.EVENT_READ, child)
+    selector.register(child.pidfd, selectors.EVENT_READ, child)
+
+
+def _fork(request: dict[str, Any], fds: list[int], conn: socket.socket,
+          selector: selectors.BaseSelector, imported: _Imported) -> _Child | str:
+    """Fork the child and wait until it is set up: the child, or why it could not be."""
+    env = {**as_python_starts(request["env"]), **imported.set}
+    path = _sys_path(request, imported) or imported.path
+    ready, done = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready)
+        become(request, fds, lambda: _drop(selector, conn), done, env, path)
+    os.close(done)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        os.close(ready)
+        _kill(pid)
+        raise
+    try:
+        with selectors.DefaultSelector() as set_up:
+            set_up.register(ready, selectors.EVENT_READ)
+            if set_up.select(SET_UP_WITHIN) and os.read(ready, 3) == b"set":
+                return _Child(pid, conn, pidfd)
+    finally:
+        os.close(ready)
+    os.close(pidfd)
+    _kill(pid)
+    return "the child could not set itself up"
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def _drop(selector: selectors.BaseSelector, conn: socket.socket) -> None:
+    """In a child: close this interpreter's descriptors, each detached from its object first,
+    so that no finalizer closes the number later (when it may be the module's)."""
+    keys = list(selector.get_map().values())
+    selector.close()  # its own descriptor, with its object
+    numbers = [key.fileobj.detach() if isinstance(key.fileobj, socket.socket) else key.fd
+               for key in keys]
+    numbers.append(conn.detach())
+    for number in numbers:
+        with contextlib.suppress(OSError):
+            os.close(number)
+
+
 def _ended(child: _Child, selector: selectors.BaseSelector) -> None:
     """The child exited (its status goes to the asker), or the asker closed its connection
     (it died: the child is killed, as ``PR_SET_PDEATHSIG`` would kill a child of its own)."""
     if child.reaped:  # both of its descriptors were ready at once
         return
     if os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        try:
+        with contextlib.suppress(OSError):
             if child.conn.recv(1):
                 return
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     _, status = os.waitpid(child.pid, 0)
     child.reaped = True
-    try:
+    with contextlib.suppress(OSError):
         child.conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
-    except OSError:
-        pass
     selector.unregister(child.conn)
     selector.unregister(child.pidfd)
     child.conn.close()
     os.close(child.pidfd)
+    _orphans(selector)
+
+
+def _orphans(selector: selectors.BaseSelector) -> None:
+    """Kill and reap what dead children's descendants left to this process (it adopts
+    orphans): a fresh child's would go to the command that started it, which kills them."""
+    tracked = {key.data.pid for key in selector.get_map().values()
+               if isinstance(key.data, _Child)}
+    leftovers.kill(sorted(pid for pid in _children() if pid not in tracked))
+
+
+def _children() -> set[int]:
+    """This process's children, zombies included, from /proc."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rpartition(")")[2].split()[1]) == os.getpid():
+                        found.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
 
 
 def _request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 64)
+    data, fds, flags, _ = socket.recv_fds(conn, 1 << 20, 64)
+    if flags & socket.MSG_CTRUNC:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("more descriptors than a request may pass")
     while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
         more = conn.recv(1 << 20)
         if not more:
+            for fd in fds:
+                os.close(fd)
             raise ValueError("the request ended early")
         data += more
     return json.loads(data[4:]), list(fds)
@@ -180,41 +268,52 @@ def _declined(request: dict[str, Any], imported: _Imported) -> str | None:
     env, started = as_python_starts(request.get("env", {})), imported.started
     differ = sorted(key for key in {*env, *started} if env.get(key) != started.get(key)
                     and env.get(key) != imported.set.get(key, started.get(key))
-                    and (key.startswith(STARTUP) or key in STARTUP_NAMES)
-                    and not (key == "PYTHONPATH" and _sys_path(request, imported))
-                    and not (key == "HOME" and not _user_site(env) and not _user_site(started)))
+                    and (_sys_path(request, imported) is None if key == "PYTHONPATH"
+                         else key.startswith(STARTUP) or key in imported.read))
     return f"the environment differs in {', '.join(differ)}" if differ else None
 
 
 def _sys_path(request: dict[str, Any], imported: _Imported) -> list[str] | None:
     """``sys.path`` as a fresh Python started as the request says would have it (its
-    ``PYTHONPATH`` first, absolute, without repeats), or None where that Python would have
-    imported something else than this one did (``_shadowing``)."""
-    given = request["env"].get("PYTHONPATH", "")
-    if given == imported.started.get("PYTHONPATH", ""):
+    ``PYTHONPATH`` first, each folder made absolute from its working directory, without
+    repeats), or None where that Python would import something else than this one did."""
+    theirs = _folders(request["env"].get("PYTHONPATH", ""), request["cwd"])
+    mine = _folders(imported.started.get("PYTHONPATH", ""), imported.cwd)
+    if theirs is None or mine is None or imported.path[:len(mine)] != mine:
+        return None
+    if theirs == mine:
         return imported.path
-    if imported.started.get("PYTHONPATH") or "" in given.split(os.pathsep):
+    gone = [folder for folder in mine if folder not in theirs]
+    new = [folder for folder in theirs if folder not in mine]
+    if any(_loaded_from(folder) for folder in gone) or any(map(_shadowing, new)):
         return None
-    folders = [os.path.abspath(os.path.join(request["cwd"], entry))
-               for entry in given.split(os.pathsep)]
-    if any(_shadowing(folder) for folder in folders):
-        return None
-    return list(dict.fromkeys([*folders, *imported.path]))
+    return list(dict.fromkeys([*theirs, *imported.path[len(mine):]]))
 
 
-def _user_site(env: dict[str, str]) -> str | None:
-    """The folder of the user's own packages that Python puts on ``sys.path`` (``site``)
-    under ``env``, where it exists: what a change of ``HOME`` changes as Python starts."""
-    base = env.get("PYTHONUSERBASE") or os.path.join(env.get("HOME", "~"), ".local")
-    folder = os.path.join(base, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
-                          "site-packages")
-    return folder if os.path.isdir(os.path.expanduser(folder)) else None
+def _loaded_from(folder: str) -> bool:
+    """Whether a module this process imported came from ``folder``."""
+    inside = os.path.join(os.path.realpath(folder), "")
+    return any(os.path.realpath(getattr(module, "__file__", None) or "").startswith(inside)
+               for module in list(sys.modules.values()))
+
+
+def _folders(python_path: str, cwd: str) -> list[str] | None:
+    """The folders of a ``PYTHONPATH`` as Python puts them on ``sys.path`` from ``cwd``; None
+    for an empty entry (the working directory, as Python reads it: not made the same here)."""
+    if not python_path:
+        return []
+    entries = python_path.split(os.pathsep)
+    if "" in entries:
+        return None
+    return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, entry)) for entry in entries))
 
 
 def _shadowing(folder: str) -> set[str]:
     """The modules in ``folder`` that a fresh Python with it on ``PYTHONPATH`` would import
     from there, where this one imported them from elsewhere (or would run as it starts:
-    ``sitecustomize``)."""
+    ``sitecustomize``); a file there (a zip) cannot be read here: it is assumed to."""
+    if os.path.isfile(folder):
+        return {folder}
     try:
         names = {entry.partition(".")[0] for entry in os.listdir(folder)}
     except OSError:
@@ -230,39 +329,19 @@ def _shadowing(folder: str) -> set[str]:
 
 def _cannot_inherit(inherited: dict[str, Any]) -> str | None:
     """Why a child could not take what the asker's children inherit (``processes.inherited``),
-    or None: a limit above this process's hard limit, a lower nice value, an unknown mask."""
-    import resource
-
+    or None: a limit above this process's hard limit, a lower nice value, other CPUs."""
+    if inherited.get("umask") is None or "cpus" not in inherited:
+        return "what it inherits is not known"
     for name, (_, hard) in inherited.get("limits", {}).items():
         mine = resource.getrlimit(getattr(resource, name))[1]
         if hard != mine and (mine != resource.RLIM_INFINITY
                              and (hard == resource.RLIM_INFINITY or hard > mine)):
             return f"a higher hard limit {name}"
-    if inherited.get("umask") is None or "cpus" not in inherited:
-        return "what it inherits is not known"
-    if not set(inherited["cpus"]) <= os.sched_getaffinity(0):
-        return "CPUs this process may not run on"
     if inherited.get("nice", 0) < os.getpriority(os.PRIO_PROCESS, 0):
         return "a lower nice value"
+    if not set(inherited["cpus"]) <= os.sched_getaffinity(0):
+        return "CPUs this process may not run on"
     return None
-
-
-def _inherit(inherited: dict[str, Any]) -> None:
-    """Take what the asker's children inherit (``processes.inherited``)."""
-    import resource
-
-    for name, limit in inherited["limits"].items():
-        resource.setrlimit(getattr(resource, name), tuple(limit))
-    os.umask(inherited["umask"])
-    os.setpriority(os.PRIO_PROCESS, 0, inherited["nice"])
-    os.sched_setaffinity(0, inherited["cpus"])
-    for sig in signal.valid_signals():
-        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ):
-            continue
-        default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
-        with contextlib.suppress(OSError, ValueError):
-            signal.signal(sig, signal.SIG_IGN if int(sig) in inherited["ignored"] else default)
-    signal.pthread_sigmask(signal.SIG_SETMASK, inherited["blocked"])
 
 
 def as_python_starts(env: dict[str, str]) -> dict[str, str]:
@@ -274,87 +353,6 @@ def as_python_starts(env: dict[str, str]) -> dict[str, str]:
     if env.get("LC_ALL") or env.get("PYTHONCOERCECLOCALE") == "0" or ctype not in ("C", "POSIX"):
         return env
     return {**env, "LC_CTYPE": "C.UTF-8"}
-
-
-def _become(request: dict[str, Any], fds: list[int], own: list[int], imported: _Imported
-            ) -> None:
-    """In the forked child: become ``python -c BOOT MODULE ARGS`` as the request describes it,
-    run the module, and exit as Python would. Never returns."""
-    try:
-        os.setsid()
-        _inherit(request["inherited"])
-        setup = child_setup()
-        if setup is not None:
-            setup()
-        for fd in own:
-            os.close(fd)
-        _place(fds, request["fds"])
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update({**as_python_starts(request["env"]), **imported.set})
-        tempfile.tempdir = None  # read from TMPDIR again, when first asked for
-        site.USER_BASE = site.USER_SITE = None  # from HOME again
-        sys.path[:] = _sys_path(request, imported) or imported.path
-        sys.argv = ["-c", *request["args"]]
-        sys.modules.pop(request["module"], None)
-        code = _run_as_main(request["module"])
-    except BaseException:  # noqa: BLE001  (nothing of a child may return to the loop)
-        traceback.print_exc()
-        code = 70
-    os._exit(code)
-
-
-def _place(fds: list[int], numbers: list[int]) -> None:
-    """Put each received descriptor under its number in the asker (0, 1, 2, then
-    ``pass_fds``), inheritable, and close the received copies."""
-    above = max([*fds, *numbers]) + 1
-    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, above) for fd in fds]
-    for fd in fds:
-        os.close(fd)
-    for fd, number in zip(moved, numbers):
-        os.dup2(fd, number, inheritable=True)
-    for fd in moved:
-        os.close(fd)
-
-
-def _run_as_main(module: str) -> int:
-    """Run ``module`` as ``__main__``, and end as the interpreter would: join the threads
-    that are not daemons, run ``atexit``'s functions, flush the streams; the exit status."""
-    code = 0
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as stop:
-        code = _status(stop.code)
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        _finish()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    except BaseException:  # noqa: BLE001  (as the interpreter: a traceback, status 1)
-        traceback.print_exc()
-        code = 1
-    _finish()
-    return code
-
-
-def _finish() -> None:
-    threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx runs first
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-
-
-def _status(code: object) -> int:
-    """The exit status of ``SystemExit(code)``, as Python sets it."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
 
 
 if __name__ == "__main__":
