@@ -174,9 +174,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     import shutil
 
+    from gradverify.run import leftovers
+
     process, folder = started
+    left = sorted(leftovers.descendants(process.pid))
     process.kill()
     process.wait()
+    leftovers.kill(left)
     if os.environ.get("GRADVERIFY_ZYGOTE_KEEP_LOG"):
         print(f"\nwarm interpreter's log: {folder}/log")
     else:
@@ -195,12 +199,21 @@ def fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def warm_interpreter() -> str:
     """The address of this pytest process's warm interpreter, once it answers (it imports
-    torch as the tests start)."""
+    torch as the tests start). Skips where it runs another gradverify than this process (the
+    torch matrix installs one, and the tests import this tree's): it forks nothing for us."""
     import socket
+    import subprocess
     import time
 
+    import gradverify
     from gradverify.run import processes
 
+    # where the warm interpreter imported gradverify from: as it started (BOOT drops sys.path[0])
+    where = subprocess.run([sys.executable, "-c", "import os, sys; del sys.path[0]; import "
+                            "gradverify; print(os.path.dirname(gradverify.__file__))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if where != os.path.dirname(gradverify.__file__):
+        pytest.skip(f"the warm interpreter imports another gradverify ({where})")
     address = os.environ[processes.ZYGOTE]
     deadline = time.monotonic() + 120
     while True:

@@ -50,6 +50,7 @@ print(json.dumps({
     "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
     "nice": os.getpriority(os.PRIO_PROCESS, 0), "cpus": sorted(os.sched_getaffinity(0)),
     "tmp": tempfile.gettempdir(), "threads": torch.get_num_threads(),
+    "seed": torch.initial_seed(),
 }))
 sys.stdout.flush()
 if len(sys.argv) > 2:
@@ -134,6 +135,8 @@ def test_a_forked_process_is_what_a_fresh_python_would_be(probe, monkeypatch):
     env = {*fresh["env"], *forked["env"]}
     assert {key: (fresh["env"].get(key), forked["env"].get(key)) for key in env
             if fresh["env"].get(key) != forked["env"].get(key)} == {}
+    # each fresh Python's default generator starts from its own random seed: so does each fork
+    assert fresh.pop("seed") != forked.pop("seed") != seen("3", monkeypatch, warm=True)[0]["seed"]
     assert {key: forked[key] for key in fresh if forked[key] != fresh[key]} == {}
     assert forked.keys() == fresh.keys()
 

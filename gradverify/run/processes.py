@@ -190,7 +190,8 @@ def _forked(module: str, args: Sequence[str], stdio: tuple[Stdio, Stdio, Stdio],
         for fd in opened:
             os.close(fd)
     if len(words) == 2 and words[0] == b"forked":
-        os.write(go, b"g")
+        with contextlib.suppress(OSError):  # it died since: its handle reads how
+            os.write(go, b"g")
         os.close(go)
         return Forked(conn, int(words[1]), module, (pipes[0], pipes[1]))
     os.close(go)  # a child set up meanwhile reads the end of the pipe: it never runs

@@ -39,10 +39,12 @@ from gradverify.torchstate import import_torch
 
 STARTUP = ("PYTHON", "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "CUBLAS", "CUDNN", "NCCL",
            "HIP", "ROCM", "OMP_", "KMP_", "GOMP_", "MKL", "OPENBLAS", "BLIS", "NUMEXPR", "NPY_",
-           "NUMPY", "LD_", "DYLD_", "LC_", "LANG", "MALLOC", "GLIBC")
-"""Prefixes of the environment variables read as Python, torch's libraries (C++, OpenMP,
-BLAS, CUDA) and the dynamic linker start, where no Python code reads them: a request that
-differs in one is declined, as in any variable that this interpreter's imports read."""
+           "NUMPY", "LD_", "DYLD_", "LC_", "LANG", "MALLOC", "GLIBC", "TZ", "HOME")
+"""Prefixes of the environment variables read as Python (``HOME``: its user folder on
+``sys.path``), torch's libraries (C++, OpenMP, BLAS, CUDA), the C library (``TZ``, the locale)
+and the dynamic linker start, where no Python code that could be recorded reads them: a
+request that differs in one is declined, as in any variable that this interpreter's imports
+read."""
 SET_UP_WITHIN = 10.0
 """Seconds a child may take to set itself up before it is killed and the request declined."""
 
@@ -108,11 +110,14 @@ class _Imported:
 
 class _Child:
     """A child being waited for: its pid, its asker's connection, and a descriptor that is
-    readable once it has exited."""
+    readable once it has exited. Its status is sent when it exits (``exited``); it is reaped
+    only when the asker closes the connection, as a ``Popen`` child stays a zombie until
+    waited for: its pid and process group are never another process's while the asker may
+    still signal them."""
 
     def __init__(self, pid: int, conn: socket.socket, pidfd: int) -> None:
         self.pid, self.conn, self.pidfd = pid, conn, pidfd
-        self.reaped = False
+        self.exited = self.gone = False
 
 
 def _answer(conn: socket.socket, selector: selectors.BaseSelector, imported: _Imported) -> None:
@@ -149,7 +154,9 @@ def _fork(request: dict[str, Any], fds: list[int], conn: socket.socket,
           selector: selectors.BaseSelector, imported: _Imported) -> _Child | str:
     """Fork the child and wait until it is set up: the child, or why it could not be."""
     env = {**as_python_starts(request["env"]), **imported.set}
-    path = _sys_path(request, imported) or imported.path
+    path = _sys_path(request, imported)
+    if path is None:  # a folder changed since the request was read
+        return "the environment differs in PYTHONPATH"
     ready, done = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -196,33 +203,48 @@ def _drop(selector: selectors.BaseSelector, conn: socket.socket) -> None:
 
 
 def _ended(child: _Child, selector: selectors.BaseSelector) -> None:
-    """The child exited (its status goes to the asker), or the asker closed its connection
-    (it died: the child is killed, as ``PR_SET_PDEATHSIG`` would kill a child of its own)."""
-    if child.reaped:  # both of its descriptors were ready at once
+    """The child exited (its status goes to the asker), or the asker closed its connection:
+    having read the status, or because it died, and then the child is killed, as
+    ``PR_SET_PDEATHSIG`` would kill a child of its own."""
+    if child.conn.fileno() < 0:  # both were ready at once, and it is done
         return
-    if os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+    found = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    if found is not None and not child.exited:
+        code = found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
         with contextlib.suppress(OSError):
-            if child.conn.recv(1):
+            child.conn.sendall(f"exit {code}\n".encode())
+        child.exited = True
+        selector.unregister(child.pidfd)
+        os.close(child.pidfd)
+        if not child.gone:
+            return
+    elif not child.gone:
+        try:
+            if child.conn.recv(1, socket.MSG_DONTWAIT):
                 return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGKILL)
-    _, status = os.waitpid(child.pid, 0)
-    child.reaped = True
-    with contextlib.suppress(OSError):
-        child.conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
-    selector.unregister(child.conn)
-    selector.unregister(child.pidfd)
+        except BlockingIOError:  # the other descriptor's event, seen after this one's
+            return
+        except OSError:
+            pass
+        if not child.exited:  # the asker died: the child goes with it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            child.gone = True
+            selector.unregister(child.conn)  # its descriptor says when it is gone
+            return
+        selector.unregister(child.conn)
     child.conn.close()
-    os.close(child.pidfd)
+    os.waitpid(child.pid, 0)
     _orphans(selector)
 
 
 def _orphans(selector: selectors.BaseSelector) -> None:
     """Kill and reap what dead children's descendants left to this process (it adopts
-    orphans): a fresh child's would go to the command that started it, which kills them."""
-    tracked = {key.data.pid for key in selector.get_map().values()
-               if isinstance(key.data, _Child)}
-    leftovers.kill(sorted(pid for pid in _children() if pid not in tracked))
+    orphans), once no child of its own runs (a running one's daemons may be its own): a fresh
+    child's would go to the command that started it, which kills them."""
+    if any(isinstance(key.data, _Child) for key in selector.get_map().values()):
+        return
+    leftovers.kill(sorted(_children()))
 
 
 def _children() -> set[int]:
@@ -268,44 +290,39 @@ def _declined(request: dict[str, Any], imported: _Imported) -> str | None:
     env, started = as_python_starts(request.get("env", {})), imported.started
     differ = sorted(key for key in {*env, *started} if env.get(key) != started.get(key)
                     and env.get(key) != imported.set.get(key, started.get(key))
-                    and (_sys_path(request, imported) is None if key == "PYTHONPATH"
-                         else key.startswith(STARTUP) or key in imported.read))
+                    and key != "PYTHONPATH"
+                    and (key.startswith(STARTUP) or key in imported.read))
+    if _sys_path(request, imported) is None:
+        differ.append("PYTHONPATH")
     return f"the environment differs in {', '.join(differ)}" if differ else None
 
 
 def _sys_path(request: dict[str, Any], imported: _Imported) -> list[str] | None:
     """``sys.path`` as a fresh Python started as the request says would have it (its
     ``PYTHONPATH`` first, each folder made absolute from its working directory, without
-    repeats), or None where that Python would import something else than this one did."""
+    repeats), or None where that Python would import something else than this one did: unless
+    it is this one's, the request's may only add folders in front of it, and none of them may
+    hold a module of a name this one imported."""
     theirs = _folders(request["env"].get("PYTHONPATH", ""), request["cwd"])
     mine = _folders(imported.started.get("PYTHONPATH", ""), imported.cwd)
-    if theirs is None or mine is None or imported.path[:len(mine)] != mine:
+    if imported.path[:len(mine)] != mine:
         return None
     if theirs == mine:
         return imported.path
-    gone = [folder for folder in mine if folder not in theirs]
-    new = [folder for folder in theirs if folder not in mine]
-    if any(_loaded_from(folder) for folder in gone) or any(map(_shadowing, new)):
+    new = theirs[:len(theirs) - len(mine)]
+    if theirs[len(new):] != mine or any(folder in mine for folder in new) \
+            or any(map(_shadowing, new)):
         return None
-    return list(dict.fromkeys([*theirs, *imported.path[len(mine):]]))
+    return list(dict.fromkeys([*new, *imported.path]))
 
 
-def _loaded_from(folder: str) -> bool:
-    """Whether a module this process imported came from ``folder``."""
-    inside = os.path.join(os.path.realpath(folder), "")
-    return any(os.path.realpath(getattr(module, "__file__", None) or "").startswith(inside)
-               for module in list(sys.modules.values()))
-
-
-def _folders(python_path: str, cwd: str) -> list[str] | None:
-    """The folders of a ``PYTHONPATH`` as Python puts them on ``sys.path`` from ``cwd``; None
-    for an empty entry (the working directory, as Python reads it: not made the same here)."""
+def _folders(python_path: str, cwd: str) -> list[str]:
+    """The folders of a ``PYTHONPATH`` as Python puts them on ``sys.path``, made absolute from
+    ``cwd`` (an empty entry is ``cwd`` itself), without repeats."""
     if not python_path:
         return []
-    entries = python_path.split(os.pathsep)
-    if "" in entries:
-        return None
-    return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, entry)) for entry in entries))
+    return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, entry))
+                              for entry in python_path.split(os.pathsep)))
 
 
 def _shadowing(folder: str) -> set[str]:

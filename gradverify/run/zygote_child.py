@@ -5,17 +5,18 @@ In order: drop the interpreter's own descriptors (detached from their objects, s
 finalizer closes a number reused since); put the asker's descriptors under their numbers; take
 what a child inherits (limits, umask, nice value, CPUs, ignored and blocked signals), its own
 session, no core dumps, death with the interpreter; the asker's working directory, environment,
-``sys.path`` and ``sys.argv``; standard streams made as Python makes them at startup; NumPy's
-global generator seeded afresh (Python's ``random`` reseeds itself after a fork). Then it tells
+``sys.path`` and ``sys.argv``; the C library's time zone; standard streams made as Python
+makes them at startup; torch's and NumPy's default generators seeded afresh (Python's
+``random`` reseeds itself after a fork); every other descriptor closed. Then it tells
 the interpreter it is set (a failure so far is a decline: the asker starts a fresh Python), and
 waits for the asker's go (an asker that gave up meanwhile never gets a second process). The
-module then runs as ``__main__`` and the child ends as Python ends: ``SystemExit`` leaves
-through the interpreter's own exit, with its finalization; an uncaught exception goes to
-``sys.excepthook`` and exits 1.
+module then runs as ``__main__`` and the child ends as Python ends: ``SystemExit`` and
+``KeyboardInterrupt`` leave through the interpreter's own exit, with its finalization; another
+uncaught exception goes to ``sys.excepthook`` and exits 1.
 """
 from __future__ import annotations
 
-import atexit
+import contextlib
 import fcntl
 import io
 import os
@@ -25,6 +26,7 @@ import signal
 import site
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,7 @@ def become(request: dict[str, Any], fds: list[int], own: Callable[[], None], rea
         own()
         go, ready = _place(fds[:-1], request["fds"], [fds[-1], ready])
         fds.clear()  # moved: the interpreter's frames this child leaves through must not close them
+        _close_others([*request["fds"], go, ready])
         _inherit(request["inherited"])
         os.setsid()
         setup = child_setup()
@@ -50,12 +53,15 @@ def become(request: dict[str, Any], fds: list[int], own: Callable[[], None], rea
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(env)
+        time.tzset()  # the C library's time zone, from TZ
         tempfile.tempdir = None  # read from TMPDIR again, when first asked for
         sys.path[:] = path
         sys.argv = ["-c", *request["args"]]
         sys.modules.pop(request["module"], None)
         _fresh_streams()
-        numpy = sys.modules.get("numpy")
+        torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
+        if torch is not None:  # each fresh Python's generators start from a random seed
+            torch.seed()
         if numpy is not None:
             numpy.random.seed()
         os.write(ready, b"set")
@@ -123,37 +129,25 @@ def _fresh_streams() -> None:
 
 
 def _run(module: str) -> None:
-    """Run ``module`` as ``__main__``; end as Python ends."""
-    interrupted: list[bool] = []
-    # registered first, so run last: after the module's own exit functions
-    atexit.register(lambda: _die_by_sigint() if interrupted else None)
+    """Run ``module`` as ``__main__``; end as Python ends: ``SystemExit`` and
+    ``KeyboardInterrupt`` leave to the interpreter's own exit (an uncaught Ctrl-C ends it by
+    SIGINT, after its finalization), anything else goes to ``sys.excepthook``, status 1."""
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit:
+    except (SystemExit, KeyboardInterrupt):
         raise
-    except KeyboardInterrupt:
-        _report(*sys.exc_info())
-        interrupted.append(True)
-        raise SystemExit(130) from None
     except BaseException:  # noqa: BLE001  (as the interpreter: the hook, then status 1)
-        _report(*sys.exc_info())
+        try:
+            sys.excepthook(*sys.exc_info())  # its first frame is this one, not BOOT's
+        except BaseException:  # noqa: BLE001  (a hook that raises: nothing more to say)
+            pass
         raise SystemExit(1) from None
     raise SystemExit(0)
 
 
-def _report(kind: Any, value: Any, traceback: Any) -> None:
-    """An uncaught exception, through ``sys.excepthook``, as Python reports it (its first
-    frame is this module's, where a fresh Python's is ``BOOT``'s)."""
-    sys.excepthook(kind, value, traceback)
-
-
-def _die_by_sigint() -> None:
-    """How Python ends after an uncaught Ctrl-C: killed by SIGINT, as a shell expects."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-    os.kill(os.getpid(), signal.SIGINT)
+def _close_others(kept: list[int]) -> None:
+    """Close every descriptor but ``kept``: none of the interpreter's may reach the module."""
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in kept:
+            with contextlib.suppress(OSError):
+                os.close(int(name))
