@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -196,22 +197,29 @@ def fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(processes.ZYGOTE, raising=False)
 
 
+@functools.cache
+def _warm_gradverify() -> str:
+    """Where the warm interpreter imported gradverify from: as it started (BOOT drops
+    sys.path[0]), asked once."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", "import os, sys; del sys.path[0]; import "
+                           "gradverify; print(os.path.dirname(gradverify.__file__))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 @pytest.fixture
 def warm_interpreter() -> str:
     """The address of this pytest process's warm interpreter, once it answers (it imports
     torch as the tests start). Skips where it runs another gradverify than this process (the
     torch matrix installs one, and the tests import this tree's): it forks nothing for us."""
     import socket
-    import subprocess
     import time
 
     import gradverify
     from gradverify.run import processes
 
-    # where the warm interpreter imported gradverify from: as it started (BOOT drops sys.path[0])
-    where = subprocess.run([sys.executable, "-c", "import os, sys; del sys.path[0]; import "
-                            "gradverify; print(os.path.dirname(gradverify.__file__))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    where = _warm_gradverify()
     if where != os.path.dirname(gradverify.__file__):
         pytest.skip(f"the warm interpreter imports another gradverify ({where})")
     address = os.environ[processes.ZYGOTE]

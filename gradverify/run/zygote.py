@@ -128,9 +128,10 @@ def _answer(conn: socket.socket, selector: selectors.BaseSelector, imported: _Im
     try:
         conn.settimeout(SET_UP_WITHIN)
         request, fds = _request(conn)
-        why = _declined(request, imported)
-        if why is None:
-            forked = _fork(request, fds, conn, selector, imported)
+        path = _sys_path(request, imported)
+        why = _declined(request, imported, path)
+        if why is None and path is not None:  # (a None path is a reason to decline)
+            forked = _fork(request, fds, conn, selector, imported, path)
             child, why = (forked, None) if isinstance(forked, _Child) else (None, forked)
         print(f"forked {request['module']}" if child else f"declined {request['module']}: {why}",
               file=sys.stderr, flush=True)
@@ -151,12 +152,11 @@ def _answer(conn: socket.socket, selector: selectors.BaseSelector, imported: _Im
 
 
 def _fork(request: dict[str, Any], fds: list[int], conn: socket.socket,
-          selector: selectors.BaseSelector, imported: _Imported) -> _Child | str:
-    """Fork the child and wait until it is set up: the child, or why it could not be."""
+          selector: selectors.BaseSelector, imported: _Imported, path: list[str]
+          ) -> _Child | str:
+    """Fork the child with ``sys.path`` ``path`` and wait until it is set up: the child, or
+    why it could not be."""
     env = {**as_python_starts(request["env"]), **imported.set}
-    path = _sys_path(request, imported)
-    if path is None:  # a folder changed since the request was read
-        return "the environment differs in PYTHONPATH"
     ready, done = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -244,21 +244,10 @@ def _orphans(selector: selectors.BaseSelector) -> None:
     child's would go to the command that started it, which kills them."""
     if any(isinstance(key.data, _Child) for key in selector.get_map().values()):
         return
-    leftovers.kill(sorted(_children()))
-
-
-def _children() -> set[int]:
-    """This process's children, zombies included, from /proc."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    if int(stat.read().rpartition(")")[2].split()[1]) == os.getpid():
-                        found.add(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
+    leftovers.kill(sorted(leftovers.descendants(os.getpid())))
+    with contextlib.suppress(ChildProcessError):  # and those that died on their own
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def _request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -277,8 +266,10 @@ def _request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(data[4:]), list(fds)
 
 
-def _declined(request: dict[str, Any], imported: _Imported) -> str | None:
-    """Why this interpreter cannot become what the request asks for, or None."""
+def _declined(request: dict[str, Any], imported: _Imported, path: list[str] | None
+              ) -> str | None:
+    """Why this interpreter cannot become what the request asks for (``path``: the
+    ``sys.path`` it would have, None where none would do), or None."""
     executable = os.path.realpath(str(request.get("executable")))
     if (executable, request.get("prefix")) != (os.path.realpath(sys.executable), sys.prefix):
         return "another interpreter"
@@ -292,7 +283,7 @@ def _declined(request: dict[str, Any], imported: _Imported) -> str | None:
                     and env.get(key) != imported.set.get(key, started.get(key))
                     and key != "PYTHONPATH"
                     and (key.startswith(STARTUP) or key in imported.read))
-    if _sys_path(request, imported) is None:
+    if path is None:
         differ.append("PYTHONPATH")
     return f"the environment differs in {', '.join(differ)}" if differ else None
 

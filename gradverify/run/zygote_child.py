@@ -23,7 +23,6 @@ import os
 import resource
 import runpy
 import signal
-import site
 import sys
 import tempfile
 import time
@@ -105,7 +104,6 @@ def _inherit(inherited: dict[str, Any]) -> None:
         except (OSError, ValueError):
             pass
     signal.pthread_sigmask(signal.SIG_SETMASK, inherited["blocked"])
-    site.USER_BASE = site.USER_SITE = None  # from HOME again (the same, or it was declined)
 
 
 def _fresh_streams() -> None:
