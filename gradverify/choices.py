@@ -3,6 +3,7 @@
 command line read. Nothing here imports torch: a device is checked for its spelling only."""
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -11,7 +12,7 @@ from gradverify.errors import UsageError, did_you_mean, one_of
 DEVICES = ("cpu", "cuda")
 """The device types a run takes; ``--device``, ``device =`` and ``verify(device=)`` also take an
 index (``cuda:1``), as torch writes devices."""
-DEVICE_RE = re.compile(rf"^({'|'.join(DEVICES)})(:\d+)?$")
+DEVICE_RE = re.compile(rf"^({'|'.join(DEVICES)})(:\d+)?\Z")
 DEFAULT_DEVICE = "cpu"
 DEFAULT_MODE = "auto"
 DEFAULT_SEED = 0
@@ -34,6 +35,17 @@ def check_device(device: str) -> str:
     if not isinstance(device, str) or not DEVICE_RE.match(device):
         raise UsageError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
     return device
+
+
+def check_tolerance(name: str, value: float, *, positive: bool = False) -> float:
+    """A tolerance (``atol``, ``rtol``) or step (``eps``, ``positive``) given to the run: a
+    finite number, at least 0 (more than 0 for a step). nan or inf would turn every comparison
+    into a pass or a failure."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise UsageError(f"{name}: must be a finite number {'> 0' if positive else '>= 0'}, "
+                         f"got {value!r}")
+    return float(value)
 
 
 def check_timeout(timeout: float) -> float:

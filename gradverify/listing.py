@@ -12,13 +12,15 @@ from gradverify.spec.file import load_file
 from gradverify.targets.names import ATTRIBUTE, SPECS, parse_target
 
 
-def _spec_lines(files: list[Path]) -> Iterator[str]:
+def _spec_lines(files: list[Path], errors: list[str]) -> Iterator[str]:
+    """A line per spec of ``files``; what cannot be read as one (an unreadable file, a FIFO,
+    invalid YAML or keys) goes to ``errors``, as ``check`` refuses it (exit 3)."""
     for file in files:
         try:
             specs = load_file(file)
         except SpecError as exc:
-            for each in [exc, *exc.others]:
-                yield f"{each.where}: invalid spec: {each.message}  [{each.code}]"
+            errors += [f"{each.where}: invalid spec: {each.message}  [{each.code}]"
+                       for each in [exc, *exc.others]]
             continue
         for spec in specs:
             cases = len(spec.cases)
@@ -37,12 +39,13 @@ def list_items(where: list[str], config: Config, errors: list[str]) -> Iterator[
         files = [f for d in dirs for f in _spec_files(d, config, errors)]
         if not files:
             yield f"no spec files under {', '.join(config.specs)}"
-        yield from _spec_lines(files)
+        yield from _spec_lines(files, errors)
         return
     for item in where:
         path = Path(item)
         if parse_target(item).form == SPECS:  # a folder named like a spec file is a folder
-            yield from _spec_lines(_spec_files(path, config, errors) if path.is_dir() else [path])
+            yield from _spec_lines(_spec_files(path, config, errors) if path.is_dir() else [path],
+                                   errors)
             continue
         try:
             yield from _module_lines(item, config)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES
-from gradverify.optiontable import OPTIONS, default
+from gradverify.optiontable import BY_NAME, OPTIONS, default
 from gradverify.specmodel import Case, CheckSetting, ResolvedTolerance, Spec, Tolerance
 
 if TYPE_CHECKING:
@@ -107,8 +107,8 @@ class RunOptions:
         return cls(**{**values, "cases": tuple(values["cases"]),
                       "skip": tuple(values["skip"]), "strict": bool(values["strict"]),
                       "mutate": bool(values["mutate"]), "compose": bool(values["compose"])},
-                   tolerance=Tolerance(atol=flags.get("atol"), rtol=flags.get("rtol"),
-                                       eps=flags.get("eps")),
+                   tolerance=Tolerance(**{name: _checked(name, flags.get(name))
+                                          for name in ("atol", "rtol", "eps")}),
                    config_tolerance=config.tolerance, config_checks=config_checks,
                    jobs_auto=jobs == "auto", mode_flag=flags.get("mode") is not None,
                    device_flag=flags.get("device") is not None,
@@ -163,3 +163,9 @@ class RunOptions:
             if name in level:
                 options.update(level[name].options)
         return options
+
+
+def _checked(name: str, value: Any) -> Any:
+    """A flag's value as its option's validator takes it (``optiontable.Option.check``)."""
+    check = BY_NAME[name].check
+    return check(value) if value is not None and check is not None else value

@@ -264,6 +264,10 @@ class CaseResult:
     mutants: tuple[MutantRun, ...] = ()
     """With ``--mutate``: what this case did to each mutant of the target's backward; the run
     merges them into ``Report.mutants`` (and the report's results do not carry them)."""
+    mutants_not_judged: str | None = None
+    """With ``--mutate``: why this case's mutants were not judged (one crashed, hung or
+    exhausted the process that ran them, which ran them after the case's own checks). The
+    case's checks and status stand as without ``--mutate``."""
     about_case: tuple[CheckResult, ...] = ()
     """What is found about the case as a whole, not by one check (``run.casenotes``): its
     inputs could not be made, it verified nothing, its spec is unfinished, it changed torch's

@@ -57,8 +57,8 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 NAMED_SPEC_SUFFIXES = (*SPEC_SUFFIXES, ".json")
 """What a spec file named on the command line may end with: JSON is YAML, so a spec a tool
 wrote as JSON reads as it is (spec folders hold ``.yaml``/``.yml`` files only)."""
-DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
-DIM_RE = re.compile(r"^[A-Za-z_]\w*$")
+DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?\Z")
+DIM_RE = re.compile(r"^[A-Za-z_]\w*\Z")
 MAX_SWEEP = 256
 MAX_RANK = 16
 """A tensor may have at most this many dims (deeper nesting of ``values`` is refused)."""

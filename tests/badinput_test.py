@@ -114,3 +114,39 @@ def test_too_large_is_refused_before_allocating(corpus):
     assert result.code == 3 and "limit 2 GiB" in result.stdout
     # the message names the tensor that takes the memory, and its shape
     assert "74.5 GiB of it for 'x' of shape [100000, 100000]" in result.flat
+
+
+@pytest.mark.parametrize("device", ["cpu\n", "cuda:0\n", "cpu "])
+def test_a_device_torch_would_refuse_is_a_usage_error_at_start(project, device):
+    """A trailing newline once passed the spelling check, and torch refused it later: exit 4."""
+    project.write("ops.py", OPS)
+    result = run_cli("check", "ops:Double", "--device", device)
+    assert result.code == 2, result.output
+    assert "device: expected cpu, cuda or cuda:N" in result.stderr
+    import gradverify
+    import ops
+
+    with pytest.raises(gradverify.errors.UsageError, match="device: expected"):
+        gradverify.verify(ops.Double, device=device)
+
+
+@pytest.mark.parametrize(("keyword", "value"), [("atol", float("nan")), ("rtol", float("inf")),
+                                                ("atol", -1.0), ("eps", 0.0)])
+def test_verify_refuses_a_tolerance_the_command_line_refuses(project, keyword, value):
+    project.write("ops.py", OPS)
+    import gradverify
+    import ops
+
+    with pytest.raises(gradverify.errors.UsageError, match=f"{keyword}: must be a finite"):
+        gradverify.verify(ops.Double, **{keyword: value})
+
+
+def test_list_exits_3_on_a_spec_it_cannot_read(project):
+    import os
+
+    os.mkfifo(project.root / "fifo.yaml")
+    project.write("bad.yaml", "target: [\n")
+    for name in ("fifo.yaml", "bad.yaml"):
+        result = run_cli("list", name)
+        assert result.code == 3, result.output
+        assert f"{name}" in result.stderr and "invalid spec" in result.stderr

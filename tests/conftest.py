@@ -17,7 +17,10 @@ from gradverify.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
+WARM = TESTS / "warm"
+"""The suite's warm interpreter, test-only (``pytest_configure``)."""
 sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(WARM))
 
 
 @dataclass
@@ -141,9 +144,11 @@ def pytest_configure(config: pytest.Config) -> None:
     the some 200 commands the tests run would compile them again, 0.2 s of CPU each), and
     start a warm interpreter for this pytest process (not for xdist's controller, which runs
     no test), and name it to everything the tests start: gradverify's workers and probes are
-    then forked from it instead of importing torch anew (``gradverify/run/zygote.py``, about
-    2 s of CPU each, some 250 times a run). A test of how a fresh worker starts or ends unsets
-    ``GRADVERIFY_ZYGOTE`` (``fresh_processes``)."""
+    then forked from it instead of importing torch anew (``tests/warm/``, about 2 s of CPU
+    each, some 250 times a run). The package itself knows nothing of it: ``warm/`` goes on
+    ``PYTHONPATH``, whose ``sitecustomize`` puts ``warm_client.start`` in place of
+    ``processes.start`` in each Python the tests start, as this does here. A test of how a
+    fresh process starts or ends unsets ``GRADVERIFY_TESTS_WARM`` (``fresh_processes``)."""
     import compileall
 
     import gradverify
@@ -157,20 +162,25 @@ def pytest_configure(config: pytest.Config) -> None:
     import subprocess
     import tempfile
 
+    import warm_client
+
     from gradverify.run import processes
 
-    folder = tempfile.mkdtemp(prefix="gradverify-zygote-")
+    rest = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(WARM), *([rest] if rest else [])])
+    folder = tempfile.mkdtemp(prefix="gradverify-warm-")
     address = os.path.join(folder, "socket")
     with open(os.path.join(folder, "log"), "wb") as log:
-        config._gradverify_zygote = (subprocess.Popen(  # type: ignore[attr-defined]
-            own_module_command("gradverify.run.zygote", address), stdin=subprocess.DEVNULL,
+        config._gradverify_warm = (subprocess.Popen(  # type: ignore[attr-defined]
+            own_module_command("warm_server", address), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=log, preexec_fn=processes.child_setup(),
             start_new_session=True), folder)
-    os.environ[processes.ZYGOTE] = address
+    os.environ[warm_client.VARIABLE] = address
+    warm_client.install()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    started = getattr(config, "_gradverify_zygote", None)
+    started = getattr(config, "_gradverify_warm", None)
     if started is None:
         return
     import shutil
@@ -182,7 +192,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     process.kill()
     process.wait()
     leftovers.kill(left)
-    if os.environ.get("GRADVERIFY_ZYGOTE_KEEP_LOG"):
+    if os.environ.get("GRADVERIFY_TESTS_WARM_KEEP_LOG"):
         print(f"\nwarm interpreter's log: {folder}/log")
     else:
         shutil.rmtree(folder, ignore_errors=True)
@@ -192,9 +202,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """gradverify's processes start as fresh Pythons, as outside the suite: for a test of how
     one starts or ends (its start deadline, its death, what it inherits)."""
-    from gradverify.run import processes
+    import warm_client
 
-    monkeypatch.delenv(processes.ZYGOTE, raising=False)
+    monkeypatch.delenv(warm_client.VARIABLE, raising=False)
 
 
 @functools.cache
@@ -216,13 +226,14 @@ def warm_interpreter() -> str:
     import socket
     import time
 
+    import warm_client
+
     import gradverify
-    from gradverify.run import processes
 
     where = _warm_gradverify()
     if where != os.path.dirname(gradverify.__file__):
         pytest.skip(f"the warm interpreter imports another gradverify ({where})")
-    address = os.environ[processes.ZYGOTE]
+    address = os.environ[warm_client.VARIABLE]
     deadline = time.monotonic() + 120
     while True:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:

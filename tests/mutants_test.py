@@ -384,3 +384,63 @@ def test_check_mutate_json_end_to_end(project):
     assert (f"weights.py:{line}: survived: `grad * w` -> `grad`: every case has w = 1; give w "
             "random values") in plain
     assert f"weights.py:{line - 1}: unexecuted: " in plain
+
+
+GUARDED = '''
+import os
+import signal
+import time
+
+import torch
+
+
+def _guard(out, grad, x, how):
+    """Ends the process (or hangs) when backward's gradient is not the true one: only a
+    mutant's is not."""
+    if not torch.allclose(out, grad * 3 * x ** 2):
+        if how == "segfault":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        while True:
+            time.sleep(0.05)
+
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        out = grad * 3 * x ** 2
+        _guard(out, grad, x, HOW)
+        return out
+'''
+
+
+@pytest.mark.slow  # a worker killed, and a hang stopped by a 6 s timeout
+@pytest.mark.parametrize("how", ["segfault", "hang"])
+def test_a_mutant_that_ends_or_hangs_its_process_never_costs_the_verdict(project, how):
+    """Our own mutants run after the case's checks, in a budget of their own: the case's
+    checks, its status and the exit code are those of `check` without --mutate."""
+    project.write("guarded.py", GUARDED.replace("HOW", repr(how)))
+    project.write("specs/cube.yaml", """
+        target: guarded:Cube
+        cases:
+          - name: vector
+            args: {x: {shape: [4]}}
+    """)
+    plain = run_cli("check", "--format", "json", "--timeout", "6", isolate=True)
+    mutated = run_cli("check", "--mutate", "--format", "json", "--timeout", "6", isolate=True)
+    assert plain.code == mutated.code == 0, mutated.output
+    before, after = json.loads(plain.stdout), json.loads(mutated.stdout)
+    rows = [[(c["name"], c["status"]) for c in r["checks"]] for r in before["results"]]
+    assert rows == [[(c["name"], c["status"]) for c in r["checks"]]
+                    for r in after["results"]]
+    assert [r["status"] for r in after["results"]] == ["pass"]
+    (score,) = after["mutants"]
+    ended = ("a mutant ended the process running them (killed by SIGSEGV)" if how == "segfault"
+             else "they ran past the timeout (6 s) and were stopped")
+    assert score["note"] == f"case vector's mutants not judged: {ended}"
+    assert after["results"][0]["mutants_not_judged"] == f"not judged: {ended}"

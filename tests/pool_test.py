@@ -114,10 +114,11 @@ def test_crashes_become_case_errors_and_other_targets_report(crashy):
 def workers_first_run(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     """Each worker runs ``code`` before it starts (before its torch import), as a fresh
     Python (no warm interpreter: tests/conftest.py)."""
-    from gradverify import syspath
-    from gradverify.run import processes
+    import warm_client
 
-    monkeypatch.delenv(processes.ZYGOTE, raising=False)
+    from gradverify import syspath
+
+    monkeypatch.delenv(warm_client.VARIABLE, raising=False)
     command = syspath.own_module_command
 
     def slowed(module: str, *args: str) -> list[str]:

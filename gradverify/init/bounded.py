@@ -7,7 +7,6 @@ fresh child drafts the rest. A target the child cannot import (a module only the
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gradverify.init.targets import Found
+from gradverify.run import processes
 from gradverify.run.pool import START_DEADLINE
 from gradverify.run.processes import Process
 
@@ -51,8 +51,6 @@ def _child(found: Sequence[Found], paths: Sequence[str | None]
            ) -> tuple[dict[int, dict[str, Any] | None], tuple[int, str] | None]:
     """Run one child over the targets: what it answered (None for a target it could not
     import), and, when it stopped early, the index of the target it was on and how."""
-    from gradverify.run import processes
-
     request = [{"target": f.info.target, "imports": list(f.imports), "path": p}
                for f, p in zip(found, paths)]
     process = processes.start("gradverify.init.child", stdin=subprocess.PIPE,
@@ -98,8 +96,5 @@ def _ended(code: int) -> str:
 
 
 def _stop(process: Process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except OSError:
-        process.kill()
+    processes.kill_group(process)
     process.wait()

@@ -3,6 +3,7 @@ any case killed it; equivalent, unexecuted or not applicable where every case sa
 survivor, with the reason its cases give. Pure: no torch."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -120,11 +121,23 @@ def scores(results: Iterable[Any], every: bool = False) -> tuple[MutationScore, 
     order the results come; with ``every`` (a ``--mutate`` run), also for a target none of
     whose cases tried a mutant, saying so."""
     grouped: dict[tuple[str, str | None], list[MutantRun]] = {}
+    unjudged: dict[tuple[str, str | None], list[str]] = {}
     for result in results:
-        if result.mutants or every:
-            grouped.setdefault((result.target, result.spec), []).extend(result.mutants)
-    return tuple(merge(target, spec, runs) if runs else MutationScore(
-        target, spec, 0, 0, note=NONE_TRIED) for (target, spec), runs in grouped.items())
+        key = (result.target, result.spec)
+        if result.mutants or every or result.mutants_not_judged:
+            grouped.setdefault(key, []).extend(result.mutants)
+        if result.mutants_not_judged:
+            unjudged.setdefault(key, []).append(
+                f"case {result.case}'s mutants {result.mutants_not_judged}")
+    found = []
+    for key, runs in grouped.items():
+        score = merge(*key, runs) if runs else MutationScore(*key, 0, 0, note=NONE_TRIED)
+        if key in unjudged:
+            said = "; ".join(unjudged[key])
+            note = said if not runs else "; ".join(filter(None, [score.note, said]))
+            score = dataclasses.replace(score, note=note)
+        found.append(score)
+    return tuple(found)
 
 
 NONE_TRIED = ("no mutant was tried: no case ran the original's forward and backward to the end "

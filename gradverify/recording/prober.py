@@ -6,15 +6,14 @@ Function at a time. Starting a fresh interpreter per Function cost more than pro
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import signal
 import subprocess
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gradverify.run.processes import Process
+from gradverify.run import processes
+from gradverify.run.processes import Process
 
 PROBE_TIMEOUT = 120.0
 """Seconds the probe of one Function may take before its process is stopped."""
@@ -67,8 +66,6 @@ class Prober:
 
     def _running(self) -> Process:
         if self.process is None or self.process.poll() is not None:
-            from gradverify.run import processes
-
             self.process = processes.start("gradverify.recording.shrink", stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             self.started += 1
@@ -87,10 +84,7 @@ class Prober:
         try:
             process.wait(timeout=0 if kill else 5)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                process.kill()
+            processes.kill_group(process)
             process.wait()
         if process.stdout is not None:
             process.stdout.close()

@@ -84,7 +84,9 @@ def _case(r: CaseResult) -> dict[str, Any]:
             # cases carry none
             "mutants": [{"key": m.key, "mutation": m.mutation, "location": _place(m.location),
                          "verdict": m.verdict, "killed_by": m.killed_by,
-                         "data": _clean(dict(m.data))} for m in r.mutants]}
+                         "data": _clean(dict(m.data))} for m in r.mutants],
+            # why they were not judged: one ended or hung the process running them
+            "mutants_not_judged": r.mutants_not_judged}
 
 
 def _place(location: Location | None) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ from gradverify.results import (
 from gradverify.run import casenotes, classify, leftovers, schedule
 from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
-from gradverify.run.tasks import Task, TaskOutcome, Unsupported
+from gradverify.run.tasks import MUTANTS, Task, TaskOutcome, Unsupported
 from gradverify.specmodel import Case, Spec
 from gradverify.targets import Target
 from gradverify.targets import op_calls as opcalls
@@ -41,12 +41,13 @@ SHRUNK = -1
 
 def execute(task: Task, options: RunOptions, cache: dict[int, Any],
             on_check: Callable[[str], None] | None = None,
-            on_shrink: Callable[[TaskOutcome], None] | None = None
+            on_kept: Callable[[str, TaskOutcome], None] | None = None
             ) -> tuple[CaseResult | None, list[ErrorEntry]]:
     """Run one task; ``cache`` keeps each job's preparation across its cases (and, at
-    ``SHRUNK``, what was shrunk). A failed check's case is shrunk after the case (``smallest``),
-    said first to ``on_shrink`` with the outcome that stands if shrinking ends the process.
-    """
+    ``SHRUNK``, what was shrunk). After the case's own checks come the phases that must not
+    cost its verdict: its mutants (``--mutate``) and, for a failed check, its smallest failing
+    case (``smallest``); each is said first to ``on_kept`` with its name and the outcome that
+    stands if the phase ends the process."""
     unavailable = device_unavailable(task.job.spec, options)  # before its target is imported
     if unavailable is not None:
         return None, [unavailable]
@@ -60,12 +61,15 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     if isinstance(prepared, Unsupported):
         return prepared.skipped(task.case), []
     case = next(c for c in prepared.spec.cases if c.name == task.case)
+    on_mutants = None if on_kept is None else (
+        lambda kept, internal: on_kept(MUTANTS, (kept, [internal] if internal else [])))
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,
-                             on_check=on_check, reference=prepared.reference)
+                             on_check=on_check, reference=prepared.reference,
+                             on_mutants=on_mutants)
     if result is not None and error is None:
-        if on_shrink and any(first_failure(row) for row in result.checks):
-            on_shrink((result, []))  # a process that dies now dies running a smaller case
+        if on_kept and any(first_failure(row) for row in result.checks):
+            on_kept("shrinking", (result, []))  # a process that dies now dies shrinking
 
         def alone(candidate: Case, bound: Bound, check: str) -> CaseResult | None:
             only = dataclasses.replace(options, only=(check,), skip=())
@@ -79,10 +83,13 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
 
 def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOptions,
              first: bool = True, smallest: bool = False,
-             on_check: Callable[[str], None] | None = None, reference: Any = None
+             on_check: Callable[[str], None] | None = None, reference: Any = None,
+             on_mutants: Callable[[CaseResult, ErrorEntry | None], None] | None = None
              ) -> tuple[CaseResult | None, ErrorEntry | None]:
     """Run one case; returns its result, or an input error (a factory that failed).
-    Static checks (lint) read the class, not the case: they run on the ``first`` case only."""
+    Static checks (lint) read the class, not the case: they run on the ``first`` case only.
+    With ``--mutate``, the mutants run once the case's result is made, which is said first to
+    ``on_mutants``: whatever a mutant does, the case's checks and status stay as they are."""
     started = time.perf_counter()
     ctx = CheckContext(info=info, spec=spec, case=case,
                        maker=InputMaker(case, bound, info,
@@ -95,7 +102,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))
     inputs: tuple[Any, ...] = ()
-    mutants: tuple[MutantRun, ...] = ()
+    checked_all = False
     try:
         if on_check:
             on_check("inputs")
@@ -105,10 +112,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
         ctx = dataclasses.replace(ctx, info=opcalls.for_case(info, ctx.maker.groups))
         _run_checks(ctx, checks, options, on_check, rows)
         rows.about += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
-        if options.mutate:
-            if on_check:
-                on_check("mutants")
-            mutants = _mutants(ctx, checks, options, rows)
+        checked_all = True
     except InputError as exc:
         return None, ErrorEntry(info.target, spec.path, exc.code, str(exc),
                                 location=exc.location)
@@ -121,11 +125,15 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     about += casenotes.unfinished_row(spec)
     about += casenotes.global_state_row(info, rows.state, rows.changed)
     about += casenotes.left_running_row(ctx, running)
-    return CaseResult(target=info.target, spec=spec.path, case=case.name,
-                      status=worst([c.status for c in [*checked, *about]], Status.SKIP),
-                      duration_s=time.perf_counter() - started, inputs=inputs,
-                      checks=tuple(checked), inferred=spec.inferred, mutants=mutants,
-                      about_case=tuple(about)), rows.internal
+    result = CaseResult(target=info.target, spec=spec.path, case=case.name,
+                        status=worst([c.status for c in [*checked, *about]], Status.SKIP),
+                        duration_s=time.perf_counter() - started, inputs=inputs,
+                        checks=tuple(checked), inferred=spec.inferred, about_case=tuple(about))
+    if options.mutate and checked_all:
+        if on_mutants:
+            on_mutants(result, rows.internal)
+        result = dataclasses.replace(result, mutants=_mutants(ctx, checks, options, rows))
+    return result, rows.internal
 
 
 def _computes_in(ctx: CheckContext, options: RunOptions) -> None:

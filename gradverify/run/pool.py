@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import time
@@ -26,18 +25,21 @@ from gradverify.discover import Plan
 from gradverify.errors import interrupt_signal, shown_path
 from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
-from gradverify.run import leftovers, messages
+from gradverify.run import leftovers, messages, processes
 from gradverify.run import worker as worker_process
 from gradverify.run.output import last_lines
 from gradverify.run.tasks import (
+    MUTANTS,
     Task,
     TaskOutcome,
     TaskOutcomes,
     TasksInterrupted,
     crashed,
+    died,
     ended,
     lost,
     mark_interrupted,
+    mutants_apart,
     timed_out,
 )
 from gradverify.run.worker_handle import Worker, kill, reap, receive
@@ -310,6 +312,8 @@ class Pool:
                     message = worker.conn.recv()  # anything else is ignored
                     if isinstance(message, messages.CheckStarted):
                         worker.check, worker.kept = message.name, message.kept
+                        if message.name == MUTANTS:  # a budget of their own
+                            worker.started = time.monotonic()
                     elif isinstance(message, messages.TaskResult):
                         outcomes[task.index] = message.outcome
                         worker.task = None
@@ -339,21 +343,31 @@ class Pool:
 
     def _retire(self, worker: Worker) -> None:
         worker.task = None
-        try:  # what the worker started goes with it
-            os.killpg(worker.process.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        processes.kill_group(worker.process)  # what the worker started goes with it
         worker.conn.close()
         if worker in self.workers:
             self.workers.remove(worker)
 
     def _lost(self, worker: Worker, task: Task) -> TaskOutcome:
-        return worker.kept or lost(task, worker.check, last_lines(worker.output))
+        return self._kept(worker, "the process running them closed its connection to "
+                                  "gradverify") \
+            or lost(task, worker.check, last_lines(worker.output))
 
     def _crashed(self, worker: Worker, task: Task) -> TaskOutcome:
         reap(worker)
-        return worker.kept or crashed(task, worker.check, worker.process.returncode,
-                                      last_lines(worker.output))
+        return self._kept(worker, f"a mutant ended the process running them "
+                                  f"({died(worker.process.returncode)})") \
+            or crashed(task, worker.check, worker.process.returncode, last_lines(worker.output))
 
     def _timed_out(self, worker: Worker, task: Task) -> TaskOutcome:
-        return worker.kept or timed_out(task, worker.check, self.timeout)
+        return self._kept(worker, f"they ran past the timeout ({self.timeout:g} s) and were "
+                                  "stopped") \
+            or timed_out(task, worker.check, self.timeout)
+
+    @staticmethod
+    def _kept(worker: Worker, why: str) -> TaskOutcome | None:
+        """What stands of a task whose worker ended early: the outcome it sent before a phase
+        that may end it (shrinking, the mutants: then ``why`` they were not judged)."""
+        if worker.kept is None or worker.check != MUTANTS:
+            return worker.kept
+        return mutants_apart(worker.kept, f"not judged: {why}")

@@ -3,6 +3,7 @@ case of one job), and the results that stand in for a task that could not finish
 of a run are ``gradverify.options.RunOptions``."""
 from __future__ import annotations
 
+import dataclasses
 import signal
 from dataclasses import dataclass
 
@@ -72,6 +73,20 @@ def crashed(task: Task, check: str | None, code: int | None, tail: str) -> TaskO
     return failed_case(task, check, "GV010", message,
                        "a crash in native code (an extension or kernel); rerun this case alone "
                        "with --no-isolate under a debugger"), []
+
+
+MUTANTS = "mutants"
+"""The phase of a task that runs the mutants of ``--mutate``, after the case's own checks: a
+worker that ends in it leaves the case's outcome as it was (``mutants_apart``)."""
+
+
+def mutants_apart(kept: TaskOutcome, why: str) -> TaskOutcome:
+    """The outcome a case had before its mutants ran (``kept``), saying ``why`` they were not
+    judged: our own mutants never cost the user's verdict."""
+    result, errors = kept
+    if result is None:
+        return kept
+    return dataclasses.replace(result, mutants_not_judged=why), errors
 
 
 def timed_out(task: Task, check: str | None, timeout: float) -> TaskOutcome:

@@ -123,7 +123,7 @@ def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> TaskOutco
     try:
         return execute(message.task, message.options, cache,
                        on_check=lambda name: conn.send(CheckStarted(name)),
-                       on_shrink=lambda kept: conn.send(CheckStarted("shrinking", kept)))
+                       on_kept=lambda phase, kept: conn.send(CheckStarted(phase, kept)))
     except BaseException as exc:  # noqa: BLE001 -- a bug of ours: report, keep serving
         return None, [_internal(message.task, exc)]
 

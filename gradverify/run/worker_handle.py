@@ -2,14 +2,12 @@
 process, socket and log, and how the pool waits on, kills and reaps it. No wait is unbounded."""
 from __future__ import annotations
 
-import os
 import pickle
-import signal
 import subprocess
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from gradverify.run import leftovers, messages
+from gradverify.run import leftovers, messages, processes
 from gradverify.run.output import Output
 from gradverify.run.processes import Process
 from gradverify.run.tasks import Task, TaskOutcome
@@ -51,10 +49,7 @@ def kill(worker: Worker) -> None:
     Functions started) and what it adopted (daemons that left the session: a worker inherits
     its descendants' orphans)."""
     below = sorted(leftovers.descendants(worker.process.pid))
-    try:
-        os.killpg(worker.process.pid, signal.SIGKILL)
-    except OSError:
-        worker.process.kill()
+    processes.kill_group(worker.process)
     leftovers.kill(below)
     worker.process.wait()
 

@@ -27,7 +27,7 @@ GENERATED = "GeneratedBackwardFor_"
 SCHEMA_CAPABILITIES = frozenset({Capability.OWN_AUTOGRAD, Capability.SCHEMA})
 
 
-OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?$")
+OP_NAME_RE = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\Z")
 """An operator's name, ``namespace::op`` or ``namespace::op.overload``."""
 PYTHON_SPELLING_RE = re.compile(r"torch\.ops\.(\w+)[.:](\w+(?:\.\w+)?)")
 """An op as Python spells it: ``torch.ops.ns.op[.overload]`` (or ``torch.ops.ns:op``)."""

@@ -87,7 +87,7 @@ def is_package_folder(name: str) -> bool:
     return not any(p.suffix in SPEC_SUFFIXES for p in folder.rglob("*") if p.is_file())
 
 
-_MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?$")
+_MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?\Z")
 
 
 def named_by(text: str) -> str | None:

@@ -1,10 +1,11 @@
-"""A warm interpreter (``python -c BOOT gradverify.run.zygote SOCKET``) that forks gradverify's
-own processes for ``run/processes.py`` instead of a fresh Python importing torch each time.
+"""The test suite's warm interpreter (``python -c BOOT warm_server SOCKET``, test-only): it forks
+gradverify's own processes for ``warm_client.py`` instead of a fresh Python importing torch
+each time.
 
-The test suite runs one per pytest process and names it in ``GRADVERIFY_ZYGOTE`` to everything
-it starts (docs/contributing.md): it starts some 200 workers and probes, and torch's import,
-about 2 s of CPU each, was half the suite's time. A child becomes what ``python -c BOOT MODULE
-ARGS`` started by the asker would have been (``run/zygote_child.py``), and is killed when the
+``conftest.py`` runs one per pytest process and names it in ``GRADVERIFY_TESTS_WARM`` to
+everything it starts (docs/contributing.md): the suite starts some 200 workers and probes, and
+torch's import, about 2 s of CPU each, was half its time. A child becomes what ``python -c BOOT
+MODULE ARGS`` started by the asker would have been (``warm_child.py``), and is killed when the
 asker closes its connection (it died), as ``PR_SET_PDEATHSIG`` kills a child of its own.
 
 It declines (the asker then starts a fresh Python) what a fork could not make the same: another
@@ -32,9 +33,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from warm_child import become
+
 from gradverify import syspath
 from gradverify.run import leftovers
-from gradverify.run.zygote_child import become
 from gradverify.torchstate import import_torch
 
 STARTUP = ("PYTHON", "TORCH", "PYTORCH", "TRITON", "CUDA", "NVIDIA", "CUBLAS", "CUDNN", "NCCL",
@@ -336,7 +338,7 @@ def _shadowing(folder: str) -> set[str]:
 
 
 def _cannot_inherit(inherited: dict[str, Any]) -> str | None:
-    """Why a child could not take what the asker's children inherit (``processes.inherited``),
+    """Why a child could not take what the asker's children inherit (``warm_client.inherited``),
     or None: a limit above this process's hard limit, a lower nice value, other CPUs."""
     if inherited.get("umask") is None or "cpus" not in inherited:
         return "what it inherits is not known"

@@ -1,10 +1,10 @@
-"""The warm interpreter (gradverify/run/zygote.py) that the suite forks gradverify's processes
+"""The warm interpreter (tests/warm/, test-only) that the suite forks gradverify's processes
 from: a process forked from it is what a fresh Python would have been, as far as a process can
 tell; what a fork cannot make the same starts as a fresh Python.
 
-Each test runs a probe module both ways, through ``run/processes.start``, and compares what it
-saw: its arguments, folder, environment, ``sys.path``, streams and descriptors, session, limits,
-mask, signals, and how it ended.
+Each test runs a probe module both ways, through ``run/processes.start`` (``warm_client.start``
+in the suite), and compares what it saw: its arguments, folder, environment, ``sys.path``,
+streams and descriptors, session, limits, mask, signals, and how it ended.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_client
 
 from gradverify.run import processes
 
@@ -77,9 +78,9 @@ def started(how: str, monkeypatch: pytest.MonkeyPatch, *args: str, warm: bool,
             **streams: Any) -> processes.Process:
     with monkeypatch.context() as patch:
         if not warm:
-            patch.delenv(processes.ZYGOTE)
+            patch.delenv(warm_client.VARIABLE)
         process = processes.start("gv_probe", how, *args, **streams)
-    assert isinstance(process, processes.Forked) == warm
+    assert isinstance(process, warm_client.Forked) == warm
     return process
 
 
@@ -129,7 +130,7 @@ def test_a_forked_process_is_what_a_fresh_python_would_be(probe, monkeypatch):
     # only the forked one has the warm interpreter named, and torch's compiler imported
     # already (a worker imports it in its first case): torch set its cache folder then (the
     # fresh one has it where this process imported the compiler before)
-    forked["env"].pop(processes.ZYGOTE)
+    forked["env"].pop(warm_client.VARIABLE)
     assert forked["env"].pop("TORCHINDUCTOR_CACHE_DIR")
     fresh["env"].pop("TORCHINDUCTOR_CACHE_DIR", None)
     env = {*fresh["env"], *forked["env"]}
@@ -167,7 +168,7 @@ time.sleep(120)
 @pytest.mark.parametrize("warm", [False, True], ids=["fresh", "forked"])
 def test_a_process_dies_with_the_process_that_started_it(probe, monkeypatch, warm):
     if not warm:
-        monkeypatch.delenv(processes.ZYGOTE)
+        monkeypatch.delenv(warm_client.VARIABLE)
     asker = subprocess.Popen([sys.executable, "-c", ASKER], stdout=subprocess.PIPE)
     try:
         assert asker.stdout is not None
@@ -204,7 +205,7 @@ def test_what_a_fork_cannot_make_the_same_starts_fresh(probe, monkeypatch, chang
         (probe / "modules" / "sitecustomize.py").write_text(
             "import os\nos.environ['SITE'] = 'ran'\n")
     elif change == "unreachable":
-        monkeypatch.setenv(processes.ZYGOTE, str(probe / "no-socket"))
+        monkeypatch.setenv(warm_client.VARIABLE, str(probe / "no-socket"))
     with monkeypatch.context() as patch:
         if change == "a failed set-up":  # the child cannot enter the asker's folder
             patch.setattr(os, "getcwd", lambda: str(probe / "gone"))
@@ -219,7 +220,7 @@ def test_what_a_fork_cannot_make_the_same_starts_fresh(probe, monkeypatch, chang
 def test_a_report_is_the_same_from_forked_and_fresh_workers(in_repo):
     def report(warm: bool) -> list[Any]:
         env = {**os.environ} if warm else {k: v for k, v in os.environ.items()
-                                          if k != processes.ZYGOTE}
+                                          if k != warm_client.VARIABLE}
         run = subprocess.run([sys.executable, "-m", "gradverify", "check", "specs/broken",
                               "specs/exp.yaml", "--format", "json"], env=env,
                              capture_output=True, text=True, timeout=600)
@@ -242,13 +243,13 @@ def test_a_request_given_up_on_never_runs_a_second_process(probe, monkeypatch):
     monkeypatch.setenv("PROBE_RUNS", str(runs))
     (probe / "modules" / "gv_counted.py").write_text(
         "import os\nwith open(os.environ['PROBE_RUNS'], 'a') as f:\n    f.write('ran\\n')\n")
-    answer = processes._answer
+    answer = warm_client._answer
 
     def late(conn):  # the answer comes, but after the asker gave up
         answer(conn)
         return []
 
-    monkeypatch.setattr(processes, "_answer", late)
+    monkeypatch.setattr(warm_client, "_answer", late)
     process = processes.start("gv_counted", stdin=subprocess.DEVNULL)
     assert isinstance(process, subprocess.Popen)
     assert process.wait(timeout=120) == 0

@@ -1,5 +1,5 @@
-"""What a child of the warm interpreter (``run/zygote.py``) does between its fork and its
-module: become what ``python -c BOOT MODULE ARGS`` started by the asker would have been.
+"""What a child of the test suite's warm interpreter (``warm_server.py``) does between its fork
+and its module: become what ``python -c BOOT MODULE ARGS`` started by the asker would have been.
 
 In order: drop the interpreter's own descriptors (detached from their objects, so that no
 finalizer closes a number reused since); put the asker's descriptors under their numbers; take
@@ -89,7 +89,7 @@ def _place(fds: list[int], numbers: list[int], keep: list[int]) -> list[int]:
 
 
 def _inherit(inherited: dict[str, Any]) -> None:
-    """Take what the asker's children inherit (``processes.inherited``)."""
+    """Take what the asker's children inherit (``warm_client.inherited``)."""
     for name, limit in inherited["limits"].items():
         resource.setrlimit(getattr(resource, name), tuple(limit))
     os.umask(inherited["umask"])
