@@ -75,32 +75,34 @@ def repro_folder(folder: str | None) -> Path | None:
 
 
 def write_repros(report: Report, folder: Path) -> bool:
-    """Each failure's repro script (``Smallest.repro``) as ``folder/<target>_<case>_<check>.py``,
-    said on stderr; whether one could not be written. A file there that is not a repro
-    gradverify wrote (its first line) is never written over."""
+    """Each failure's repro script (``Smallest.repro``) as ``folder/<target>_<case>_<check>.py``
+    (a name of its own: ``repro.file_names``), said on stderr with its path escaped; whether
+    one could not be written. A file there that is not a repro gradverify wrote (its first
+    line) is never written over."""
     from gradverify.errors import shown_path
     from gradverify.files import OutputError, write_text
-    from gradverify.run.repro import MARKER, file_name
+    from gradverify.report.text import escaped
+    from gradverify.run.repro import MARKER, file_names
 
+    scripts = {(case.target, case.case, check.name): (finding.code, finding.smallest.repro)
+               for case in report.results for check in case.checks
+               for finding in reversed(check.findings)  # the first finding's script
+               if finding.smallest is not None and finding.smallest.repro is not None}
+    names = file_names(scripts)
     failed = False
-    for case in report.results:
-        for check in case.checks:
-            for finding in check.findings:
-                script = finding.smallest.repro if finding.smallest else None
-                if script is None:
-                    continue
-                path = folder / file_name(case.target, case.case, check.name)
-                try:
-                    if _foreign(path, MARKER):
-                        raise OutputError(f"{shown_path(path)} is not a repro gradverify "
-                                          "wrote: left as it is")
-                    write_text(path, script, what="repro")
-                except OutputError as exc:
-                    terminal.err(f"error: --repro: {exc}")
-                    failed = True
-                    continue
-                terminal.err(f"repro: {shown_path(path)} ({finding.code} {check.name}; "
-                             f"python {shown_path(path)} fails under bare torch)")
+    for key, (code, script) in scripts.items():
+        path = folder / names[key]
+        shown = escaped(shown_path(path))
+        try:
+            if _foreign(path, MARKER):
+                raise OutputError(f"{shown} is not a repro gradverify wrote: left as it is")
+            write_text(path, script, what="repro")
+        except OutputError as exc:
+            terminal.err(escaped(f"error: --repro: {exc}"))
+            failed = True
+            continue
+        terminal.err(f"repro: {shown} ({code} {key[2]}; python {shown} fails under bare "
+                     "torch)")
     return failed
 
 

@@ -444,3 +444,39 @@ def test_a_mutant_that_ends_or_hangs_its_process_never_costs_the_verdict(project
              else "they ran past the timeout (6 s) and were stopped")
     assert score["note"] == f"case vector's mutants not judged: {ended}"
     assert after["results"][0]["mutants_not_judged"] == f"not judged: {ended}"
+
+
+CHANGING = '''
+import torch
+
+
+class Triple(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 3
+'''
+
+
+@pytest.mark.parametrize("change", ["deleted", "invalid", "other code", "emptied"])
+def test_a_source_changed_since_import_falls_back_to_value_mutants(project, change):
+    """The file no longer holds the backward that runs: its mutants would be of other code (a
+    syntax error once crashed ``inspect``, exit 4; other valid code scored "0/0")."""
+    path = project.write("changing.py", CHANGING)
+    import changing
+
+    if change == "deleted":
+        path.unlink()
+    elif change == "invalid":
+        path.write_text("def broken(:\n    pass\n" * 5)
+    elif change == "other code":
+        path.write_text(CHANGING.replace("return grad * 3", "y = grad\n        return y + 1")
+                        .replace("return x * 3", "out = x\n        return out"))
+    else:
+        path.write_text("")
+    score = _score(changing.Triple, {"cases": [{"args": {"x": {"shape": [4]}}}]})
+    assert score.note == "backward's source cannot be read: value mutants only"
+    assert (score.total, score.killed) == (3, 3)

@@ -225,3 +225,46 @@ def test_a_smaller_case_that_kills_the_worker_leaves_the_failure_standing(
     (row,) = case["checks"]
     assert (case["status"], row["name"], row["status"]) == ("fail", "gradcheck", "fail")
     assert row["findings"][0]["code"] == "GV121" and row["findings"][0]["smallest"] is None
+
+
+WRONG = """
+import torch
+
+
+class Sin(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return -grad * torch.cos(x)
+"""
+
+
+def test_two_targets_whose_names_read_the_same_get_a_script_each(project: Project) -> None:
+    """``a.b:Sin`` and ``a_b:Sin`` both read ``a_b_Sin``: neither script replaces the other."""
+    project.write("a/__init__.py", "")
+    project.write("a/b.py", WRONG)
+    project.write("a_b.py", WRONG)
+    result = run_cli("check", "a.b:Sin", "a_b:Sin", "--only", "gradcheck", "--repro",
+                     "repro")
+    assert result.code == 1, result.output
+    written = sorted(p.name for p in (project.root / "repro").iterdir())
+    assert len(written) == 2 and all(name.startswith("a_b_Sin_") for name in written)
+    said = [line for line in result.stderr.splitlines() if line.startswith("repro: ")]
+    assert sorted(line.split()[1].removeprefix("repro/") for line in said) == written
+    for name in written:
+        assert _bare(project.root / "repro" / name, project.root).returncode == 1
+
+
+def test_a_repro_folder_named_with_a_newline_is_said_escaped(project: Project) -> None:
+    """A line of stderr that starts ``::error::`` is a GitHub workflow command."""
+    _broken(project)
+    result = run_cli("check", "specs/broken/broken.yaml", "--only", "gradcheck", "--case",
+                     "vector", "--repro", "out\n::error::x")
+    assert result.code == 1, result.output
+    assert "repro: out\\n::error::x/" in result.stderr
+    assert not any(line.startswith("::") for line in result.stderr.splitlines())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
+from gradverify.targets.introspection import SOURCE_ERRORS
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def _parse_class(cls: type) -> tuple[ast.ClassDef, int] | str:
     cannot be read or parsed, the reason to skip."""
     try:
         lines, first = inspect.getsourcelines(cls)
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         return "source not available"
     try:
         tree = ast.parse(textwrap.dedent("".join(lines)))

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from gradverify.targets.introspection import underlying, unwrap
+from gradverify.targets.introspection import SOURCE_ERRORS, underlying, unwrap
 
 MAX_DEPTH = 3
 """Calls followed from forward: forward -> helper -> its helper -> one more."""
@@ -72,7 +72,7 @@ def parsed(function: object) -> ast.Module | None:
         return None
     try:
         return ast.parse(textwrap.dedent(inspect.getsource(function)))  # type: ignore[arg-type]
-    except (OSError, TypeError, SyntaxError):
+    except SOURCE_ERRORS:
         return None
 
 

@@ -8,11 +8,12 @@ import ast
 import copy
 import inspect
 import textwrap
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gradverify.targets.introspection import unwrap
+from gradverify.targets.introspection import SOURCE_ERRORS, unwrap
 
 TRANSPOSES = frozenset({"t", "transpose", "swapaxes", "swapdims"})
 TRANSPOSED = frozenset({"T", "mT", "H", "mH"})
@@ -82,12 +83,14 @@ class BackwardSource:
 def read_backward(fn: Any, skip: int) -> BackwardSource | None:
     """``fn``'s source as a ``def`` at its real line numbers (a lambda made one), or None when it
     has none (built in C, made by ``exec``, a lambda that shares its line with another of the
-    same parameters); ``skip`` leading parameters are not gradients (ctx, cls)."""
+    same parameters), or when the file no longer holds the code that runs (changed, emptied or
+    broken since it was imported: ``_same_code``); ``skip`` leading parameters are not
+    gradients (ctx, cls)."""
     fn = unwrap(fn)
     try:
         file = inspect.getsourcefile(fn)
         lines, start = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         return None
     try:
         tree = ast.parse(textwrap.dedent("".join(lines)))
@@ -101,9 +104,34 @@ def read_backward(fn: Any, skip: int) -> BackwardSource | None:
         return None
     node.decorator_list = [d for d in node.decorator_list
                            if ast.unparse(d) not in ("staticmethod", "classmethod")]
+    if not _same_code(node, fn.__code__, file):
+        return None
     params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]][skip:]
     grads = tuple(params + ([node.args.vararg.arg] if node.args.vararg is not None else []))
     return BackwardSource(fn, file, node, grads)
+
+
+def _same_code(node: ast.FunctionDef, code: types.CodeType, file: str) -> bool:
+    """Whether ``node``, compiled, is the code that runs (``code``): the same local names, the
+    same global and attribute names (a closure's variables read as globals at module level),
+    statements on the same lines. A file changed since its import reads otherwise, and its
+    mutants would be of code that never runs."""
+    try:
+        compiled = compile(ast.Module(body=[copy.deepcopy(node)], type_ignores=[]), file, "exec")
+    except (SyntaxError, ValueError, TypeError):
+        return False
+    inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+    if inner is None:
+        return False
+
+    def lines(of: types.CodeType) -> set[int]:  # its first is the def's, or a decorator's
+        return {line for _, _, line in of.co_lines() if line not in (None, of.co_firstlineno)}
+
+    free = set(code.co_freevars) | set(code.co_cellvars)
+    return (set(inner.co_varnames) | set(inner.co_cellvars)) - free \
+        == (set(code.co_varnames) | set(code.co_cellvars)) - free \
+        and set(code.co_names) <= set(inner.co_names) <= set(code.co_names) | free \
+        and lines(inner) == lines(code)
 
 
 def _function_node(tree: ast.Module, fn: Any) -> ast.FunctionDef | None:

@@ -8,10 +8,12 @@ from gradverify's own probes) is not written, and the reason is said instead."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gradverify.case.inputs import InputMaker, case_seed
@@ -43,6 +45,18 @@ def file_name(target: str, case: str, check: str) -> str:
     (``pkg.ops:Exp`` as ``pkg_ops_Exp``: two targets of one name in two modules differ)."""
     text = f"{target}_{case}_{check}"
     return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in text) + ".py"
+
+
+def file_names(keys: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """Each (target, case, check)'s script name, ``file_name`` where that is its own, else
+    with a stable suffix of its own (``a.b:C`` and ``a_b:C`` both read ``a_b_C``): no script
+    ever replaces another's."""
+    found = list(dict.fromkeys(keys))
+    plain = {key: file_name(*key) for key in found}
+    taken = Counter(plain.values())
+    return {key: name if taken[name] == 1 else
+            f"{name[:-3]}-{hashlib.sha1(repr(key).encode()).hexdigest()[:8]}.py"
+            for key, name in plain.items()}
 
 
 def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...], case: Case,

@@ -17,7 +17,7 @@ from typing import Any
 from gradverify import torchcompat
 from gradverify.errors import TargetError
 from gradverify.targets import op_calls
-from gradverify.targets.introspection import adapter, file_of, location_of
+from gradverify.targets.introspection import SOURCE_ERRORS, adapter, file_of, location_of
 from gradverify.targets.load import import_module
 from gradverify.targets.model import MISSING, Capability, Formula, Param, Schema, Target
 
@@ -222,7 +222,7 @@ def library_ops(module: Any) -> list[str]:
             names += sorted(getattr(value, "_op_defs", ()))
     try:
         tree = ast.parse(inspect.getsource(module))
-    except (OSError, TypeError, SyntaxError):
+    except SOURCE_ERRORS:
         tree = None
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Call) and _called(node) == "define" and node.args \

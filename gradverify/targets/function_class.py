@@ -8,7 +8,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.errors import TargetError
-from gradverify.targets.introspection import location_of, params_of, underlying, unwrap
+from gradverify.targets.introspection import (
+    SOURCE_ERRORS,
+    location_of,
+    params_of,
+    underlying,
+    unwrap,
+)
 from gradverify.targets.load import normalise
 from gradverify.targets.model import Capability, Formula, Target, UnnamedKind
 
@@ -94,11 +100,11 @@ def class_target(obj: Any, target: str | None = None) -> Target:
         vmap = None
     try:
         source_file = inspect.getsourcefile(cls)
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         source_file = None
     try:
         source = inspect.getsource(cls)
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         source = ""
     formula = Formula(
         style="setup_context" if setup_context else "ctx", once_differentiable=once,

@@ -4,12 +4,18 @@ autograd.Function class."""
 from __future__ import annotations
 
 import inspect
+import tokenize
 from collections.abc import Callable
 from typing import Any
 
 from gradverify.errors import shown_path
 from gradverify.results import Location
 from gradverify.targets.model import Param
+
+SOURCE_ERRORS = (OSError, TypeError, SyntaxError, tokenize.TokenError, UnicodeDecodeError)
+"""What reading an object's source with ``inspect`` raises where it cannot be read as the code
+that runs: no file, a built-in, a file changed since its import into one that does not parse
+(``inspect`` parses a class's whole file) or cannot be decoded."""
 
 
 def underlying(member: Any) -> Callable[..., Any] | None:
@@ -47,7 +53,7 @@ def location_of(fn: Any) -> Location | None:
     try:
         file = inspect.getsourcefile(fn)
         source, line = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         return None
     if not file:
         return None
@@ -61,14 +67,14 @@ def location_of(fn: Any) -> Location | None:
 def line_of(cls: type) -> int | None:
     try:
         return inspect.getsourcelines(cls)[1]
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         return None
 
 
 def file_of(fn: Any) -> str | None:
     try:
         return inspect.getsourcefile(fn) if fn is not None else None
-    except (OSError, TypeError):
+    except SOURCE_ERRORS:
         return None
 
 

@@ -16,6 +16,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gradverify.targets.introspection import SOURCE_ERRORS
+
 DEPTH = 3
 TILE_WORDS = ("BLOCK", "TILE")
 
@@ -103,7 +105,7 @@ def _launches(fn: types.FunctionType) -> Iterator[tuple[str, set[int]]]:
 def _tree(fn: types.FunctionType) -> ast.AST | None:
     try:
         return ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
+    except SOURCE_ERRORS:
         return None
 
 
