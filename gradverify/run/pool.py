@@ -11,6 +11,7 @@ report; the tail of it is quoted when a worker crashes.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import subprocess
@@ -25,7 +26,7 @@ from gradverify.discover import Plan
 from gradverify.errors import interrupt_signal, shown_path
 from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
-from gradverify.run import leftovers, messages, processes
+from gradverify.run import caches, leftovers, messages, processes
 from gradverify.run import worker as worker_process
 from gradverify.run.output import last_lines
 from gradverify.run.tasks import (
@@ -73,6 +74,9 @@ class Pool:
         """Why a worker did not start (GV018); the cases no started worker can run get it."""
         self._before = leftovers.descendants(os.getpid())
         self._jobs = 0
+        self._cache = contextlib.ExitStack()
+        self.cache = self._cache.enter_context(caches.compiler_cache())
+        """The run's folder for its workers' compiler cache (None: the user's)."""
 
     def new_job_index(self) -> int:
         """A job index no task run in this pool had (the pytest plugin runs one job a call)."""
@@ -98,6 +102,7 @@ class Pool:
         # What a worker that died on its own left behind was adopted by this process (the
         # command line inherits orphans too): nothing outlives the run.
         leftovers.kill(sorted(leftovers.descendants(os.getpid()) - self._before))
+        self._cache.close()
 
     def prestart(self, count: int) -> None:
         """Start workers now, without waiting for them to import torch."""
@@ -106,7 +111,7 @@ class Pool:
 
     def _start(self) -> Worker:
         threads = max(1, cores() // self.jobs) if self.jobs > 1 else 0
-        process, conn, output = worker_process.spawn(threads)
+        process, conn, output = worker_process.spawn(threads, self.cache)
         worker = Worker(process, conn, output, time.monotonic())
         self.workers.append(worker)
         return worker

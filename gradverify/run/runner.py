@@ -30,6 +30,7 @@ from gradverify.results import (
     Status,
     worst,
 )
+from gradverify.run import caches
 from gradverify.run.execute import execute
 from gradverify.run.tasks import (
     UNSUPPORTED_ROW,
@@ -93,7 +94,15 @@ def run(plan: Plan, options: RunOptions,
 def run_tasks(tasks: list[Task], options: RunOptions, cache: dict[int, Any],
               outcomes: dict[int, Any],
               progress: Callable[[int, int, str], None] | None = None) -> None:
-    """Run tasks in this process, one after the other, into ``outcomes`` (by task index)."""
+    """Run tasks in this process, one after the other, into ``outcomes`` (by task index), with
+    torch's compiler cache in a folder of the run (``run/caches.py``)."""
+    with caches.in_this_process():
+        _run_tasks(tasks, options, cache, outcomes, progress)
+
+
+def _run_tasks(tasks: list[Task], options: RunOptions, cache: dict[int, Any],
+               outcomes: dict[int, Any],
+               progress: Callable[[int, int, str], None] | None = None) -> None:
     for task in tasks:
         if progress:
             progress(task.index, len(tasks), f"{task.job.target} {task.case}")

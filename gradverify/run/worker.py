@@ -1,4 +1,4 @@
-"""A worker process (``gradverify.run.worker FD THREADS``, started with
+"""A worker process (``gradverify.run.worker FD THREADS CACHE``, started with
 ``run/processes.py``): imports targets and runs one case at a time for the parent's
 ``gradverify.run.pool.Pool``, sending back frozen results over its socket. Its stdout and stderr
 are a pipe the parent drains, keeping the first and last bytes (``run.output``); it runs in a
@@ -16,7 +16,7 @@ from typing import Any
 
 from gradverify.discover import Plan, resolve_deferred
 from gradverify.results import ErrorEntry
-from gradverify.run import leftovers, processes
+from gradverify.run import caches, leftovers, processes
 from gradverify.run.messages import (
     CheckStarted,
     Discover,
@@ -31,8 +31,11 @@ from gradverify.run.processes import Process
 from gradverify.run.tasks import Task, TaskOutcome
 
 
-def worker_main(conn: Connection, threads: int) -> None:
-    """The worker loop: answer the parent's messages until it closes its end."""
+def worker_main(conn: Connection, threads: int, compiler_cache: str = "") -> None:
+    """The worker loop: answer the parent's messages until it closes its end.
+    ``compiler_cache``: the run's folder for torch's compiler cache (``run/caches.py``;
+    empty: the user's)."""
+    caches.use(compiler_cache)
     leftovers.adopt_orphans()
     from gradverify.torchstate import import_torch
 
@@ -148,7 +151,7 @@ def _internal(task: Task, exc: BaseException) -> ErrorEntry:
                       "".join(traceback.format_exception(exc)), internal=True)
 
 
-def spawn(threads: int) -> tuple[Process, Connection, Output]:
+def spawn(threads: int, cache: str | None = None) -> tuple[Process, Connection, Output]:
     """Start a worker: its process, the parent's end of its socket, and its output (a pipe
     drained into a bounded ``Output``). It runs in its own session: the terminal's Ctrl-C
     reaches the parent alone (which stops the workers), and everything a worker starts can be
@@ -157,7 +160,7 @@ def spawn(threads: int) -> tuple[Process, Connection, Output]:
     output, (read, write) = Output(), os.pipe()
     try:
         process = processes.start("gradverify.run.worker", str(theirs.fileno()), str(threads),
-                                  stdin=subprocess.DEVNULL, stdout=write,
+                                  cache or "", stdin=subprocess.DEVNULL, stdout=write,
                                   stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
     finally:
         os.close(write)
@@ -167,4 +170,4 @@ def spawn(threads: int) -> tuple[Process, Connection, Output]:
 
 
 if __name__ == "__main__":
-    worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]))
+    worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]), *sys.argv[3:4])

@@ -1,0 +1,54 @@
+"""torch's compiler cache (TorchInductor's: ``torch.compile``, and ``torch.utils.checkpoint``
+through torch._dynamo, which makes it as it is imported) in a folder of the run, removed at
+its end, instead of ``$TMPDIR/torchinductor_<user>``, which outlives the run. Where the user
+named one (``TORCHINDUCTOR_CACHE_DIR``), it is theirs and used as it is (docs/runs.md).
+Never imports torch."""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+"""Where torch's compiler keeps its cache (read each time torch asks, set by torch once it has
+asked)."""
+
+
+@contextlib.contextmanager
+def compiler_cache() -> Iterator[str | None]:
+    """A folder for the compiler cache of the run's processes, removed when the block ends;
+    None where the user named one."""
+    if os.environ.get(VARIABLE):
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="gradverify-compiler-")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def in_this_process() -> Iterator[None]:
+    """The compiler cache of what runs in this process, while the block runs: in a folder of
+    its own unless the user (or torch, earlier in this process) named one; the environment
+    given back afterwards."""
+    with compiler_cache() as folder:
+        if folder is None:
+            yield
+            return
+        os.environ[VARIABLE] = folder
+        try:
+            yield
+        finally:
+            if os.environ.get(VARIABLE) == folder:
+                del os.environ[VARIABLE]
+
+
+def use(folder: str) -> None:
+    """In a worker, before torch is imported: its compiler cache goes to the run's ``folder``
+    (none: the user named one, which the worker inherited)."""
+    if folder:
+        os.environ[VARIABLE] = folder
