@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradverify.errors import InputError, shown_path
+from gradverify.errors import InputError, os_path, shown_path
 from gradverify.optiontable import BY_NAME, KEYS, OPTIONS
 from gradverify.spec.settings import SettingsReader
 from gradverify.specmodel import SPEC_SUFFIXES, CheckSetting, Tolerance
@@ -55,14 +55,14 @@ class Config:
         return self.value("tolerance") or Tolerance()
 
     def spec_dirs(self) -> list[Path]:
-        return [self.root / s for s in self.specs]
+        return [self.root / os_path(s) for s in self.specs]
 
     def excluded(self, path: Path, named: Path | None = None) -> bool:
         """Whether ``exclude`` drops ``path`` found below the directory ``named`` on the command
         line. Naming an excluded directory (or one inside it) explicitly runs it anyway."""
         resolved = path.resolve()
         top = named.resolve() if named is not None else None
-        for pattern in self.exclude:
+        for pattern in map(os_path, self.exclude):
             base = (self.root / pattern).resolve()
             if top is not None and (top == base or base in top.parents):
                 continue

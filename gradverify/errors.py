@@ -101,6 +101,16 @@ def one_of(choices: Iterable[str]) -> str:
     return "one of: " + ", ".join(sorted(str(c) for c in choices))
 
 
+def os_path(text: str) -> str:
+    """A path written in a UTF-8 file (``pyproject.toml``, a spec) as the file system names it
+    to Python: in an ASCII locale (``LC_ALL=POSIX``) a name's non-ASCII bytes are surrogates,
+    and ``spécs`` must be looked for as ``sp\\udcc3\\udca9cs``."""
+    try:
+        return os.fsdecode(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        return text
+
+
 def shown_path(path: str | os.PathLike[str]) -> str:
     """A path as messages show it: relative to the current directory when under it."""
     try:

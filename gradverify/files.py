@@ -126,7 +126,18 @@ def _blocking_file(folder: Path) -> Path | None:
     return None
 
 
+def encoded(text: str) -> bytes:
+    """``text`` as the UTF-8 bytes of a file: a name that Python read from the file system in
+    an ASCII locale (``LC_ALL=POSIX``) carries its bytes as surrogates, and gets them back
+    (``surrogateescape``); any other lone surrogate is written as an escape (``\\ud800``)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")
+
+
 def _write(path: Path, text: str) -> None:
+    data = encoded(text)
     try:
         st: os.stat_result | None = os.stat(path)  # follows links
     except FileNotFoundError:
@@ -134,8 +145,8 @@ def _write(path: Path, text: str) -> None:
     if st is not None and not stat.S_ISREG(st.st_mode):
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(21, "it is a folder")
-        with open(path, "w", encoding="utf-8") as handle:  # a device or pipe: directly
-            handle.write(text)
+        with open(path, "wb") as handle:  # a device or pipe: directly
+            handle.write(data)
         return
     target = Path(os.path.realpath(path))  # a link is written through, and stays a link
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -145,12 +156,12 @@ def _write(path: Path, text: str) -> None:
     except PermissionError:
         if st is None or not os.access(target, os.W_OK):
             raise
-        with open(target, "w", encoding="utf-8") as handle:  # folder read-only, file writable
-            handle.write(text)
+        with open(target, "wb") as handle:  # folder read-only, file writable
+            handle.write(data)
         return
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:

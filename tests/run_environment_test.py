@@ -115,3 +115,23 @@ def test_verify_with_arguments_of_the_wrong_type_raises_a_type_error(kwargs, mes
 def test_verify_takes_a_string_as_one_check_name():
     report = verify(_good(), spec=SPEC, checks="gradcheck")
     assert [c.name for case in report.results for c in case.checks] == ["gradcheck"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX locale as Linux has it")
+def test_non_ascii_folders_and_settings_under_a_posix_locale(project):
+    """init writes its spec (a name Python read as surrogates is written back as its UTF-8
+    bytes: once exit 4), and pyproject's folders are looked for as the file system names them
+    (once: nothing selected)."""
+    _installed()
+    (project / "good.py").write_text(GOOD, encoding="utf-8")
+    (project / "pyproject.toml").write_text('[tool.gradverify]\nspecs = ["spécs"]\n',
+                                             encoding="utf-8")
+    env = {"LC_ALL": "POSIX", "LANG": "", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    made = gv(project, "init", "good:Good", "-o", "spécs/good.yaml", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    text = (project / "spécs" / "good.yaml").read_text(encoding="utf-8")
+    assert "gradverify check 'spécs/good.yaml'" in text
+    checked = gv(project, "check", "--json", "r.json", env=env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    report = json.loads((project / "r.json").read_text(encoding="utf-8"))
+    assert [r["status"] for r in report["results"]] == ["pass"]
