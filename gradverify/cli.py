@@ -18,6 +18,7 @@ import click
 
 from gradverify import sinks, terminal
 from gradverify._version import __version__
+from gradverify.choices import MAX_TIMEOUT
 from gradverify.cliparams import check_options, not_empty, split_checks
 from gradverify.errors import (
     GradverifyError,
@@ -26,6 +27,7 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
+from gradverify.optiontable import FiniteRange
 from gradverify.results import ExitCode
 
 if TYPE_CHECKING:
@@ -122,7 +124,12 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
 @click.option("--import", "imports", multiple=True, metavar="MODULE",
               help="Import MODULE first (repeatable): what registers an op named ns::op. "
                    "The spec of an op name lists them under imports:.")
-def init(target: str, output: str | None, force: bool, imports: tuple[str, ...]) -> int:
+@click.option("--timeout", type=FiniteRange(min=0, min_open=True, max=MAX_TIMEOUT),
+              default=None,
+              metavar="SECONDS",
+              help="Seconds each target's import and probe may take (default 120).")
+def init(target: str, output: str | None, force: bool, imports: tuple[str, ...],
+         timeout: float | None) -> int:
     """Write specs that run for TARGET: a Function, custom op, function or nn.Module class
     (mod:Name), an op by name (ns::op, with --import), or every Function, custom op and
     nn.Module class of a module (mod, path/file.py). Each argument is guessed from forward's
@@ -132,7 +139,8 @@ def init(target: str, output: str | None, force: bool, imports: tuple[str, ...])
     from gradverify.torchstate import import_torch
 
     import_torch()
-    written, skipped = init_mod.write(target, output, force=force, imports=imports)
+    written, skipped = init_mod.write(target, output, force=force, imports=imports,
+                                      timeout=timeout)
     for skip in skipped:
         terminal.err(f"note: skipped {skip.target}: {skip.reason}")
     if output is None:

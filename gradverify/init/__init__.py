@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from gradverify.init.bounded import drafted
+from gradverify.init.bounded import PROBE_DEADLINE, drafted
 from gradverify.init.guess import Guess, arg_value, first_guesses
 from gradverify.init.probe import Attempt, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
@@ -179,14 +179,15 @@ def file_name(info: Target) -> str:
     return re.sub(r"[^\w.-]", "_", info.name.replace(".", "_").replace("::", ".")) + ".yaml"
 
 
-def write(target: str, output: str | None, *, force: bool, imports: tuple[str, ...] = ()
-          ) -> tuple[list[tuple[str | None, Written]], list[Skipped]]:
+def write(target: str, output: str | None, *, force: bool, imports: tuple[str, ...] = (),
+          timeout: float | None = None) -> tuple[list[tuple[str | None, Written]], list[Skipped]]:
     """Specs for ``target`` (a Function or a module), after importing ``imports``: to stdout
     (None), to one file (``output`` ending in ``.yaml`` or ``.yml``; a YAML stream for a
     module), or one file per target in a folder (any other ``output``: see ``is_folder``).
     Returns (path or None, spec) pairs, and the targets of a module that could not be
     introspected or whose spec file exists (kept); never overwrites without ``force``, and
-    never a file gradverify did not write."""
+    never a file gradverify did not write. ``timeout``: the seconds each target's import and
+    probe may take (default ``bounded.PROBE_DEADLINE``)."""
     import os
     from pathlib import Path
 
@@ -211,7 +212,8 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
             _replaceable(path, force=force)
     written = list(zip(paths, drafted(
         found, paths, lambda f, path: spec_for(f.info, spec_path=path, imports=f.imports),
-        _unprobed, lambda fields: Written(**fields))))
+        _unprobed, lambda fields: Written(**fields),
+        PROBE_DEADLINE if timeout is None else timeout)))
     if output is None:
         return written, skipped
     if folder:

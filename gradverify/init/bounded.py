@@ -26,15 +26,18 @@ PROBE_DEADLINE = 120.0
 def drafted(found: Sequence[Found], paths: Sequence[str | None],
             draft: Callable[[Found, str | None], Any],
             unprobed: Callable[[Found, str | None, str], Any],
-            answered: Callable[[dict[str, Any]], Any]) -> list[Any]:
+            answered: Callable[[dict[str, Any]], Any],
+            deadline: float = PROBE_DEADLINE) -> list[Any]:
     """The ``Written`` spec of each target, probed in child processes
     (``gradverify.init.child``). ``draft(found, path)`` drafts one in this process;
     ``unprobed(found, path, why)`` is the spec of a target whose probe ended the child (``why``:
-    how); ``answered(fields)`` is a spec the child drafted."""
+    how); ``answered(fields)`` is a spec the child drafted. ``deadline``: the seconds each
+    target's import and probe may take (``init --timeout``)."""
     results: list[Any] = [None] * len(found)
     todo = list(range(len(found)))
     while todo:
-        answers, stopped = _child([found[i] for i in todo], [paths[i] for i in todo])
+        answers, stopped = _child([found[i] for i in todo], [paths[i] for i in todo],
+                                  deadline)
         for k, answer in answers.items():
             i = todo[k]
             # the child could not import it: drafted here
@@ -47,7 +50,7 @@ def drafted(found: Sequence[Found], paths: Sequence[str | None],
     return results
 
 
-def _child(found: Sequence[Found], paths: Sequence[str | None]
+def _child(found: Sequence[Found], paths: Sequence[str | None], probe_deadline: float
            ) -> tuple[dict[int, dict[str, Any] | None], tuple[int, str] | None]:
     """Run one child over the targets: what it answered (None for a target it could not
     import), and, when it stopped early, the index of the target it was on and how."""
@@ -70,7 +73,7 @@ def _child(found: Sequence[Found], paths: Sequence[str | None]
                 if not started:
                     return answers, (current, "could not run: a fresh Python importing torch "
                                               f"did not start within {START_DEADLINE:g} s")
-                return answers, (current, f"did not finish within {PROBE_DEADLINE:g} s (a "
+                return answers, (current, f"did not finish within {probe_deadline:g} s (a "
                                           "deadlock or a wait, or a very slow forward)")
             line = process.stdout.readline()
             if not line:
@@ -81,7 +84,7 @@ def _child(found: Sequence[Found], paths: Sequence[str | None]
             message = json.loads(line)
             if "start" in message:
                 current, started = message["start"], True
-                deadline = time.monotonic() + PROBE_DEADLINE
+                deadline = time.monotonic() + probe_deadline
             else:
                 answers[message["done"]] = message.get("written")
 

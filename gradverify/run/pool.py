@@ -28,6 +28,7 @@ from gradverify.options import RunOptions
 from gradverify.results import ErrorEntry
 from gradverify.run import caches, leftovers, messages, processes
 from gradverify.run import worker as worker_process
+from gradverify.run.clock import RunningClock
 from gradverify.run.output import last_lines
 from gradverify.run.tasks import (
     MUTANTS,
@@ -54,9 +55,12 @@ it says ``Ready``), apart from the per-case ``--timeout``: on a loaded CI runner
 alone can take tens of seconds, and a case's limit starts when the case starts. A worker that
 misses it is GV018 (no worker could start), never a case's timeout (GV009)."""
 IMPORT_DEADLINE = 120.0
-"""Seconds one target's import may take while targets are discovered (or the case timeout,
-when that is longer): a module that hangs on import is told apart from a slow one, and a
-tiny ``--timeout`` bounds cases, not imports (GV009, not GV003)."""
+"""Seconds one target's import may take while targets are discovered, where no ``--timeout``
+is given (with one, that timeout, never less than ``IMPORT_FLOOR``): a module that hangs on
+import is told apart from a slow one."""
+IMPORT_FLOOR = 10.0
+"""The least an import is given, whatever ``--timeout`` says: a tiny ``--timeout`` bounds
+cases, not imports (GV009, not GV003)."""
 
 
 class Pool:
@@ -67,6 +71,10 @@ class Pool:
         self.options = options
         self.jobs = worker_count(max(1, options.jobs), max(1, options.jobs), cores())[0]
         self.timeout = options.timeout
+        # an import is no case: bounded by --timeout where one is given, never below a floor
+        # that any import takes (a tiny --timeout times out cases, not imports)
+        self.import_deadline = max(options.timeout, IMPORT_FLOOR) if options.timeout_set \
+            else IMPORT_DEADLINE
         self.start_deadline = START_DEADLINE
         self.workers: list[Worker] = []
         self.versions: dict[str, str] = {}
@@ -74,6 +82,8 @@ class Pool:
         """Why a worker did not start (GV018); the cases no started worker can run get it."""
         self._before = leftovers.descendants(os.getpid())
         self._jobs = 0
+        self.clock = RunningClock()
+        """Time limits count the time this process ran: not the time it was stopped."""
         self._cache = contextlib.ExitStack()
         self.cache = self._cache.enter_context(caches.compiler_cache())
         """The run's folder for its workers' compiler cache (None: the user's)."""
@@ -103,6 +113,7 @@ class Pool:
         # command line inherits orphans too): nothing outlives the run.
         leftovers.kill(sorted(leftovers.descendants(os.getpid()) - self._before))
         self._cache.close()
+        self.clock.close()
 
     def prestart(self, count: int) -> None:
         """Start workers now, without waiting for them to import torch."""
@@ -112,7 +123,7 @@ class Pool:
     def _start(self) -> Worker:
         threads = max(1, cores() // self.jobs) if self.jobs > 1 else 0
         process, conn, output = worker_process.spawn(threads, self.cache)
-        worker = Worker(process, conn, output, time.monotonic())
+        worker = Worker(process, conn, output, self.clock.now())
         self.workers.append(worker)
         return worker
 
@@ -124,7 +135,7 @@ class Pool:
         timeout); one that did not is retired and becomes ``start_error``."""
         if worker.ready:
             return True
-        message = receive(worker, worker.spawned + self.start_deadline - time.monotonic())
+        message = receive(worker, worker.spawned + self.start_deadline - self.clock.now())
         if not isinstance(message, messages.Ready):
             self.start_error = self._not_started(worker)
             return False
@@ -166,8 +177,7 @@ class Pool:
                                                     spec_file=plan.spec_file)))
             current = None
             while True:
-                # an import is no case: the case timeout bounds it only when it is the longer
-                message = receive(worker, max(self.timeout, IMPORT_DEADLINE))
+                message = receive(worker, self.import_deadline)
                 if isinstance(message, messages.Discovering):
                     # what the targets before it found, then the next target's name
                     found.jobs += message.jobs
@@ -191,7 +201,7 @@ class Pool:
             worker.process.wait(timeout=2)
             how = ended(worker.process.returncode)
         except subprocess.TimeoutExpired:
-            how = f"did not finish within {max(self.timeout, IMPORT_DEADLINE):g} s"
+            how = f"did not finish within {self.import_deadline:g} s"
         kill(worker)
         self._retire(worker)
         module = target.module or target.text
@@ -266,12 +276,12 @@ class Pool:
                 continue
             deadline = min(w.started + self.timeout for w in busy)
             if any(w.closed is not None for w in busy):
-                deadline = min(deadline, time.monotonic() + 0.1)
+                deadline = min(deadline, self.clock.now() + 0.1)
             # A dead worker's socket reads as end-of-file, so waiting on the sockets alone
             # also notices crashes.
             open_conns = [w.conn for w in busy if w.closed is None]
-            wait(open_conns, timeout=max(0.0, deadline - time.monotonic())) if open_conns \
-                else time.sleep(max(0.0, deadline - time.monotonic()))
+            wait(open_conns, timeout=max(0.0, deadline - self.clock.now())) if open_conns \
+                else time.sleep(max(0.0, deadline - self.clock.now()))
             for worker in busy:
                 finished = self._poll(worker, outcomes)
                 if finished:
@@ -299,7 +309,7 @@ class Pool:
             # Sent before the worker counts as busy: a task that cannot be sent (it does not
             # pickle) leaves the worker idle, never waited on for a result it cannot send.
             worker.conn.send(messages.RunTask(task, self.options))
-            worker.task, worker.started, worker.check = task, time.monotonic(), None
+            worker.task, worker.started, worker.check = task, self.clock.now(), None
             worker.kept = None
             if progress:
                 progress(done + ended, total, f"{task.job.target} {task.case}")
@@ -318,7 +328,7 @@ class Pool:
                     if isinstance(message, messages.CheckStarted):
                         worker.check, worker.kept = message.name, message.kept
                         if message.name == MUTANTS:  # a budget of their own
-                            worker.started = time.monotonic()
+                            worker.started = self.clock.now()
                     elif isinstance(message, messages.TaskResult):
                         outcomes[task.index] = message.outcome
                         worker.task = None
@@ -326,12 +336,12 @@ class Pool:
                             self._retire(worker)
                         return True
             except (EOFError, OSError, pickle.UnpicklingError):
-                worker.closed = time.monotonic()
+                worker.closed = self.clock.now()
         if not self._alive(worker):
             outcomes[task.index] = self._crashed(worker, task)
             self._retire(worker)
             return True
-        now = time.monotonic()
+        now = self.clock.now()
         if worker.closed is not None and now - worker.closed >= _CLOSED_GRACE:
             # Alive with its connection closed: user code closed the socket. No wait on it
             # may be longer than this.

@@ -21,7 +21,8 @@ class Worker:
     conn: Connection
     output: Output
     spawned: float
-    """When it was started (``time.monotonic()``): its start deadline counts from here."""
+    """When it was started (the pool's ``RunningClock``): its start deadline counts from
+    here."""
     task: Task | None = None
     started: float = 0.0
     check: str | None = None
