@@ -165,3 +165,19 @@ def test_a_segfaulting_target_is_its_own_error_not_the_sessions_end(suite, xdist
         result.stdout.fnmatch_lines([line])
     assert "killed by SIGSEGV" in result.stdout.str()
     assert "testcase" in suite.path.joinpath("j.xml").read_text()
+
+
+def test_a_mutant_that_crashes_its_worker_fails_no_test(pytester):
+    """--gradverify-mutate in workers: a mutant that segfaults costs no test its verdict."""
+    from mutants_test import GUARDED
+
+    pytester.makepyfile(guarded=GUARDED.replace("HOW", repr("segfault")))
+    pytester.mkdir("specs")
+    pytester.path.joinpath("specs/cube.yaml").write_text(
+        "target: guarded:Cube\ncases:\n  - name: vec\n    args: {x: {shape: [4]}}\n")
+    plain = pytester.runpytest("--gradverify", "-p", "no:cacheprovider")
+    mutated = pytester.runpytest("--gradverify", "--gradverify-mutate", "-p", "no:cacheprovider")
+    assert mutated.ret == plain.ret == pytest.ExitCode.OK
+    assert mutated.parseoutcomes() == plain.parseoutcomes()
+    mutated.stdout.fnmatch_lines(["*gradverify mutation score*",
+                                  "*not judged: a mutant ended the process running them*"])
