@@ -96,8 +96,11 @@ def _identity(path: Path) -> tuple[int, int] | str:
     try:
         st = os.stat(path)
         return (st.st_dev, st.st_ino)
-    except OSError:
-        return str(Path(os.path.realpath(path)))
+    except (OSError, ValueError):  # ValueError: a name the file system's encoding cannot say
+        try:
+            return str(Path(os.path.realpath(path)))
+        except ValueError:
+            return str(path)
 
 
 def _umask() -> int:

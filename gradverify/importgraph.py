@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradverify.errors import os_path
 from gradverify.files import stamp
 from gradverify.specmodel import Spec
 from gradverify.targets.names import ATTRIBUTE, TargetName, in_module, parse_target
@@ -167,7 +168,7 @@ def target_files(name: TargetName, root: Path, *, search_path: bool = False) -> 
     the project root, its ``src/`` and the current directory (and ``sys.path``, if asked)."""
     if name.form != ATTRIBUTE:  # an op's name names no file
         return set()
-    module = name.module
+    module = os_path(name.module)  # read from a spec: as the file system names it
     if name.is_path:
         return {(root / module).resolve(), Path(module).resolve()}
     parts = module.split(".")

@@ -135,3 +135,19 @@ def test_non_ascii_folders_and_settings_under_a_posix_locale(project):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     report = json.loads((project / "r.json").read_text(encoding="utf-8"))
     assert [r["status"] for r in report["results"]] == ["pass"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX locale as Linux has it")
+def test_a_spec_naming_a_non_ascii_module_under_a_posix_locale_is_no_bug(project):
+    """The spec's ``ünï`` is text Python cannot give the file system in an ASCII locale:
+    looking for its file to guard it from the report crashed (exit 4). Python cannot import it
+    there either: the target's import error, exit 3."""
+    _installed()
+    (project / "ünï.py").write_text(GOOD.replace("class Good", "class Café"), encoding="utf-8")
+    (project / "u.yaml").write_text(
+        "target: ünï:Café\ncases:\n  - name: v\n    args: {x: {shape: [3]}}\n",
+        encoding="utf-8")
+    env = {"LC_ALL": "POSIX", "LANG": "", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    result = gv(project, "check", "u.yaml", "--json", "r.json", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "GV003" in result.stdout and "Traceback" not in result.stdout + result.stderr
