@@ -276,3 +276,42 @@ def returned_at(code: CodeType, run: Callable[[], Any]) -> SourceLine | None:
     finally:
         sys.setprofile(previous)
     return found[-1] if found else None
+
+
+@dataclass(frozen=True)
+class Traced:
+    """The last call of a code object during a run: where it returned, and the lines it ran,
+    in the order they ran."""
+
+    returned: SourceLine
+    lines: tuple[int, ...]
+
+
+def traced(code: CodeType, run: Callable[[], Any]) -> Traced | None:
+    """The last call of ``code`` during ``run()`` (None where it returned nowhere). A trace
+    function follows ``code``'s frames alone, on this thread; the caller's is put back."""
+    calls: list[list[int]] = []
+    returned: list[SourceLine] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            calls[-1].append(frame.f_lineno)
+        elif event == "return":
+            returned.append(SourceLine(code.co_filename, frame.f_lineno or 0))
+        return local
+
+    def starts(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_code is code:
+            calls.append([])
+            return local
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(starts)
+    try:
+        run()
+    finally:
+        sys.settrace(previous)
+    if not returned or len(returned) != len(calls):
+        return None
+    return Traced(returned[-1], tuple(calls[-1]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 
+import torch
 from torch.autograd import Function
 
 import zoo.mutation as zoo_mutation
@@ -86,3 +87,89 @@ def test_returned_at_is_the_executed_return_and_the_profiler_is_put_back() -> No
         assert sys.getprofile() is outer_profile
     finally:
         sys.setprofile(None)
+
+
+class WrongTermAssignedEarlier(Function):
+    """The gradient for `x` is computed wrong lines before the `return` that gives it."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return torch.sin(x) * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        if grad.numel() > 100:
+            gx = grad * torch.cos(x) * w
+        else:
+            gx = -grad * torch.cos(x) * w  # the defect
+        gw = grad * torch.sin(x)
+        out = gx.contiguous()
+        return out.view_as(x), gw
+
+
+class OneInputAccumulated(Function):
+    """One input, its gradient accumulated: the last statement that changed it is named."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3 + x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        gx = grad.clone()
+        gx += 3 * grad * x ** 3  # the defect: x ** 2
+        return gx
+
+
+class ReturnsWhatWasSaved(Function):
+    """A wrong gradient that is a value forward saved: no statement of backward computes it,
+    so the `return` is named."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x * 3)
+        return x ** 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (three_x,) = ctx.saved_tensors
+        return three_x  # the defect: 2 * x * grad
+
+
+SPEC_XW = {"cases": [{"args": {"x": {"shape": [3]}, "w": {"shape": [3]}}}]}
+SPEC_X = {"cases": [{"args": {"x": {"shape": [3]}}}]}
+
+
+def test_a_wrong_gradient_points_at_the_statement_that_computed_it() -> None:
+    finding = _finding(WrongTermAssignedEarlier, "gradcheck", SPEC_XW)
+    assert finding.code == "GV121" and finding.input == "x" and finding.location is not None
+    assert finding.location.line == _line_of(WrongTermAssignedEarlier, "# the defect")
+    finding = _finding(OneInputAccumulated, "gradcheck", SPEC_X)
+    assert finding.location is not None
+    assert finding.location.line == _line_of(OneInputAccumulated, "# the defect")
+    finding = _finding(ReturnsWhatWasSaved, "gradcheck", SPEC_X)
+    assert finding.location is not None
+    assert finding.location.line == _line_of(ReturnsWhatWasSaved, "return three_x")
+
+
+def test_traced_gives_the_lines_run_and_puts_the_tracer_back() -> None:
+    import sys
+
+    from gradverify import frames
+
+    def f(flag: bool) -> int:
+        y = 1
+        if flag:
+            y = 2
+        return y
+
+    first = f.__code__.co_firstlineno
+    run = frames.traced(f.__code__, lambda: f(False))
+    assert run is not None and run.returned.line == first + 4
+    assert run.lines == (first + 1, first + 2, first + 4)
+    assert frames.traced(f.__code__, lambda: None) is None
+    assert sys.gettrace() is None or "coverage" in type(sys.gettrace()).__module__

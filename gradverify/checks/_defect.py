@@ -1,8 +1,9 @@
-"""Where a wrong gradient comes from: the line of backward that gives it (the element of its
-executed ``return`` at the input's position, found by running backward once,
-``frames.returned_at``, and reading that ``return`` with ``ast``), and what forward did to the
-values backward reads (a saved tensor changed after saving). Imports torch inside (a helper
-module: checks import it in ``run``)."""
+"""Where a wrong gradient comes from: the line of backward that computes it (the element of
+its executed ``return`` at the input's position, found by running backward once,
+``frames.traced``, and reading that ``return`` with ``ast``; where the element is a local name,
+the statement that last assigned it in that run, through plain copies and reshapes), and what
+forward did to the values backward reads (a saved tensor changed after saving). Imports torch
+inside (a helper module: checks import it in ``run``)."""
 from __future__ import annotations
 
 import ast
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def at_return_lines(ctx: CheckContext, outcome: Outcome) -> None:
-    """Each wrong gradient (GV121 about an input) located at the line of backward's
-    ``return`` that gives it, where that can be known."""
+    """Each wrong gradient (GV121 about an input) located at the line of backward that
+    computes it, where that can be known (``gradient_lines``)."""
     names = [f.input for f in outcome.findings if f.code == "GV121" and f.input]
     lines = gradient_lines(ctx, names) if names else {}
     outcome.findings[:] = [replace(f, location=lines[f.input])
@@ -32,8 +33,9 @@ def at_return_lines(ctx: CheckContext, outcome: Outcome) -> None:
 def gradient_lines(ctx: CheckContext, names: Collection[str]) -> dict[str, Location]:
     """For a Function class: the line of each named input's gradient in the ``return``
     statement backward executed (the tuple's element at the input's position; the
-    ``return`` itself when it returns no literal tuple). Empty when backward cannot be run
-    once more, or has no Python source."""
+    ``return`` itself when it returns no literal tuple), or, where that element is a local
+    name, the line of the statement that last assigned it as backward ran (``_assigned``).
+    Empty when backward cannot be run once more, or has no Python source."""
     import inspect
 
     from gradverify.checks import _calls as calls
@@ -46,13 +48,14 @@ def gradient_lines(ctx: CheckContext, names: Collection[str]) -> dict[str, Locat
     try:
         applied = calls.apply(ctx.info, args)
         grads = calls.random_grads(applied, ctx.generator("gradcheck-return"))
-        returned = frames.returned_at(code, lambda: calls.raw_backward(ctx.info, applied, grads))
+        run = frames.traced(code, lambda: calls.raw_backward(ctx.info, applied, grads))
     except Exception:  # noqa: BLE001 -- a location only: backward's own def stays
         return {}
-    statement = _return_at(returned.file, returned.line) if returned else None
-    if returned is None or statement is None:
+    found_return = _return_at(run.returned.file, run.returned.line) if run else None
+    if run is None or found_return is None:
         return {}
-    file = returned.location().file
+    statement, tree = found_return
+    file = run.returned.location().file
     elements = statement.value.elts if isinstance(statement.value, ast.Tuple) and not any(
         isinstance(e, ast.Starred) for e in statement.value.elts) else None
     found = {}
@@ -60,20 +63,106 @@ def gradient_lines(ctx: CheckContext, names: Collection[str]) -> dict[str, Locat
         position = args.names.index(name) if name in args.names else None
         element = elements[position] if elements is not None and position is not None \
             and position < len(elements) else None
-        found[name] = Location(file, element.lineno if element is not None else statement.lineno)
+        if element is None and elements is None and len(args.names) == 1:
+            element = statement.value  # one input: `return gx`
+        line = element.lineno if element is not None else statement.lineno
+        if element is not None:
+            line = _assigned(element, tree, run.lines) or line
+        found[name] = Location(file, line)
     return found
 
 
-def _return_at(file: str, line: int) -> ast.Return | None:
-    """The innermost ``return`` statement of ``file`` that spans ``line``."""
+_SHAPING = frozenset({"view", "reshape", "view_as", "reshape_as", "t", "transpose",
+                      "permute", "contiguous", "clone", "squeeze", "unsqueeze", "flatten",
+                      "expand", "expand_as", "sum_to_size", "to", "type_as", "detach"})
+"""Methods that move a gradient's values, never compute them: ``gx.view(shape)`` is the
+value of ``gx``, whose assignment is where a wrong value was computed."""
+
+
+def _assigned(element: ast.expr | None, tree: ast.AST, ran: tuple[int, ...]) -> int | None:
+    """The line of the statement that gave ``element`` its value in the run whose lines are
+    ``ran`` (in order), where ``element`` is a local name (or a reshape of one): its last
+    assignment before the ``return``, followed through plain copies (``gx = tmp``). None where
+    there is none to follow (a parameter, a value read from ``ctx``)."""
+    name = _root_name(element)
+    if name is None:
+        return None
+    statements = _assignments(tree)
+    line = None
+    for index in range(len(ran) - 1, -1, -1):
+        found = next((s for s in statements.get(ran[index], ()) if name in _targets(s)), None)
+        if found is None:
+            continue
+        value = found.value if isinstance(found, (ast.Assign, ast.AnnAssign)) else None
+        if _reads_ctx(value):
+            return line  # the name holds what forward saved: no computation to point at
+        line = found.lineno
+        alias = _root_name(value) if not isinstance(found, ast.AugAssign) else None
+        if alias is None or alias == name:
+            return line
+        name = alias  # `gx = tmp.t()`: the value was computed where tmp was
+    return line
+
+
+def _root_name(node: ast.expr | None) -> str | None:
+    """``gx`` for ``gx``, ``gx.view(s)``, ``gx.t()``, ``gx.T``, ``gx.mT``; else None."""
+    while node is not None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _SHAPING:
+            node = node.func.value
+        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "data"):
+            node = node.value
+        else:
+            return None
+    return None
+
+
+def _assignments(tree: ast.AST) -> dict[int, list[ast.Assign | ast.AugAssign | ast.AnnAssign]]:
+    """The assignment statements of ``tree`` by the line each starts on."""
+    found: dict[int, list[ast.Assign | ast.AugAssign | ast.AnnAssign]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            found.setdefault(node.lineno, []).append(node)
+    return found
+
+
+def _targets(statement: ast.Assign | ast.AugAssign | ast.AnnAssign) -> set[str]:
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    names: set[str] = set()
+    for target in targets:
+        names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Store)}
+    return names
+
+
+def _reads_ctx(value: ast.expr | None) -> bool:
+    """``ctx.saved_tensors``, ``ctx.scale``: a value forward left, not one backward computed."""
+    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+        and value.value.id == "ctx"
+
+
+def _return_at(file: str, line: int) -> tuple[ast.Return, ast.AST] | None:
+    """The innermost ``return`` statement of ``file`` that spans ``line``, and the innermost
+    function that holds it."""
     try:
         with open(file, encoding="utf-8") as handle:
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return None
-    spanning = [node for node in ast.walk(tree) if isinstance(node, ast.Return)
-                and node.lineno <= line <= (node.end_lineno or node.lineno)]
-    return min(spanning, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
+
+    def spans(node: ast.AST) -> bool:
+        return node.lineno <= line <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
+
+    returns = [node for node in ast.walk(tree) if isinstance(node, ast.Return) and spans(node)]
+    statement = min(returns, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
+    if statement is None:
+        return None
+    holders = [node for node in ast.walk(tree) if isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and spans(node)]
+    holder = min(holders, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=tree)
+    return statement, holder
 
 
 def saved_then_changed_hint(ctx: CheckContext) -> str | None:
