@@ -480,3 +480,24 @@ def test_a_source_changed_since_import_falls_back_to_value_mutants(project, chan
     score = _score(changing.Triple, {"cases": [{"args": {"x": {"shape": [4]}}}]})
     assert score.note == "backward's source cannot be read: value mutants only"
     assert (score.total, score.killed) == (3, 3)
+
+
+class Gain(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gain):
+        ctx.save_for_backward(x, gain)
+        return x * gain
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, gain = ctx.saved_tensors
+        return grad * gain, (grad * x).sum()
+
+
+def test_a_permutation_of_a_0d_gradient_is_equivalent_not_a_survivor():
+    """No input can make it change anything: it is no weakness of the spec."""
+    score = _score(Gain, {"cases": [{"args": {"x": {"shape": [4]}, "gain": {"shape": []}}}]})
+    assert "gradient of 'gain' permuted" not in [m.mutation for m in score.survived]
+    (line,) = [m for m in score.equivalent if m.mutation == "gradient of 'gain' permuted"]
+    assert line.why == ("the gradient of 'gain' is 0-d: no input can make a permutation of it "
+                        "change anything")

@@ -89,6 +89,7 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
     if mutant.value is not None:
         mutant.value.hits = 0
         mutant.value.uniform.clear()
+        mutant.value.scalar.clear()
     seen: list[CheckResult] = []
 
     def rerun_seen(target: Target) -> Sequence[CheckResult]:
@@ -110,6 +111,9 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
     if by is not None:
         return verdict("killed", by)
     if mutant.value is not None:
+        if mutant.value.scalar and all(mutant.value.scalar):
+            return verdict("equivalent", why=f"the gradient of {mutant.value.name!r} is 0-d: "
+                           "no input can make a permutation of it change anything")
         known["uniform"] = bool(mutant.value.uniform) and all(mutant.value.uniform)
     known["new_codes"] = sorted(_said(seen) - _said(baseline))
     if source is not None and source.operator == "gate" and WASTED & set(known["new_codes"]):

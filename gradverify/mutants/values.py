@@ -28,6 +28,9 @@ class ValueChange:
     hits: int = 0
     uniform: list[bool] = field(default_factory=list)
     """Per gradient changed: all its elements were equal (a permutation changes nothing)."""
+    scalar: list[bool] = field(default_factory=list)
+    """Per gradient permuted: it was 0-d (no input can make a permutation of it change
+    anything: the mutant is equivalent)."""
 
     @property
     def key(self) -> str:
@@ -57,6 +60,7 @@ class ValueChange:
             return grad * factors.to(device=grad.device, dtype=grad.real.dtype)
         flat = grad.reshape(-1)
         self.uniform.append(bool((flat == flat[0]).all()))
+        self.scalar.append(grad.dim() == 0)
         order = torch.randperm(flat.numel(), generator=generator)
         if bool((order == torch.arange(flat.numel())).all()):  # never the identity
             order = order.roll(1)
