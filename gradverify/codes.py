@@ -1,16 +1,25 @@
 """What a finding code is, and the codes of the run itself (GV0nn). Each check declares its own
 codes next to the code that emits them (``CODES`` in ``gradverify/checks/<check>.py``); the
-registry collects them all for ``gradverify explain``. Codes are never renumbered or reused.
-
-Ranges: GV0nn input and run errors; GV10n-GV11n contract; GV12n gradcheck; GV14n gradgradcheck;
-GV20n needs_input_grad; GV21n saved_tensors; GV22n mutation; GV23n undefined_grad;
-GV24n determinism; GV25n layout; GV26n lint; GV27n saved_hooks; GV30n forward_ad; GV31n vmap;
-GV32n precision; GV33n reference; GV34n device; GV35n compile; GV36n func; GV37n autocast;
-GV39n checkpoint (GV38n is unused: no partial_backward check, docs/checks.md says why).
+registry collects them all for ``gradverify explain``. Codes are never renumbered or reused;
+``RANGES`` says whose each block of ten is (a test keeps it true).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+RANGES: dict[str, str | None] = {
+    "GV00": None, "GV01": None, "GV02": None,  # input and run errors
+    "GV10": "contract", "GV11": "contract", "GV12": "gradcheck", "GV13": "gradcheck",
+    "GV14": "gradgradcheck", "GV20": "needs_input_grad", "GV21": "saved_tensors",
+    "GV22": "mutation", "GV23": "undefined_grad", "GV24": "determinism", "GV25": "layout",
+    "GV26": "lint", "GV27": "saved_hooks", "GV30": "forward_ad", "GV31": "vmap",
+    "GV32": "precision", "GV33": "reference", "GV34": "device", "GV35": "compile",
+    "GV36": "func", "GV37": "autocast", "GV38": "tiles", "GV39": "checkpoint",
+    "GV40": "op_schema", "GV41": "op_autograd_registration", "GV42": "op_fake",
+    "GV43": "op_aot_dispatch",
+}
+"""Whose codes each block of ten holds (``GV12`` is GV120 to GV129): a check's, or the run's
+own (None). A new check takes a free block."""
 
 
 @dataclass(frozen=True)

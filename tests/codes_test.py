@@ -57,6 +57,14 @@ def test_check_codes_belong_to_their_check():
     assert list(CODES) == sorted(CODES)
 
 
+def test_every_code_is_in_the_block_of_its_check():
+    from gradverify.codes import RANGES
+
+    assert {code: c.check for code, c in CODES.items() if RANGES.get(code[:4], "?") != c.check} \
+        == {}
+    assert set(RANGES) == {code[:4] for code in CODES}  # no block said that nothing uses
+
+
 def test_every_check_is_explained():
     for name in REGISTRY:
         text = explain_check(name)
