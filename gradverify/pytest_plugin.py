@@ -270,7 +270,15 @@ class TargetNode(pytest.Collector):
         for index, case in enumerate(prepared.spec.cases):
             checks = [c.name for c in rows(prepared.spec, case, options,
                                            prepared.info.capabilities, first=index == 0)]
-            yield CaseNode.from_parent(self, name=case.name, case=case, checks=checks)
+            yield CaseNode.from_parent(self, name=node_name(case.name), case=case,
+                                       checks=checks)
+
+
+def node_name(case: str) -> str:
+    """A case's name as a node of the item ids: a swept case's ``[B=1]`` as ``(B=1)``. pytest
+    reads the first ``[`` of an id as where an item's parameters start: ``::case[B=1]::check``
+    made the JUnit name ``case[B=1]::check``, its case lost from the class name."""
+    return case.replace("[", "(").replace("]", ")")
 
 
 class CaseNode(pytest.Collector):

@@ -181,3 +181,17 @@ def test_a_mutant_that_crashes_its_worker_fails_no_test(pytester):
     assert mutated.parseoutcomes() == plain.parseoutcomes()
     mutated.stdout.fnmatch_lines(["*gradverify mutation score*",
                                   "*not judged: a mutant ended the process running them*"])
+
+
+def test_a_swept_case_gets_well_formed_junit_names(pytester):
+    pytester.makepyfile(ops=OPS)
+    pytester.mkdir("specs")
+    pytester.path.joinpath("specs/good.yaml").write_text(
+        "target: ops:Good\ndims: {B: [1, 2]}\ncases:\n  - name: vec\n"
+        "    args: {x: {shape: [B]}}\n")
+    result = pytester.runpytest("--gradverify", "--gradverify-no-isolate", "-k", "gradcheck",
+                                "--junitxml=j.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    junit = pytester.path.joinpath("j.xml").read_text()
+    assert 'classname="specs.good.yaml.ops:Good.vec(B=1)" name="gradcheck"' in junit
+    assert "::" not in junit.split("<testcase", 1)[1]
