@@ -259,25 +259,6 @@ def _folders(kinds: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(f) for f in folders if f}))
 
 
-def returned_at(code: CodeType, run: Callable[[], Any]) -> SourceLine | None:
-    """The line at which the last call of ``code`` during ``run()`` returned (its executed
-    ``return``), or None when ``code`` returned nowhere (it raised, or was not called). A
-    profile function watches only for ``code``'s returns, and the caller's one is put back."""
-    found: list[SourceLine] = []
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "return" and frame.f_code is code:
-            found.append(SourceLine(code.co_filename, frame.f_lineno or 0))
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        run()
-    finally:
-        sys.setprofile(previous)
-    return found[-1] if found else None
-
-
 @dataclass(frozen=True)
 class Traced:
     """The last call of a code object during a run: where it returned, and the lines it ran,

@@ -335,13 +335,14 @@ class CheckItem(pytest.Item):
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """``--gradverify-mutate``: each spec's mutation score, after the tests."""
+    from gradverify.report.safe import safe
     from gradverify.report.text import score_lines
 
     found: list[MutationScore] = config.stash.get(_SCORES, [])
     if found:
         terminalreporter.section("gradverify mutation score")
         for score in found:
-            for line in score_lines(score, config.getoption("verbose") > 0):
+            for line in score_lines(safe(score), config.getoption("verbose") > 0):
                 terminalreporter.write_line(line)
 
 
@@ -359,8 +360,10 @@ def _case_row(result: Any, checks: list[str]) -> CheckResult:
 
 
 def _text(check: CheckResult, severities: set[Severity]) -> str:
+    from gradverify.report.safe import safe
     from gradverify.report.text import finding_text
 
+    check = safe(check)  # whatever text user code put in it, bounded and encodable
     return "\n".join(finding_text(f, check.name, explain=True) for f in check.findings
                      if f.severity in severities) or check.summary
 

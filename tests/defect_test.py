@@ -64,31 +64,6 @@ def test_a_write_into_the_incoming_gradient_points_at_the_in_place_op() -> None:
     assert finding.location.line == _line_of(cls, "grad.mul_(3)")
 
 
-def test_returned_at_is_the_executed_return_and_the_profiler_is_put_back() -> None:
-    import sys
-
-    from gradverify import frames
-
-    def f(flag: bool) -> int:
-        if flag:
-            return 1
-        return 2
-
-    def outer_profile(frame, event, arg):  # type: ignore[no-untyped-def]
-        return None
-
-    first = f.__code__.co_firstlineno
-    sys.setprofile(outer_profile)
-    try:
-        lines = [frames.returned_at(f.__code__, lambda flag=flag: f(flag))
-                 for flag in (True, False)]
-        assert [line.line if line else None for line in lines] == [first + 2, first + 3]
-        assert frames.returned_at(f.__code__, lambda: None) is None
-        assert sys.getprofile() is outer_profile
-    finally:
-        sys.setprofile(None)
-
-
 class WrongTermAssignedEarlier(Function):
     """The gradient for `x` is computed wrong lines before the `return` that gives it."""
 
@@ -140,6 +115,33 @@ class ReturnsWhatWasSaved(Function):
         return three_x  # the defect: 2 * x * grad
 
 
+class ZeroedAfterwards(Function):
+    """The gradient's first element zeroed in place after it was computed right."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(context, grad):
+        gx = grad * 2
+        gx[0] = 0  # the defect
+        return gx
+
+
+class ReturnsAnItemOfWhatWasSaved(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x * 3)
+        return x ** 2
+
+    @staticmethod
+    def backward(context, grad):
+        three_x = context.saved_tensors[0]
+        return three_x  # the defect: 2 * x * grad
+
+
 SPEC_XW = {"cases": [{"args": {"x": {"shape": [3]}, "w": {"shape": [3]}}}]}
 SPEC_X = {"cases": [{"args": {"x": {"shape": [3]}}}]}
 
@@ -154,6 +156,12 @@ def test_a_wrong_gradient_points_at_the_statement_that_computed_it() -> None:
     finding = _finding(ReturnsWhatWasSaved, "gradcheck", SPEC_X)
     assert finding.location is not None
     assert finding.location.line == _line_of(ReturnsWhatWasSaved, "return three_x")
+    finding = _finding(ZeroedAfterwards, "gradcheck", SPEC_X)
+    assert finding.location is not None
+    assert finding.location.line == _line_of(ZeroedAfterwards, "# the defect")
+    finding = _finding(ReturnsAnItemOfWhatWasSaved, "gradcheck", SPEC_X)
+    assert finding.location is not None
+    assert finding.location.line == _line_of(ReturnsAnItemOfWhatWasSaved, "return three_x")
 
 
 def test_traced_gives_the_lines_run_and_puts_the_tracer_back() -> None:

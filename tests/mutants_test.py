@@ -501,3 +501,25 @@ def test_a_permutation_of_a_0d_gradient_is_equivalent_not_a_survivor():
     (line,) = [m for m in score.equivalent if m.mutation == "gradient of 'gain' permuted"]
     assert line.why == ("the gradient of 'gain' is 0-d: no input can make a permutation of it "
                         "change anything")
+
+
+class AssertsAndMangles(torch.autograd.Function):
+    """Read in a test module: pytest rewrites its assert (``@py_assert`` names), and Python
+    mangles its ``__`` names in the class."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        ctx.__factor = 3.0
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        __scaled = grad * ctx.__factor
+        assert __scaled.shape == x.shape
+        return __scaled
+
+
+def test_the_source_of_a_backward_with_asserts_and_private_names_is_read():
+    assert read_backward(AssertsAndMangles.backward, 1) is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,8 @@ def test_the_command_line_verify_and_the_plugin_agree(pytester, tmp_path):
                 module, _, name = target.rpartition(":")
                 if module.endswith(".py"):
                     target = f"{module.removesuffix('.py').replace('/', '.')}:{name}"
+                # and a swept case's values in parentheses: `case(N=4)` is `case[N=4]`
+                case = re.sub(r"\((\w+=[^()]*)\)$", r"[\1]", case)
                 plugin[(target, case, check)] = rep.outcome
     finally:
         torch.set_num_threads(threads)

@@ -81,8 +81,8 @@ def test_a_started_process_is_a_fresh_python_in_a_session_of_its_own(fresh_proce
 class _Handle:
     """A stand-in for a started process, with the pid it is given."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, returncode: int | None = None) -> None:
+        self.pid, self.returncode = pid, returncode
         self.killed = False
 
     def kill(self) -> None:
@@ -90,12 +90,24 @@ class _Handle:
 
 
 @pytest.mark.parametrize("pid", [-1, 0, 1])
-def test_kill_group_never_signals_a_group_that_is_not_a_child_session(monkeypatch, pid):
-    groups: list[int] = []
-    monkeypatch.setattr(os, "killpg", lambda group, sig: groups.append(group))
+def test_kill_group_never_signals_a_pid_of_1_or_less(monkeypatch, pid):
+    """``kill(0)`` is our own group and ``kill(-1)`` every process: nothing is signalled."""
+    sent: list[int] = []
+    monkeypatch.setattr(os, "killpg", lambda group, sig: sent.append(group))
+    monkeypatch.setattr(os, "kill", lambda target, sig: sent.append(target))
     handle = _Handle(pid)
     processes.kill_group(handle)  # type: ignore[arg-type]
-    assert groups == [] and handle.killed
+    assert sent == [] and not handle.killed
+
+
+def test_kill_group_of_a_reaped_process_signals_only_a_group_that_still_runs(monkeypatch):
+    """Its pid may be another process's by now: no group of that id runs, nothing is sent."""
+    sent: list[int] = []
+    monkeypatch.setattr(os, "killpg", lambda group, sig: sent.append(group))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    gone.wait()
+    processes.kill_group(gone)
+    assert sent == []
 
 
 def test_kill_group_ends_what_the_process_started(fresh_processes, tmp_path):

@@ -80,28 +80,33 @@ value of ``gx``, whose assignment is where a wrong value was computed."""
 
 
 def _assigned(element: ast.expr | None, tree: ast.AST, ran: tuple[int, ...]) -> int | None:
-    """The line of the statement that gave ``element`` its value in the run whose lines are
-    ``ran`` (in order), where ``element`` is a local name (or a reshape of one): its last
-    assignment before the ``return``, followed through plain copies (``gx = tmp``). None where
-    there is none to follow (a parameter, a value read from ``ctx``)."""
+    """The line of the statement that last gave ``element`` its value in the run whose lines
+    are ``ran`` (in order), where ``element`` is a local name (or a reshape of one): its last
+    assignment or in-place change (``gx[0] = 0``, ``gx.mul_(2)``) before the ``return``,
+    followed through plain copies (``gx = tmp``). None where there is none to follow (a
+    parameter, a value read from ``ctx``)."""
     name = _root_name(element)
     if name is None:
         return None
-    statements = _assignments(tree)
-    line = None
+    ctx = _first_parameter(tree)
+    statements = _statements(tree)
     for index in range(len(ran) - 1, -1, -1):
-        found = next((s for s in statements.get(ran[index], ()) if name in _targets(s)), None)
-        if found is None:
-            continue
-        value = found.value if isinstance(found, (ast.Assign, ast.AnnAssign)) else None
-        if _reads_ctx(value):
-            return line  # the name holds what forward saved: no computation to point at
-        line = found.lineno
-        alias = _root_name(value) if not isinstance(found, ast.AugAssign) else None
-        if alias is None or alias == name:
-            return line
-        name = alias  # `gx = tmp.t()`: the value was computed where tmp was
-    return line
+        for found in statements.get(ran[index], ()):
+            if _changes_in_place(found, name):
+                return found.lineno
+            if not isinstance(found, (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
+                    or name not in _targets(found):
+                continue
+            if isinstance(found, ast.AugAssign):
+                return found.lineno
+            if _root(found.value) == ctx:
+                return None  # the name holds what forward saved: no computation to point at
+            alias = _root_name(found.value)
+            if alias is None or alias == name:
+                return found.lineno
+            name = alias  # `gx = tmp.t()`: the value was computed where tmp was
+            break
+    return None
 
 
 def _root_name(node: ast.expr | None) -> str | None:
@@ -119,13 +124,50 @@ def _root_name(node: ast.expr | None) -> str | None:
     return None
 
 
-def _assignments(tree: ast.AST) -> dict[int, list[ast.Assign | ast.AugAssign | ast.AnnAssign]]:
-    """The assignment statements of ``tree`` by the line each starts on."""
-    found: dict[int, list[ast.Assign | ast.AugAssign | ast.AnnAssign]] = {}
+def _root(node: ast.expr | None) -> str | None:
+    """The name an expression reads from, through attributes, items and method calls:
+    ``ctx`` for ``ctx.saved_tensors[0]``, ``ctx.scale``, ``ctx.saved_tensors[0].t()``."""
+    while node is not None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        else:
+            return None
+    return None
+
+
+def _first_parameter(tree: ast.AST) -> str | None:
+    """The name backward's ``ctx`` has (its first parameter)."""
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        params = [*tree.args.posonlyargs, *tree.args.args]
+        return params[0].arg if params else None
+    return None
+
+
+def _statements(tree: ast.AST) -> dict[int, list[ast.stmt]]:
+    """The simple statements of ``tree`` by the line each starts on."""
+    found: dict[int, list[ast.stmt]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
             found.setdefault(node.lineno, []).append(node)
     return found
+
+
+def _changes_in_place(statement: ast.stmt, name: str) -> bool:
+    """``name[...] = v``, ``name.attr = v`` or a call of an in-place method of ``name``
+    (``name.mul_(2)``)."""
+    if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return any(isinstance(t, (ast.Subscript, ast.Attribute)) and _root(t) == name
+                   for t in targets)
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        func = statement.value.func
+        return isinstance(func, ast.Attribute) and func.attr.endswith("_") \
+            and not func.attr.startswith("_") and _root(func.value) == name
+    return False
 
 
 def _targets(statement: ast.Assign | ast.AugAssign | ast.AnnAssign) -> set[str]:
@@ -135,12 +177,6 @@ def _targets(statement: ast.Assign | ast.AugAssign | ast.AnnAssign) -> set[str]:
         names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)
                   and isinstance(n.ctx, ast.Store)}
     return names
-
-
-def _reads_ctx(value: ast.expr | None) -> bool:
-    """``ctx.saved_tensors``, ``ctx.scale``: a value forward left, not one backward computed."""
-    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
-        and value.value.id == "ctx"
 
 
 def _return_at(file: str, line: int) -> tuple[ast.Return, ast.AST] | None:

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from gradverify.init.bounded import PROBE_DEADLINE, drafted
+from gradverify.init.bounded import drafted
 from gradverify.init.guess import Guess, arg_value, first_guesses
 from gradverify.init.probe import Attempt, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
@@ -187,7 +187,7 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
     Returns (path or None, spec) pairs, and the targets of a module that could not be
     introspected or whose spec file exists (kept); never overwrites without ``force``, and
     never a file gradverify did not write. ``timeout``: the seconds each target's import and
-    probe may take (default ``bounded.PROBE_DEADLINE``)."""
+    probe may take (None: ``bounded.PROBE_DEADLINE``)."""
     import os
     from pathlib import Path
 
@@ -212,8 +212,7 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
             _replaceable(path, force=force)
     written = list(zip(paths, drafted(
         found, paths, lambda f, path: spec_for(f.info, spec_path=path, imports=f.imports),
-        _unprobed, lambda fields: Written(**fields),
-        PROBE_DEADLINE if timeout is None else timeout)))
+        _unprobed, lambda fields: Written(**fields), timeout)))
     if output is None:
         return written, skipped
     if folder:

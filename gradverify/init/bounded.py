@@ -27,17 +27,17 @@ def drafted(found: Sequence[Found], paths: Sequence[str | None],
             draft: Callable[[Found, str | None], Any],
             unprobed: Callable[[Found, str | None, str], Any],
             answered: Callable[[dict[str, Any]], Any],
-            deadline: float = PROBE_DEADLINE) -> list[Any]:
+            deadline: float | None = None) -> list[Any]:
     """The ``Written`` spec of each target, probed in child processes
     (``gradverify.init.child``). ``draft(found, path)`` drafts one in this process;
     ``unprobed(found, path, why)`` is the spec of a target whose probe ended the child (``why``:
     how); ``answered(fields)`` is a spec the child drafted. ``deadline``: the seconds each
-    target's import and probe may take (``init --timeout``)."""
+    target's import and probe may take (``init --timeout``; None: ``PROBE_DEADLINE``)."""
     results: list[Any] = [None] * len(found)
     todo = list(range(len(found)))
     while todo:
         answers, stopped = _child([found[i] for i in todo], [paths[i] for i in todo],
-                                  deadline)
+                                  PROBE_DEADLINE if deadline is None else deadline)
         for k, answer in answers.items():
             i = todo[k]
             # the child could not import it: drafted here

@@ -104,34 +104,63 @@ def read_backward(fn: Any, skip: int) -> BackwardSource | None:
         return None
     node.decorator_list = [d for d in node.decorator_list
                            if ast.unparse(d) not in ("staticmethod", "classmethod")]
-    if not _same_code(node, fn.__code__, file):
+    if not _same_code(node, fn, file):
         return None
     params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]][skip:]
     grads = tuple(params + ([node.args.vararg.arg] if node.args.vararg is not None else []))
     return BackwardSource(fn, file, node, grads)
 
 
-def _same_code(node: ast.FunctionDef, code: types.CodeType, file: str) -> bool:
-    """Whether ``node``, compiled, is the code that runs (``code``): the same local names, the
+def _same_code(node: ast.FunctionDef, fn: Any, file: str) -> bool:
+    """Whether ``node``, compiled, is the code that runs (``fn``'s): the same local names, the
     same global and attribute names (a closure's variables read as globals at module level),
     statements on the same lines. A file changed since its import reads otherwise, and its
-    mutants would be of code that never runs."""
+    mutants would be of code that never runs. ``node`` is compiled in a class of its class's
+    name where it has one (``__private`` names are mangled there), and names no source can
+    hold (pytest's rewritten asserts: ``@py_assert1``) are left out."""
+    code = fn.__code__
+    owner = fn.__qualname__.split(".")[-2] if "." in fn.__qualname__ else None
+    body: list[ast.stmt] = [copy.deepcopy(node)]
+    if owner is not None and owner.isidentifier():
+        holder = ast.parse(f"class {owner}: pass").body[0]  # every field this Python's ast has
+        assert isinstance(holder, ast.ClassDef)
+        holder.body = body
+        body = [holder]
     try:
-        compiled = compile(ast.Module(body=[copy.deepcopy(node)], type_ignores=[]), file, "exec")
+        module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+        compiled = compile(module, file, "exec")
     except (SyntaxError, ValueError, TypeError):
         return False
-    inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+    inner = _code_named(compiled, code.co_name)
     if inner is None:
         return False
 
     def lines(of: types.CodeType) -> set[int]:  # its first is the def's, or a decorator's
         return {line for _, _, line in of.co_lines() if line not in (None, of.co_firstlineno)}
 
-    free = set(code.co_freevars) | set(code.co_cellvars)
-    return (set(inner.co_varnames) | set(inner.co_cellvars)) - free \
-        == (set(code.co_varnames) | set(code.co_cellvars)) - free \
-        and set(code.co_names) <= set(inner.co_names) <= set(code.co_names) | free \
+    def names(of: tuple[str, ...]) -> set[str]:
+        return {name for name in of if not name.startswith("@")}
+
+    free = names(code.co_freevars) | names(code.co_cellvars)
+    rewritten = any(name.startswith("@py_") for name in code.co_varnames + code.co_names)
+    return (names(inner.co_varnames) | names(inner.co_cellvars)) - free \
+        == (names(code.co_varnames) | names(code.co_cellvars)) - free \
+        and (rewritten  # its asserts read names of pytest's that no source holds
+             or names(code.co_names) <= names(inner.co_names) <= names(code.co_names) | free) \
         and lines(inner) == lines(code)
+
+
+def _code_named(code: types.CodeType, name: str) -> types.CodeType | None:
+    """The code object of the function ``name`` compiled in ``code`` (in a class body, or at
+    its top level)."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            found = _code_named(const, name)
+            if found is not None:
+                return found
+    return None
 
 
 def _function_node(tree: ast.Module, fn: Any) -> ast.FunctionDef | None:

@@ -72,14 +72,30 @@ def draft(observation: Observation, joined: frozenset[str] = frozenset()) -> Dra
     dims = find_dims(observation, joined)
     built = _Builder(args, dims.axis_names, dims.dims_of, dims.int_dims, joined)
     out = tuple((arg["name"], *built.arg(arg, arg["name"])) for arg in args)
+    checked_as_grad = not observation.grad_enabled and not built.any_grad
     return Draft(dims.recorded, dims.sizes, out, built.dtype, tuple(built.factory),
-                 tuple(built.todo), _signature(args), tuple(args), dims.dims_of,
+                 tuple(built.todo), _signature(_with_grad(args) if checked_as_grad else args),
+                 tuple(args), dims.dims_of,
                  _notes(observation, built), observation, dims.keys, dims.int_dims)
 
 
 def _signature(args: Sequence[Mapping[str, Any]]) -> str:
     """A short hash of the recorded arguments: calls with equal ones are one case."""
     return hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _with_grad(args: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The arguments of a call recorded under ``torch.no_grad()`` as its case checks them:
+    every floating tensor requiring grad. Its signature is then that of the same call recorded
+    with grad, and the two are one case."""
+    def changed(arg: Mapping[str, Any]) -> dict[str, Any]:
+        if arg["kind"] in ("tuple", "list"):
+            return {**arg, "items": [changed(item) for item in arg["items"]]}
+        if arg["kind"] == "tensor" and is_floating(arg["dtype"]):
+            return {**arg, "requires_grad": True}
+        return dict(arg)
+
+    return [changed(arg) for arg in args]
 
 
 def _notes(observation: Observation, built: _Builder) -> tuple[str, ...]:

@@ -83,9 +83,13 @@ def _write_target(written: Written, target: str, calls: list[Observation], out: 
                   force: bool, shrink: bool, origin: str, say: Callable[[str, bool], None],
                   progress: bool, prober: Prober) -> None:
     """One target's spec, written or appended to; its line and notes said."""
-    drafts = _distinct([initial_draft(c) for c in calls])
-    drafts = _distinct(back_off(target, drafts, prober) if shrink else
-                       [d.at_recorded_sizes() for d in drafts])
+    by_signature: dict[str, Draft] = {}
+    for call in calls:  # one case per signature (a call under no_grad checked as with grad)
+        drafted = initial_draft(call)
+        by_signature.setdefault(drafted.signature, drafted)
+    drafts = list(by_signature.values())
+    drafts = back_off(target, drafts, prober) if shrink else \
+        [d.at_recorded_sizes() for d in drafts]
     first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
     broken = _invalid(first) if first.exists() and not force else None
     path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
@@ -116,18 +120,6 @@ def _write_target(written: Written, target: str, calls: list[Observation], out: 
             written.said.add(written.notes[-1])
         say(textwrap.fill(note, 100, initial_indent="    note: ",
                           subsequent_indent="          ", break_long_words=False), True)
-
-
-def _distinct(drafts: list[Draft]) -> list[Draft]:
-    """The drafts that would write different cases, the first of each: a call recorded under
-    ``torch.no_grad()``, whose floating inputs are all checked as differentiable, is the case
-    of the same call recorded with them requiring grad."""
-    seen: dict[str, Draft] = {}
-    for d in drafts:
-        key = repr((sorted(d.sizes.items()), [(name, value) for name, value, _ in d.args],
-                    d.dtype, d.factory, d.todo))
-        seen.setdefault(key, d)
-    return list(seen.values())
 
 
 def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: str,

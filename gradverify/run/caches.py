@@ -5,6 +5,7 @@ named one (``TORCHINDUCTOR_CACHE_DIR``), it is theirs and used as it is (docs/ru
 Never imports torch."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -30,21 +31,30 @@ def compiler_cache() -> Iterator[str | None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+_PROCESS_FOLDER: list[str] = []
+"""This process's folder for in-process runs (made by the first, removed at exit): torch keeps
+the cache path it was first given for the life of the process (``functools.cache``), so a
+folder removed after one run would be written again by the next."""
+
+
 @contextlib.contextmanager
 def in_this_process() -> Iterator[None]:
     """The compiler cache of what runs in this process, while the block runs: in a folder of
-    its own unless the user (or torch, earlier in this process) named one; the environment
-    given back afterwards."""
-    with compiler_cache() as folder:
-        if folder is None:
-            yield
-            return
-        os.environ[VARIABLE] = folder
-        try:
-            yield
-        finally:
-            if os.environ.get(VARIABLE) == folder:
-                del os.environ[VARIABLE]
+    this process's, removed when it exits, unless the user (or torch, earlier in this process)
+    named one; the environment given back afterwards."""
+    if os.environ.get(VARIABLE):
+        yield
+        return
+    if not _PROCESS_FOLDER:
+        _PROCESS_FOLDER.append(tempfile.mkdtemp(prefix="gradverify-compiler-"))
+        atexit.register(shutil.rmtree, _PROCESS_FOLDER[0], ignore_errors=True)
+    folder = _PROCESS_FOLDER[0]
+    os.environ[VARIABLE] = folder
+    try:
+        yield
+    finally:
+        if os.environ.get(VARIABLE) == folder:
+            del os.environ[VARIABLE]
 
 
 def use(folder: str) -> None:

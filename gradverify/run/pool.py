@@ -32,6 +32,7 @@ from gradverify.run.clock import RunningClock
 from gradverify.run.output import last_lines
 from gradverify.run.tasks import (
     MUTANTS,
+    SHRINKING,
     Task,
     TaskOutcome,
     TaskOutcomes,
@@ -327,7 +328,7 @@ class Pool:
                     message = worker.conn.recv()  # anything else is ignored
                     if isinstance(message, messages.CheckStarted):
                         worker.check, worker.kept = message.name, message.kept
-                        if message.name == MUTANTS:  # a budget of their own
+                        if message.name in (MUTANTS, SHRINKING):  # a budget of their own
                             worker.started = self.clock.now()
                     elif isinstance(message, messages.TaskResult):
                         outcomes[task.index] = message.outcome

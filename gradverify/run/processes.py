@@ -84,15 +84,40 @@ def child_setup() -> Callable[[], None] | None:
 def kill_group(process: Process) -> None:
     """SIGKILL the session ``start`` made for ``process`` (its process group, whose id is its
     pid: what it started goes with it), or the process alone where that group is gone. A pid
-    of 0 or 1, or a negative one, is never signalled as a group (``killpg(1)``, like
-    ``kill(-1)``, would reach processes that are not ours)."""
-    if process.pid > 1:
+    of 1 or less is never signalled at all (``kill(0)`` is our own group, ``kill(-1)`` every
+    process we may signal). Once ``process`` is reaped its pid may be another process's: the
+    group is then signalled only while a process of it still runs, which keeps the id ours."""
+    pid = process.pid
+    if pid <= 1:
+        return
+    if process.returncode is None or _group_runs(pid):
         try:
-            os.killpg(process.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
             return
         except OSError:
             pass
+    if process.returncode is None:
+        try:
+            process.kill()
+        except OSError:
+            pass
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of process group ``group`` still exists (Linux's ``/proc``; elsewhere
+    none is assumed: nothing is signalled)."""
     try:
-        process.kill()
+        entries = os.listdir("/proc")
     except OSError:
-        pass
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group).encode():
+            return True
+    return False

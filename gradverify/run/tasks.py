@@ -75,6 +75,9 @@ def crashed(task: Task, check: str | None, code: int | None, tail: str) -> TaskO
                        "with --no-isolate under a debugger"), []
 
 
+SHRINKING = "shrinking"
+"""The phase of a task that searches a failed check's smallest failing case, after the case's
+checks (and mutants): a worker that ends in it leaves the case's outcome as it was."""
 MUTANTS = "mutants"
 """The phase of a task that runs the mutants of ``--mutate``, after the case's own checks: a
 worker that ends in it leaves the case's outcome as it was (``mutants_apart``)."""
