@@ -131,7 +131,7 @@ def _same_code(node: ast.FunctionDef, fn: Any, file: str) -> bool:
         compiled = compile(module, file, "exec")
     except (SyntaxError, ValueError, TypeError):
         return False
-    inner = _code_named(compiled, code.co_name)
+    inner = _code_named(compiled, node.name)  # (a lambda's is read as a def: _gv_lambda)
     if inner is None:
         return False
 
