@@ -41,6 +41,8 @@ def test_a_run_leaves_no_compiler_cache_in_tmpdir(tmp_path, fresh_processes, iso
 
 def test_a_compiler_cache_the_user_named_is_theirs(tmp_path, fresh_processes):
     mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "kept").write_text("the user's")
     temp = _check(tmp_path, env={"TORCHINDUCTOR_CACHE_DIR": str(mine)})
-    assert sorted(p.name for p in temp.iterdir()) == []
-    assert mine.is_dir()  # used, and left where the user wants it
+    assert sorted(p.name for p in temp.iterdir()) == []  # no folder of the run made either
+    assert (mine / "kept").read_text() == "the user's"  # left where the user wants it
