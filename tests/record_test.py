@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import functions
 import gradverify
 from conftest import Project, run_cli
 from gradverify.recording.capture import describe
@@ -339,27 +340,11 @@ def test_recorded_values_keep_their_relations(project):
 def test_a_call_under_no_grad_is_no_second_case_of_the_same_call(project):
     """An evaluation step under ``torch.no_grad()`` checks every floating input as
     differentiable: the case of the training step's call, not a duplicate of it."""
-    project.write("twice.py", """
-        import torch
-
-
-        class Cube(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                ctx.save_for_backward(x)
-                return x ** 3
-
-            @staticmethod
-            def backward(ctx, grad):
-                (x,) = ctx.saved_tensors
-                return 3 * x ** 2 * grad
-
-
-        x = torch.randn(4, 3, requires_grad=True)
-        Cube.apply(x).sum().backward()
-        with torch.no_grad():
-            Cube.apply(torch.randn(4, 3))
-    """)
+    project.write("twice.py", functions.module(functions.square("Cube")) + (
+        "\n\nx = torch.randn(4, 3, requires_grad=True)\n"
+        "Cube.apply(x).sum().backward()\n"
+        "with torch.no_grad():\n"
+        "    Cube.apply(torch.randn(4, 3))\n"))
     result = _cli("record", "-o", "specs", "--", sys.executable, "twice.py", cwd=project.root)
     assert result.returncode == 0, result.stdout + result.stderr
     (spec,) = load_file(project.root / "specs" / "Cube.yaml")

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,12 +43,12 @@ def adopt_orphans() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1)
 
 
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid``, from the parent ids in /proc (empty where there is none)."""
-    parents: dict[int, list[int]] = {}
+def stats() -> Iterator[tuple[int, list[str]]]:
+    """Each process in /proc (none where there is no /proc) with the fields of its ``stat``
+    after its name: state, parent, process group, session, ..."""
     proc = Path("/proc")
     if not proc.is_dir():
-        return set()
+        return
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -55,10 +56,16 @@ def descendants(pid: int) -> set[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses
-        fields = stat.rpartition(")")[2].split()
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+        yield int(entry.name), stat.rpartition(")")[2].split()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, from the parent ids in /proc (empty where there is none)."""
+    parents: dict[int, list[int]] = {}
+    for child, fields in stats():
         if len(fields) > 1 and fields[0] != "Z":
-            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+            parents.setdefault(int(fields[1]), []).append(child)
     found: set[int] = set()
     todo = [pid]
     while todo:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Protocol
 
 from gradverify import syspath
+from gradverify.run import leftovers
 
 Stdio = int | None
 """What ``start`` takes for a standard stream, as ``subprocess.Popen`` does: None (inherited),
@@ -104,20 +105,6 @@ def kill_group(process: Process) -> None:
 
 
 def _group_runs(group: int) -> bool:
-    """Whether a process of process group ``group`` still exists (Linux's ``/proc``; elsewhere
-    none is assumed: nothing is signalled)."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return False
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(group).encode():
-            return True
-    return False
+    """Whether a process of process group ``group`` still exists (``leftovers.stats``; where
+    there is no /proc, none is assumed: nothing is signalled)."""
+    return any(len(fields) > 2 and fields[2] == str(group) for _, fields in leftovers.stats())
