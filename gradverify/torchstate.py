@@ -78,6 +78,24 @@ def import_torch() -> Any:
     return torch
 
 
+def warm_up(*, checkpoint: bool = False) -> None:
+    """Run one tiny backward, so that what torch imports on a process's first backward (its
+    symbolic shapes, and with them sympy: a second on an idle machine, several on a loaded one)
+    is imported while a process of ours starts, not inside the first case's or probe's time
+    limit. Called by the workers, ``init``'s probe child and ``record``'s probe process before
+    they say they are ready. ``checkpoint``: one tiny ``torch.utils.checkpoint`` too, whose
+    first call imports torch's compiler (another second or more), for a process that scores
+    mutants with every default check."""
+    torch = import_torch()
+    x = torch.ones(1, requires_grad=True)
+    torch.autograd.grad(x * 2, x, torch.ones(1))
+    if checkpoint:
+        import torch.utils.checkpoint
+
+        y = torch.utils.checkpoint.checkpoint(lambda t: t * 2, x, use_reentrant=False)
+        torch.autograd.grad(y, x, torch.ones(1))
+
+
 def _owner(path: str) -> tuple[Any, str]:
     """The object holding a dotted name's last attribute (a module or a class), and that
     attribute's name; (None, name) when there is none."""

@@ -238,6 +238,8 @@ def test_strengthening_one_function_is_bounded_in_time(project: Project):
     bounded = strong_case(info, call, frozenset(), sizes, seconds=0.0)
     assert "mutation score" not in bounded["strength"]
     assert bounded["edits"] == []
+    # a search cut short says so: the spec may be weaker than the same search finds elsewhere
+    assert "the search for stronger values stopped at its 0 s limit" in bounded["strength"]
 
 
 def test_strengthening_never_grows_a_dim_kept_at_its_recorded_size():

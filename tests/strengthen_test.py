@@ -55,6 +55,31 @@ def test_the_loop_stops_at_its_budget():
     assert len(calls) == 3
 
 
+def test_a_slow_machine_gets_the_same_case_and_a_stalled_search_says_it_was_cut(monkeypatch):
+    """What is written is decided by the tries, not the clock: a scorer 20 times slower (a
+    loaded CI machine) finds the same case; only a search past the safety limit stops early,
+    and its strength line says so."""
+    from gradverify.init import strengthen as module
+
+    case = {"dims": {"N": 5}, "args": {"rays": {"shape": ["N"]}, "radius": 0.5, "gain": 1.0}}
+    fast = strengthen(case, by_radius)
+    now = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+
+    def slow(seconds: float) -> Any:
+        def score(c: Any) -> Strength:
+            now[0] += seconds
+            return by_radius(c)
+        return score
+
+    loaded = strengthen(case, slow(0.2))
+    assert loaded.case == fast.case and loaded.edits == fast.edits
+    assert loaded.strength.cut is None and "stopped" not in loaded.strength.header()
+    stalled = strengthen(case, slow(module.MAX_SECONDS / 2))
+    assert stalled.tried < fast.tried
+    assert f"stopped at its {module.MAX_SECONDS:g} s limit" in stalled.strength.header()
+
+
 def test_a_mutation_score_ranks_first_and_is_a_header_line():
     probe = Strength(True, exercised=("x",), inputs=("x",), hits=3)
     mutants = Strength(True, inputs=("x",), killed=4, total=5)

@@ -12,11 +12,13 @@ def serve() -> None:
     from gradverify.init import spec_for
     from gradverify.init.targets import find
     from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.torchstate import import_torch
+    from gradverify.torchstate import import_torch, warm_up
 
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     import_torch()  # before the first "start": a target's deadline is for its own probe
+    warm_up(checkpoint=True)  # the header's mutation score runs every default check
+    import gradverify.run.scoring  # noqa: F401 -- the header's mutation score, likewise
     ensure_cwd_on_path()
     for index, item in enumerate(json.loads(sys.stdin.read())):
         print(json.dumps({"start": index}), file=answers, flush=True)

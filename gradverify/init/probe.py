@@ -18,8 +18,11 @@ from gradverify.init.nearby import alternatives
 from gradverify.targets import Target
 
 MAX_CALLS = 300
-"""Candidate specs tried per Function at most."""
-MAX_SECONDS = 20.0
+"""Candidate specs tried per Function at most: the bound that decides the spec, the same on a
+loaded machine as on an idle one."""
+MAX_SECONDS = 60.0
+"""A safety limit only, for a forward so slow that ``MAX_CALLS`` tries would stall ``init``
+(below the probe's deadline, ``init.bounded.PROBE_DEADLINE``)."""
 
 
 @dataclass

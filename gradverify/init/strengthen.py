@@ -24,7 +24,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 
 LOOP_NAMES = re.compile(r"^(n_\w+|num_\w+|\w*steps?|\w*iters?|\w*iterations?|rounds?|"
@@ -39,8 +39,11 @@ SCALES = (0.25, 3.0)
 """Standard deviations tried for a float tensor: near a point (rays from inside a sphere) and
 spread out."""
 MAX_TRIES = 60
-"""Candidates scored per case at most."""
-MAX_SECONDS = 15.0
+"""Candidates scored per case at most: the bound that decides what is written, so that the
+same code gets the same spec on an idle machine and on a loaded one."""
+MAX_SECONDS = 60.0
+"""A safety limit only, for a forward slow enough that ``MAX_TRIES`` scorings would stall the
+command; a search it cuts says so in the strength line (``Strength.cut``)."""
 
 Case = Mapping[str, Any]
 """A case as ``spec.file.from_dict`` reads it, with its own ``dims`` and ``args``."""
@@ -77,6 +80,9 @@ class Strength:
     total: int | None = None
     error: str | None = None
     """Why it could not be measured (forward raised), else None."""
+    cut: str | None = None
+    """Why the search for stronger values ended before its tries did (a time limit), else
+    None: the spec may be weaker than the same search finds on a faster machine."""
 
     def key(self, *, sizes: bool = False) -> tuple[Any, ...]:
         """Larger is stronger: forward finite first, then backward finite, mutants killed, no
@@ -118,6 +124,8 @@ class Strength:
                      else "no constant inputs")
         if self.loops:
             parts.append("loop counts and steps of at least 2 (" + ", ".join(self.loops) + ")")
+        if self.cut:
+            parts.append(self.cut)
         return "strength: " + ", ".join(parts)
 
 
@@ -180,14 +188,17 @@ def strengthen(case: Case, score: Scorer, *, loops: frozenset[str] = frozenset()
     started = time.monotonic()
     before = best_strength = score(case)
     edits: dict[str, Edit] = {}
-    tried = 1
+    tried, cut = 1, False
     for _ in range(PASSES):
         improved = False
         dims = [DIM + d for d in case.get("dims", {}) if d not in fixed_dims]
         for name in [*case.get("args", {}), *dims, None]:
             best: tuple[Edit, ...] = ()
             for group in _groups(case, name, loops):
-                if tried >= max_tries or time.monotonic() - started > max_seconds:
+                if tried >= max_tries:
+                    break
+                if time.monotonic() - started > max_seconds:
+                    cut = True
                     break
                 strength = score(_applied(case, group))
                 tried += 1
@@ -198,8 +209,12 @@ def strengthen(case: Case, score: Scorer, *, loops: frozenset[str] = frozenset()
             if best:
                 case, improved = _applied(case, best), True
                 edits.update({e.arg or DIM + (e.dim or ""): e for e in best})
-        if not improved:
+        if not improved or cut:
             break
+    if cut:
+        best_strength = replace(best_strength, cut=f"the search for stronger values stopped at "
+                                                  f"its {max_seconds:g} s limit after {tried} "
+                                                  "tries")
     return Strengthened(case, tuple(edits.values()), best_strength, before, tried)
 
 

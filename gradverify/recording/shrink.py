@@ -25,10 +25,11 @@ from gradverify.recording.prober import ProbeFailed, Prober
 from gradverify.recording.spool import Observation
 from gradverify.recording.strong import strong_case, strong_draft
 
-FUNCTION_SECONDS = 10.0
+FUNCTION_SECONDS = 60.0
 """Seconds that making one Function's cases strong may take in all (its mutation score
-included), after which its remaining cases are written as shrunk: a bound per Function on the
-time ``record`` adds after the script."""
+included), after which its remaining cases are written as shrunk, saying so in their strength
+line: a safety limit for a slow forward. What is written is decided by the searches' tries
+(``init.strengthen.MAX_TRIES``), so a loaded machine gets the same specs as an idle one."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ def _serve() -> None:
     import gradverify.run.scoring
     import gradverify.targets  # noqa: F401
     from gradverify.syspath import ensure_cwd_on_path
+    from gradverify.torchstate import warm_up
+
+    warm_up(checkpoint=True)  # the mutation score runs every default check
 
     ensure_cwd_on_path()
     for line in sys.stdin:

@@ -39,6 +39,9 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     strength = done.strength
     if time.monotonic() - started < seconds:
         strength = with_mutation_score(info, done.case, done.strength)
+    elif strength.cut is None:
+        strength = replace(strength, cut="not scored with mutants: the time limit for this "
+                                         "Function was spent")
     problem = weakness(strength)
     scored = f"; {strength.score_line()}" if strength.score_line() else ""
     line = strength.header() + scored if problem is None else \

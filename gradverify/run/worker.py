@@ -45,6 +45,7 @@ def worker_main(conn: Connection, threads: int, compiler_cache: str = "") -> Non
         torch.set_num_threads(threads)
     from gradverify import torchstate
 
+    torchstate.warm_up()  # torch's first-backward imports: not in the first case's time
     torchstate.baseline()  # before any user module is imported
     from gradverify import syspath
     from gradverify.targets import load
