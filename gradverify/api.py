@@ -32,11 +32,13 @@ def check_targets(targets: Sequence[TargetName], options: RunOptions, *, config:
 
     if not options.isolate:
         from gradverify import torchstate
+        from gradverify.run import caches
 
         ensure_cwd_on_path()  # only where user code is imported: workers do it for themselves
         # On torch's defaults, with the verification functions bound before any user module
-        # is imported; this process's own state is given back afterwards.
-        with torchstate.isolated():
+        # is imported; this process's own state is given back afterwards. Discovery imports
+        # the targets here, and an import may import torch's compiler, which makes its cache.
+        with torchstate.isolated(), caches.in_this_process():
             return run(discover(False), options, progress)
     from gradverify.run.pool import Pool
 

@@ -12,7 +12,9 @@ from gradverify.errors import UsageError, did_you_mean, one_of
 DEVICES = ("cpu", "cuda")
 """The device types a run takes; ``--device``, ``device =`` and ``verify(device=)`` also take an
 index (``cuda:1``), as torch writes devices."""
-DEVICE_RE = re.compile(rf"^({'|'.join(DEVICES)})(:\d+)?\Z")
+DEVICE_RE = re.compile(rf"^({'|'.join(DEVICES)})(:(0|[1-9][0-9]?|1[01][0-9]|12[0-7]))?\Z")
+"""As torch reads a device: an index in ASCII digits without a leading zero, at most 127 (torch
+keeps it in 8 bits: ``cuda:128`` would be ``cuda:-128``)."""
 DEFAULT_DEVICE = "cpu"
 DEFAULT_MODE = "auto"
 DEFAULT_SEED = 0
@@ -33,7 +35,7 @@ def check_device(device: str) -> str:
     """A device's spelling (``cpu``, ``cuda``, ``cuda:1``), checked without importing torch:
     whether this machine has it is the worker's question (``run.prepare.device_problem``)."""
     if not isinstance(device, str) or not DEVICE_RE.match(device):
-        raise UsageError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
+        raise UsageError(f"device: expected cpu, cuda or cuda:N (N from 0 to 127), got {device!r}")
     return device
 
 

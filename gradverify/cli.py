@@ -28,6 +28,7 @@ from gradverify.errors import (
     interrupt_exit_code,
 )
 from gradverify.optiontable import FiniteRange
+from gradverify.report.text import escaped
 from gradverify.results import ExitCode
 
 if TYPE_CHECKING:
@@ -142,15 +143,15 @@ def init(target: str, output: str | None, force: bool, imports: tuple[str, ...],
     written, skipped = init_mod.write(target, output, force=force, imports=imports,
                                       timeout=timeout)
     for skip in skipped:
-        terminal.err(f"note: skipped {skip.target}: {skip.reason}")
+        terminal.err(escaped(f"note: skipped {skip.target}: {skip.reason}"))
     if output is None:
         terminal.out("---\n".join(spec.text for _, spec in written))
         return 0
     for path, spec in written:
         state = "inputs run" if spec.ran else f"TODO: {spec.error}"
-        terminal.out(f"wrote {path or output}: {spec.target} ({state})\n")
+        terminal.out(escaped(f"wrote {path or output}: {spec.target} ({state})") + "\n")
     # the folder or file just written: `check` runs it as it is, from here
-    terminal.out(f"next: gradverify check {shlex.quote(output)}\n")
+    terminal.out(escaped(f"next: gradverify check {shlex.quote(output)}") + "\n")
     return 0
 
 
@@ -220,9 +221,9 @@ def list_(where: tuple[str, ...]) -> int:
 
     errors: list[str] = []
     for line in list_items(list(where), config_mod.load(), errors):
-        terminal.out(line + "\n")
+        terminal.out(escaped(line) + "\n")
     for error in errors:
-        terminal.err(f"error: {error}")
+        terminal.err(escaped(f"error: {error}"))
     return int(ExitCode.INPUT) if errors else 0
 
 
@@ -270,14 +271,14 @@ def _main(argv: Sequence[str] | None) -> int:
         # click turns an interrupt into Abort; the signal rides on the original exception
         cause = exc.__context__ if isinstance(exc, click.Abort) else exc
         return interrupt_exit_code(cause)  # 130 SIGINT, 143 SIGTERM
-    except UsageError as exc:
-        terminal.err(f"error: {exc}")
+    except UsageError as exc:  # (user-given names and paths escaped: one line each)
+        terminal.err(escaped(f"error: {exc}"))
         return int(ExitCode.USAGE)
     except InputError as exc:
-        terminal.err(f"error: {exc}  [{exc.code}]")
+        terminal.err(escaped(f"error: {exc}  [{exc.code}]"))
         return int(ExitCode.INPUT)
     except GradverifyError as exc:  # pragma: no cover -- every subclass is handled above
-        terminal.err(f"error: {exc}")
+        terminal.err(escaped(f"error: {exc}"))
         return int(ExitCode.INPUT)
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error of ours.

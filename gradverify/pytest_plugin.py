@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gradverify.report.safe import bounded
 from gradverify.results import IN_PROCESS_TIMEOUT, CheckResult, Severity, Status
 
 if TYPE_CHECKING:
@@ -34,7 +35,11 @@ class GradverifyWarning(UserWarning):
 
 
 class CheckFailed(Exception):
-    """A check failed or errored; the message is its findings."""
+    """A check failed or errored; the message is its findings, cut and made encodable as
+    every report's texts are (``report.safe``: an import error's message may be 20 MB)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(bounded(message))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -248,7 +253,10 @@ class TargetNode(pytest.Collector):
 
             # On torch's defaults, with the verification functions bound before this target's
             # module is imported; the session's own state is given back.
-            with torchstate.isolated():
+            from gradverify.run import caches
+
+            # (an import that imports torch's compiler makes its cache as it does)
+            with torchstate.isolated(), caches.in_this_process():
                 self._prepared = prepare(Job(self.spec.target, self.spec))
         return self._prepared
 

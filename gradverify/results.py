@@ -230,6 +230,10 @@ class MutantLine:
     mutation: str
     location: Location | None
     why: str
+    larger: bool = False
+    """A survivor that a larger case may kill: one that never overlapped windows, added up two
+    blocks or handed backward a gradient ``.view`` cannot take (``record`` grows such a case's
+    dims towards their recorded sizes)."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gradverify import terminal
+from gradverify.report.text import escaped
 from gradverify.results import Report
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Pat
         try:
             write_text(path, RENDERERS[files[option]].render(report, verbosity))
         except OutputError as exc:
-            terminal.err(f"error: {option}: {exc}")
+            terminal.err(escaped(f"error: {option}: {exc}"))
             failed = True
     return failed
 
@@ -81,7 +82,6 @@ def write_repros(report: Report, folder: Path) -> bool:
     line) is never written over."""
     from gradverify.errors import shown_path
     from gradverify.files import OutputError, write_text
-    from gradverify.report.text import escaped
     from gradverify.run.repro import MARKER, file_names
 
     scripts = {(case.target, case.case, check.name): (finding.code, finding.smallest.repro)

@@ -57,7 +57,8 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 NAMED_SPEC_SUFFIXES = (*SPEC_SUFFIXES, ".json")
 """What a spec file named on the command line may end with: JSON is YAML, so a spec a tool
 wrote as JSON reads as it is (spec folders hold ``.yaml``/``.yml`` files only)."""
-DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?\Z")
+DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:(0|[1-9][0-9]?|1[01][0-9]|12[0-7]))?\Z")
+"""A device as torch reads one: the index in ASCII digits, no leading zero, at most 127."""
 DIM_RE = re.compile(r"^[A-Za-z_]\w*\Z")
 MAX_SWEEP = 256
 MAX_RANK = 16

@@ -116,7 +116,8 @@ def test_too_large_is_refused_before_allocating(corpus):
     assert "74.5 GiB of it for 'x' of shape [100000, 100000]" in result.flat
 
 
-@pytest.mark.parametrize("device", ["cpu\n", "cuda:0\n", "cpu "])
+@pytest.mark.parametrize("device", ["cpu\n", "cuda:0\n", "cpu ", "cpu:01", "cuda:00", "cuda:\u0661",
+                                    "cuda:99999999999", "cuda:128"])
 def test_a_device_torch_would_refuse_is_a_usage_error_at_start(project, device):
     """A trailing newline once passed the spelling check, and torch refused it later: exit 4."""
     project.write("ops.py", OPS)

@@ -77,3 +77,22 @@ def test_no_format_passes_an_escape_sequence_through_raw(project, fmt):
     assert result.returncode == 1
     assert not any(c in result.stdout for c in RAW)
     assert _commands(result.stdout) == []
+
+
+def test_paths_and_names_from_the_user_never_start_a_line_of_any_stream(project):
+    """A folder named with ``\\n::error::`` in it: init's lines, the spec it writes (a valid
+    one: its comments stay one line each), list's lines and an output error all say it
+    escaped."""
+    (project / "good.py").write_text(NOISY.replace("        print(", "        return g * 2\n"
+                                                   "        print("))
+    folder = "specs\n::error::INJECTED"
+    made = gv(project, "init", "good:Noisy", "-o", folder + "/")
+    assert made.returncode == 0, made.stderr
+    listed = gv(project, "list", folder)
+    assert listed.returncode == 0, listed.stderr
+    checked = gv(project, "check", folder, "-q", "--json", f"{project}/none\n::error::X/r.json")
+    for result in (made, listed, checked):
+        assert _commands(result.stdout) == [] and _commands(result.stderr) == [], result
+    assert "specs\\n::error::INJECTED" in made.stdout and "Noisy  1 case" in listed.stdout
+    spec = (project / folder / "Noisy.yaml").read_text()
+    assert not any(line.startswith("::") for line in spec.splitlines())

@@ -449,6 +449,66 @@ def test_a_mutant_that_ends_or_hangs_its_process_never_costs_the_verdict(project
     assert after["results"][0]["mutants_not_judged"] == f"not judged: {ended}"
 
 
+WRONG_GUARDED = GUARDED.replace("grad * 3 * x ** 2", "grad * 2 * x ** 2")
+
+
+@pytest.mark.slow  # a worker killed while judging mutants, after shrinking
+def test_a_failing_case_keeps_its_smallest_failing_case_whatever_a_mutant_does(project):
+    """The smallest failing case is found before any mutant runs: a mutant that ends the
+    process costs the score only, never the failure's smallest case (or its repro)."""
+    project.write("guarded.py", WRONG_GUARDED.replace("HOW", repr("segfault")))
+    project.write("specs/cube.yaml", """
+        target: guarded:Cube
+        cases:
+          - name: vector
+            args: {x: {shape: [4]}}
+    """)
+    only = ("--only", "gradcheck", "--timeout", "20")
+    plain = run_cli("check", "--format", "json", *only, isolate=True)
+    mutated = run_cli("check", "--mutate", "--format", "json", *only, isolate=True)
+    assert plain.code == mutated.code == 1, mutated.output
+
+    def smallest(report: dict) -> list:
+        return [f["smallest"] for r in report["results"] for c in r["checks"]
+                for f in c["findings"] if f["severity"] == "error"]
+
+    before, after = json.loads(plain.stdout), json.loads(mutated.stdout)
+    assert smallest(before) and all(smallest(before)), before
+    assert smallest(after) == smallest(before)
+    assert "killed by SIGSEGV" in after["results"][0]["mutants_not_judged"]
+
+
+def test_a_mutant_engine_that_raises_costs_the_score_only(monkeypatch):
+    """Judging the mutants may raise (out of memory on a mutant's huge gradient, or a bug of
+    ours): the case's checks and status are as without --mutate, and why is said."""
+    from gradverify.mutants import engine
+
+    def raising(*args, **kwargs):
+        raise MemoryError("no room for the mutant's Jacobian")
+
+    from gradverify import verify
+
+    class Triple(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 3
+
+    monkeypatch.setattr(engine, "case_mutants", raising)
+    spec = {"cases": [{"name": "v", "args": {"x": {"shape": [4]}}}]}
+    plain = verify(Triple, spec=spec, checks=["gradcheck"])
+    mutated = verify(Triple, spec=spec, checks=["gradcheck"], mutate=True)
+    assert mutated.ok and plain.ok and not mutated.errors
+    result = mutated.results[0]
+    assert [(c.name, c.status) for c in result.checks] == \
+        [(c.name, c.status) for c in plain.results[0].checks]
+    assert result.mutants_not_judged == \
+        "not judged: judging them raised MemoryError: no room for the mutant's Jacobian"
+
+
 CHANGING = '''
 import torch
 
@@ -464,7 +524,8 @@ class Triple(torch.autograd.Function):
 '''
 
 
-@pytest.mark.parametrize("change", ["deleted", "invalid", "other code", "emptied"])
+@pytest.mark.parametrize("change", ["deleted", "invalid", "other code", "other numbers",
+                                    "emptied"])
 def test_a_source_changed_since_import_falls_back_to_value_mutants(project, change):
     """The file no longer holds the backward that runs: its mutants would be of other code (a
     syntax error once crashed ``inspect``, exit 4; other valid code scored "0/0")."""
@@ -478,6 +539,8 @@ def test_a_source_changed_since_import_falls_back_to_value_mutants(project, chan
     elif change == "other code":
         path.write_text(CHANGING.replace("return grad * 3", "y = grad\n        return y + 1")
                         .replace("return x * 3", "out = x\n        return out"))
+    elif change == "other numbers":  # every name and line kept: only a constant and an operator
+        path.write_text(CHANGING.replace("return grad * 3", "return grad / 4"))
     else:
         path.write_text("")
     score = _score(changing.Triple, {"cases": [{"args": {"x": {"shape": [4]}}}]})
@@ -526,3 +589,124 @@ class AssertsAndMangles(torch.autograd.Function):
 
 def test_the_source_of_a_backward_with_asserts_and_private_names_is_read():
     assert read_backward(AssertsAndMangles.backward, 1) is not None
+
+
+class RowScale(torch.autograd.Function):
+    """Each row of x [R, C] times w [C]; backward flattens the incoming gradient, which a
+    downstream transpose may have permuted: ``.reshape``, where ``.view`` would break."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        flat = g.reshape(-1)
+        return (flat * w.repeat(x.shape[0])).view(x.shape), (g * x).sum(0)
+
+
+class MatmulReshape(torch.autograd.Function):
+    """x @ W; backward reshapes a matmul's result, which is contiguous whatever it is given."""
+
+    @staticmethod
+    def forward(ctx, x, W):
+        ctx.save_for_backward(x, W)
+        return x @ W
+
+    @staticmethod
+    def backward(ctx, g):
+        x, W = ctx.saved_tensors
+        return (g @ W.t()).reshape(x.shape), x.t() @ g
+
+
+def _view_mutants(lines: tuple) -> list:
+    return [m for m in lines if "`.view" in m.mutation or ".view(" in m.mutation]
+
+
+def test_a_reshape_read_as_view_is_killed_by_a_permuted_gradient_of_two_rows():
+    score = _score(RowScale, {"cases": [{"args": {"x": {"shape": [3, 4]}, "w": {"shape": [4]}}}]})
+    assert not _view_mutants(score.survived) and not _view_mutants(score.equivalent)
+    assert score.killed == score.total
+
+
+def test_one_row_lets_it_live_and_says_which_sizes_would_kill_it():
+    """One frame, one row: every layout the checks make is one ``.view`` still takes."""
+    score = _score(RowScale, {"cases": [{"args": {"x": {"shape": [1, 4]}, "w": {"shape": [4]}}}]})
+    (survivor,) = _view_mutants(score.survived)
+    assert survivor.mutation == "`g.reshape(-1)` -> `g.view(-1)`"
+    assert "give the dims it reshapes sizes of at least 2" in survivor.why
+
+
+def test_a_reshape_of_a_fresh_result_is_equivalent_not_a_survivor():
+    score = _score(MatmulReshape,
+                   {"cases": [{"args": {"x": {"shape": [3, 4]}, "W": {"shape": [4, 2]}}}]})
+    assert not _view_mutants(score.survived)
+    (same,) = _view_mutants(score.equivalent)
+    assert "stayed contiguous while backward was handed non-contiguous gradients" in same.why
+
+
+def test_without_the_layout_check_a_view_survivor_says_to_turn_it_on():
+    from gradverify import verify
+
+    report = verify(RowScale, {"cases": [{"args": {"x": {"shape": [3, 4]}, "w": {"shape": [4]}}}],
+                               "checks": {"layout": False}}, mutate=True)
+    (survivor,) = _view_mutants(report.mutants[0].survived)
+    assert "the layout check" in survivor.why and "did not run" in survivor.why
+
+
+class Frames(torch.autograd.Function):
+    """Frames of x [B, T] (a window of w, every ``hop``) times the window; backward adds the
+    frames' gradients back where they overlap."""
+
+    @staticmethod
+    def forward(ctx, x, window, hop):
+        ctx.save_for_backward(x, window)
+        ctx.hop = hop
+        return x.unfold(-1, window.shape[0], hop) * window
+
+    @staticmethod
+    def backward(ctx, g):
+        x, window = ctx.saved_tensors
+        w = window.shape[0]
+        gx = torch.zeros_like(x)
+        for i in range(g.shape[-2]):
+            gx[..., i * ctx.hop:i * ctx.hop + w] += g[..., i, :] * window
+        return gx, (g * x.unfold(-1, w, ctx.hop)).sum(dim=(0, 1)), None
+
+
+def _frames(t: int, hop: int) -> dict:
+    return {"cases": [{"args": {"x": {"shape": [2, t]}, "window": {"shape": [4]}, "hop": hop}}]}
+
+
+def _overwrites(lines: tuple) -> list:
+    return [m for m in lines if "+=" in m.mutation and "` -> `gx[" in m.mutation]
+
+
+def test_overlapping_windows_kill_a_backward_that_overwrites_their_sum():
+    score = _score(Frames, _frames(12, 2))
+    assert not _overwrites(score.survived) and score.killed == score.total
+
+
+@pytest.mark.parametrize(("t", "hop"), [(5, 5), (12, 4)], ids=["one frame", "apart"])
+def test_windows_that_never_overlap_let_it_live_and_say_what_would_kill_it(t, hop):
+    (survivor,) = _overwrites(_score(Frames, _frames(t, hop)).survived)
+    assert "held only zeros each time" in survivor.why
+    assert "give a case whose windows overlap or whose loop adds at least twice" in survivor.why
+
+
+def test_no_sum_is_overwritten_inside_a_while_loop():
+    """``i += 1`` made ``i = 1`` would never end."""
+    source = _source('''
+        def backward(ctx, g):
+            i, out = 0, g * 0
+            while i < 3:
+                out += g
+                i += 1
+            total = 0
+            total += 1
+            return out
+    ''')
+    mutated = [m.mutation for m in operators.source_mutants(source) if m.operator == "overwrite"]
+    assert mutated == ["`total += 1` -> `total = 1`"]

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -100,14 +101,67 @@ def test_kill_group_never_signals_a_pid_of_1_or_less(monkeypatch, pid):
     assert sent == [] and not handle.killed
 
 
-def test_kill_group_of_a_reaped_process_signals_only_a_group_that_still_runs(monkeypatch):
-    """Its pid may be another process's by now: no group of that id runs, nothing is sent."""
+def test_kill_group_of_a_reaped_process_signals_nothing(monkeypatch):
+    """Its pid may be another process's by now, and a group of that id another's (a reused pid
+    that leads a session of its own): nothing is sent, whatever runs."""
     sent: list[int] = []
     monkeypatch.setattr(os, "killpg", lambda group, sig: sent.append(group))
+    monkeypatch.setattr(os, "kill", lambda target, sig: sent.append(target))
     gone = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     gone.wait()
+    from gradverify.run import leftovers
+
+    # as /proc would show a process that took the freed pid and made a session of its own
+    monkeypatch.setattr(leftovers, "stats", lambda: [(gone.pid, ["S", "1", str(gone.pid)])])
     processes.kill_group(gone)
     assert sent == []
+
+
+def test_an_exited_process_s_group_is_killed_before_it_is_reaped(tmp_path):
+    """``exited`` kills what the process left in its group while its exit still holds the id,
+    then reaps it; one still running is neither signalled nor reaped."""
+    script = tmp_path / "leaves.py"
+    script.write_text("import subprocess, sys\n"
+                      "child = subprocess.Popen([sys.executable, '-c', 'import time; "
+                      "time.sleep(60)'])\n"
+                      "print(child.pid, flush=True)\n")
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                               start_new_session=True, text=True)
+    assert process.pid > 1 and process.stdout is not None
+    left = int(process.stdout.readline())
+    assert left > 1
+    try:
+        deadline = time.monotonic() + 60
+        while not processes.exited(process):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert process.returncode == 0
+        while time.monotonic() < deadline:  # SIGKILLed: gone once its parent, init, reaps it
+            try:
+                os.kill(left, 0)
+            except ProcessLookupError:
+                break
+            try:
+                if Path(f"/proc/{left}/stat").read_text().split()[2] == "Z":
+                    break  # a zombie of whoever adopted it
+            except (FileNotFoundError, IndexError):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the process it left in its group still runs")
+    finally:
+        try:
+            if os.getpgid(left) == process.pid:
+                os.kill(left, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                               start_new_session=True)
+    try:
+        assert not processes.exited(sleeper) and sleeper.returncode is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_kill_group_ends_what_the_process_started(fresh_processes, tmp_path):

@@ -50,3 +50,13 @@ def test_every_format_writes_hostile_text(project, fmt):
     assert "y" * 1000 in text or "y" * 1000 in text.replace("\\n", "\n")
     assert len(written) < 3 * (HEAD_BYTES + TAIL_BYTES)
     assert "the end" in text
+
+
+def test_the_pytest_plugin_s_failure_texts_are_bounded_too():
+    """An import error's message, or a broken spec's, reaches pytest through ``CheckFailed``:
+    cut and encodable as in every report format."""
+    from gradverify.pytest_plugin import CheckFailed
+
+    text = str(CheckFailed(MESSAGE))
+    assert text == bounded(MESSAGE) and len(text) < HEAD_BYTES + TAIL_BYTES + 100
+    text.encode("utf-8")

@@ -46,3 +46,39 @@ def test_a_compiler_cache_the_user_named_is_theirs(tmp_path, fresh_processes):
     temp = _check(tmp_path, env={"TORCHINDUCTOR_CACHE_DIR": str(mine)})
     assert sorted(p.name for p in temp.iterdir()) == []  # no folder of the run made either
     assert (mine / "kept").read_text() == "the user's"  # left where the user wants it
+
+
+COMPILES_AT_IMPORT = '''
+import torch
+import torch._dynamo  # noqa: F401 -- as a library that compiles does, at import
+from torch.autograd import Function
+
+
+class Twice(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+'''
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["workers", "in-process"])
+def test_a_target_whose_import_makes_the_compiler_cache_leaves_none(tmp_path, fresh_processes,
+                                                                     isolate):
+    """The target is imported where the run is (its discovery, in-process): its import's
+    cache goes to the run's folder as the checks' does."""
+    work, temp = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    temp.mkdir()
+    (work / "dyn.py").write_text(COMPILES_AT_IMPORT)
+    environ = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    environ.update({"TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    run = subprocess.run([sys.executable, "-m", "gradverify", "check", "dyn:Twice", "--only",
+                          "gradcheck", *([] if isolate else ["--no-isolate"])], cwd=work,
+                         env=environ, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(p.name for p in temp.iterdir()) == []

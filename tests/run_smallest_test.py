@@ -260,6 +260,19 @@ def test_two_targets_whose_names_read_the_same_get_a_script_each(project: Projec
         assert _bare(project.root / "repro" / name, project.root).returncode == 1
 
 
+def test_script_names_differ_without_case_and_stay_short() -> None:
+    """``mod:Foo`` and ``mod:foo`` are one file on macOS's and Windows' file systems; a long
+    sweep's case name stays within a file name's 255 bytes."""
+    from gradverify.run.repro import MAX_NAME, file_names
+
+    keys = [("mod:Foo", "v", "gradcheck"), ("mod:foo", "v", "gradcheck"),
+            ("mod:Bar", "x" * 300, "gradcheck"), ("mod:Baz", "v", "gradcheck")]
+    names = file_names(keys)
+    assert len({n.casefold() for n in names.values()}) == 4
+    assert all(len(n) <= MAX_NAME for n in names.values())
+    assert names[keys[3]] == "mod_Baz_v_gradcheck.py"  # its own name: kept as it reads
+
+
 def test_a_repro_folder_named_with_a_newline_is_said_escaped(project: Project) -> None:
     """A line of stderr that starts ``::error::`` is a GitHub workflow command."""
     _broken(project)

@@ -273,3 +273,19 @@ def test_the_probes_edits_are_made_on_the_draft_and_written_with_why():
     assert "edges: {dtype: int64, values: [[0, 1], [1, 2]]}   # recorded [2, 15] int64; no " \
            "self-loops" in text
     assert "n_steps: 3   # 1 run" in text and "N: 7 " in text
+
+
+def test_backward_lines_the_case_never_runs_are_named_not_claimed():
+    """A branch of backward that no case takes holds a bug no check can see: the header names
+    its lines apart from the mutation score, which does not count them."""
+    import inspect
+
+    written = spec_for(introspect(strongzoo.ClipFar))
+    lines, first = inspect.getsourcelines(strongzoo.ClipFar.backward)
+    branch = [first + i for i, text in enumerate(lines) if "inside" in text]
+    assert f"# not run: backward's lines {branch[0]}, {branch[1]} never ran on these inputs" \
+        in written.text, written.text
+    score = next(line for line in written.text.splitlines() if "mutation score" in line)
+    assert "never ran" not in score
+    # a spec that runs every line says nothing of the kind
+    assert "not run:" not in spec_for(introspect(strongzoo.Ratio)).text

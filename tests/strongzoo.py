@@ -225,3 +225,22 @@ class Springs(Function):
         out.index_add_(0, edges[1], g)
         out.index_add_(0, edges[0], -g)
         return out, None
+
+
+class ClipFar(Function):
+    """Values clipped at ``limit``; backward's clipping branch runs only for a value past it
+    (a limit of 100 that no drawn value reaches: the branch goes unchecked)."""
+
+    @staticmethod
+    def forward(ctx, x, limit: float = 100.0):
+        ctx.save_for_backward(x)
+        ctx.limit = limit
+        return x.clamp(-limit, limit)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if x.abs().max() > ctx.limit:
+            inside = (x.abs() <= ctx.limit).to(g.dtype)
+            return g * inside * 2, None  # planted: only on the branch no drawn value takes
+        return g, None

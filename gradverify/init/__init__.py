@@ -21,6 +21,7 @@ from gradverify.init.schema import typed_guesses
 from gradverify.init.strengthen import Strength
 from gradverify.init.strong import strengthened, weakness
 from gradverify.init.targets import Found, Skipped, find, guess_init_args
+from gradverify.report.text import escaped
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.targets import Built, Target
 
@@ -71,7 +72,9 @@ def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
              *_settings(info, guesses, imports, sizes),
              *_expect(info, attempt),
              "cases:", "  - name: basic", *_case_args(guesses)]
-    return "\n".join(lines) + "\n"
+    # each item one line, whatever a path, a name or forward's error in its comment holds (a
+    # newline there would end the comment and leave YAML no reader takes; values are quoted)
+    return "\n".join(escaped(line) for line in lines) + "\n"
 
 
 def _header(info: Target, attempt: Attempt | None, spec_path: str | None,
@@ -97,6 +100,8 @@ def _header(info: Target, attempt: Attempt | None, spec_path: str | None,
         lines.append(f"# {strength.header()}")
         if strength.score_line():
             lines.append(f"# {strength.score_line()}")
+        if strength.unran_line():
+            lines.append(f"# {strength.unran_line()}")
     if info.once_differentiable:
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
     return lines

@@ -59,8 +59,11 @@ def _child(found: Sequence[Found], paths: Sequence[str | None], probe_deadline: 
     process = processes.start("gradverify.init.child", stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(json.dumps(request).encode())
-    process.stdin.close()
+    try:  # (the child reads it before anything else: json.loads(sys.stdin.read()))
+        process.stdin.write(json.dumps(request).encode())
+        process.stdin.close()
+    except BrokenPipeError:  # it died at once: said as its end, as any other
+        return {}, (0, _ended(process.wait()))
     answers: dict[int, dict[str, Any] | None] = {}
     # until the first "start" the child is importing torch: the start deadline of the case
     # workers, never a target's probe time (a loaded machine may take seconds)

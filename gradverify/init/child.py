@@ -9,6 +9,9 @@ import sys
 
 
 def serve() -> None:
+    # the request first, before any import: the parent writes it whole before it waits on
+    # any deadline
+    request = json.loads(sys.stdin.read())
     from gradverify.init import spec_for
     from gradverify.init.targets import find
     from gradverify.syspath import ensure_cwd_on_path
@@ -20,7 +23,7 @@ def serve() -> None:
     warm_up(checkpoint=True)  # the header's mutation score runs every default check
     import gradverify.run.scoring  # noqa: F401 -- the header's mutation score, likewise
     ensure_cwd_on_path()
-    for index, item in enumerate(json.loads(sys.stdin.read())):
+    for index, item in enumerate(request):
         print(json.dumps({"start": index}), file=answers, flush=True)
         try:
             (one, *_), _ = find(item["target"], tuple(item["imports"]))

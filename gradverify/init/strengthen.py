@@ -41,7 +41,7 @@ spread out."""
 MAX_TRIES = 60
 """Candidates scored per case at most: the bound that decides what is written, so that the
 same code gets the same spec on an idle machine and on a loaded one."""
-MAX_SECONDS = 60.0
+MAX_SECONDS = 40.0
 """A safety limit only, for a forward slow enough that ``MAX_TRIES`` scorings would stall the
 command; a search it cuts says so in the strength line (``Strength.cut``)."""
 
@@ -78,6 +78,9 @@ class Strength:
     killed: int | None = None
     """Mutants this case kills, and of how many (a mutation scorer's)."""
     total: int | None = None
+    unran: tuple[int, ...] = ()
+    """Lines of backward holding mutants that this case never runs (a branch it never takes):
+    the score does not count them, and the header says so rather than claim them."""
     error: str | None = None
     """Why it could not be measured (forward raised), else None."""
     cut: str | None = None
@@ -105,6 +108,16 @@ class Strength:
             return (f"mutation score: {self.killed}/{self.total} (mutants of backward that "
                     "these inputs kill; `gradverify check --mutate` names the survivors)")
         return None
+
+    def unran_line(self) -> str | None:
+        """``not run: ...``, where backward has lines this case never runs (a branch it never
+        takes), which neither the checks nor the score cover."""
+        if not self.unran:
+            return None
+        which = ", ".join(str(n) for n in self.unran)
+        return (f"not run: backward's line{'s' if len(self.unran) > 1 else ''} {which} never "
+                "ran on these inputs, so no check covers them and the score does not count "
+                "them; add a case that takes that path")
 
     def header(self) -> str:
         """The spec's line saying how strong its case is."""

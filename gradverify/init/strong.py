@@ -10,7 +10,9 @@ from typing import Any
 from gradverify.init.guess import Guess
 from gradverify.init.measure import scorer_for
 from gradverify.init.probe import spec_dict
-from gradverify.init.strengthen import Strength, apply_edit, strengthen
+from gradverify.init.strengthen import Edit, Strength, apply_edit, strengthen
+from gradverify.results import MutationScore
+from gradverify.spec.file import from_dict
 from gradverify.targets import Target
 
 
@@ -38,27 +40,64 @@ def strengthened(info: Target, guesses: list[Guess]
             out.append(replace(g, fixed=done.case["args"][g.name], why=f"{g.why}; {edit.why}"))
         else:
             out.append(replace(g, value=edit.value, why=f"{g.why}; {edit.why}"))
-    sizes = {e.dim: e.value for e in done.edits if e.dim is not None}
-    return out, with_mutation_score(info, done.case, done.strength), sizes
+    _, strength, more = grown(info, done.case, done.strength, {})
+    sizes = {e.dim: e.value for e in (*done.edits, *more) if e.dim is not None}
+    return out, strength, sizes
 
 
 def with_mutation_score(info: Target, case: Mapping[str, Any], strength: Strength) -> Strength:
     """``strength`` with the mutation score of the strengthened ``case`` (``--mutate``'s
     engine, every check run against each mutant of backward, in this process), which the
     spec's header then states; as it is where the case is weak or scoring fails."""
+    return _scored(info, case, strength)[0]
+
+
+def _scored(info: Target, case: Mapping[str, Any], strength: Strength
+            ) -> tuple[Strength, MutationScore | None]:
     if weakness(strength) is not None:
-        return strength
+        return strength, None
     try:
         from gradverify.options import RunOptions
         from gradverify.run.scoring import score
-        from gradverify.spec.file import from_dict
 
-        found = score(info, from_dict({"target": info.target, "cases": [dict(case)]}), RunOptions())
+        found = score(info, from_dict({"target": info.target, "cases": [dict(case)]}),
+                      RunOptions())
     except Exception:  # noqa: BLE001 -- the user's code, or a case no spec can hold: unscored
-        return strength
+        return strength, None
     if not found.total:
-        return strength
-    return replace(strength, killed=found.killed, total=found.total)
+        return strength, None
+    unran = sorted({m.location.line for m in found.unexecuted
+                    if m.location is not None and m.location.line is not None})
+    return replace(strength, killed=found.killed, total=found.total, unran=tuple(unran)), found
+
+
+GROW_TRIES = 3
+"""Larger cases scored at most, for survivors only a larger case may kill (``grown``)."""
+
+
+def grown(info: Target, case: Mapping[str, Any], strength: Strength, limits: Mapping[str, int],
+          fixed: frozenset[str] = frozenset()) -> tuple[Mapping[str, Any], Strength, list[Edit]]:
+    """The case scored with mutants, and where a survivor says a larger case may kill it (one
+    window where windows overlap, one block of a loop, one row that nothing permutes), the
+    case with one dim grown (doubled plus one, at most to ``limits``: a recorded size) that
+    kills more, the first of ``GROW_TRIES`` tried; its strength and the edit made."""
+    scored, found = _scored(info, case, strength)
+    if found is None or not any(m.larger for m in found.survived):
+        return case, scored, []
+    tries = 0
+    for dim, size in case.get("dims", {}).items():
+        bound = limits.get(dim, 2 * size + 1) if isinstance(size, int) else 0
+        if dim in fixed or not isinstance(size, int) or bound <= size or tries >= GROW_TRIES:
+            continue
+        tries += 1
+        edit = Edit(None, min(bound, 2 * size + 1), f"grown from {size}: a case this small "
+                    "cannot catch a backward that drops overlapping windows, all but one block "
+                    "or a permuted gradient", dim=dim)
+        larger = apply_edit(case, edit)
+        bigger, _ = _scored(info, larger, scorer_for(info)(larger))
+        if (bigger.killed or 0) > (scored.killed or 0):
+            return larger, bigger, [edit]
+    return case, scored, []
 
 
 def _scalar(value: object) -> bool:

@@ -46,7 +46,9 @@ def case_mutants(ctx: CheckContext, baseline: Sequence[CheckResult], rerun: Reru
     facts = {"atol": ctx.tolerance.atol, "rtol": ctx.tolerance.rtol, "note": mutants.note,
              "gradcheck": gradcheck[0] if gradcheck else None, "scale": original.scale,
              "needs_input_grad": next((r.status.value for r in baseline
-                                       if r.name == "needs_input_grad"), None)}
+                                       if r.name == "needs_input_grad"), None),
+             "layout_check": next((r.status.value for r in baseline if r.name == "layout"),
+                                  None)}
     return tuple(_judge(ctx, m, mutants, jacobians, original, baseline, rerun, facts)
                  for m in mutants.mutants)
 
@@ -116,9 +118,41 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
                            "no input can make a permutation of it change anything")
         known["uniform"] = bool(mutant.value.uniform) and all(mutant.value.uniform)
     known["new_codes"] = sorted(_said(seen) - _said(baseline))
-    if source is not None and source.operator == "gate" and WASTED & set(known["new_codes"]):
-        return verdict("equivalent", why=ONLY_WASTE)
+    same = _same_by_what_it_saw(mutant, known)
+    if same is not None:
+        return verdict("equivalent", why=same)
     return verdict("survived", difference=difference, **known)
+
+
+def _same_by_what_it_saw(mutant: Mutant, known: dict[str, Any]) -> str | None:
+    """Why a mutant that lived is the original's function, as its runs showed (an ignored
+    gate that only wastes work; a ``.view`` of a tensor that stays contiguous whatever layout
+    backward is handed), or None; ``known`` gets what a survivor's why reads."""
+    source = mutant.source
+    if source is not None and source.operator == "gate" and WASTED & set(known["new_codes"]):
+        return ONLY_WASTE
+    if source is not None and source.operator == "view":
+        known["layout"] = _layout(mutant.observed)
+        if known["layout"] == "follows-nothing":
+            return VIEWS_FRESH
+    if source is not None and source.operator == "overwrite":
+        known["wrote_over"] = any(nonzero for kind, nonzero in mutant.observed if kind == "kept")
+    return None
+
+
+VIEWS_FRESH = ("the tensor it views stayed contiguous while backward was handed non-contiguous "
+               "gradients (the layout check's), so `.view` takes it as `.reshape` does")
+
+
+def _layout(observed: Sequence[tuple[str, bool]]) -> str:
+    """What a ``.view`` mutant that lived saw: ``viewable`` (a non-contiguous tensor that
+    ``.view`` could still take), ``follows-nothing`` (contiguous while the incoming gradient
+    was not), or ``contiguous`` (no call handed backward a non-contiguous gradient)."""
+    if any(kind == "view" and not contiguous for kind, contiguous in observed):
+        return "viewable"
+    if any(kind == "incoming" and not contiguous for kind, contiguous in observed):
+        return "follows-nothing"
+    return "contiguous"
 
 
 def _ran(source: SourceMutant, lines: set[int]) -> bool:

@@ -38,13 +38,24 @@ def merge(target: str, spec: str | None, runs: Iterable[MutantRun]) -> MutationS
             unexecuted.append(_line(first, "no case runs this line"))
         else:
             lived = [r for r in seen if r.verdict == "survived"]
-            survived.append(_line(first, why(lived, everywhere=len(lived) == len(seen))))
+            line = _line(first, why(lived, everywhere=len(lived) == len(seen)))
+            survived.append(dataclasses.replace(
+                line, larger=_larger_may_kill([r.data for r in lived])))
     return MutationScore(target, spec, killed + len(survived), killed, tuple(survived),
                          tuple(equivalent), tuple(unexecuted), note)
 
 
 def _line(run: MutantRun, why: str) -> MutantLine:
     return MutantLine(run.mutation, run.location, why)
+
+
+def _larger_may_kill(facts: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether what the cases showed of a survivor says a larger case may kill it: a `.view`
+    that met no layout it cannot take, a sum that never added to anything."""
+    if _all(facts, "operator", "view"):
+        return all(f.get("layout") in ("viewable", "contiguous") for f in facts) and any(
+            f.get("layout_check") in ("pass", "warn", "fail") for f in facts)
+    return _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False)
 
 
 def _all(facts: Sequence[Mapping[str, Any]], key: str, value: Any) -> bool:
@@ -83,6 +94,22 @@ def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
     if name is not None and _all(facts, "uniform", True):
         return (f"every element of the gradient of {name!r} is the same in every case, so "
                 "permuting it changes nothing; choose inputs that give it distinct values")
+    if _all(facts, "operator", "view"):
+        if any(f.get("layout") == "viewable" for f in facts):
+            return ("a non-contiguous tensor reached this `.reshape`, but only in layouts "
+                    "that `.view` can still take (its permuted dims have size 1); give the "
+                    "dims it reshapes sizes of at least 2")
+        if not any(f.get("layout_check") in ("pass", "warn", "fail") for f in facts):
+            return ("the layout check, which hands backward non-contiguous gradients, did not "
+                    "run; turn it on (it is off in `checks:` or by --only/--skip)")
+        return ("no case hands backward a non-contiguous gradient that reaches this line "
+                "(each permuted dim has size 1: one row, one frame, one block); give those "
+                "dims sizes of at least 2")
+    if _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False):
+        return ("what this `+=` adds to held only zeros each time, in every case (one window, "
+                "one block, a loop that ran once, or windows that never overlap); give a case "
+                "whose windows overlap or whose loop adds at least twice (where that cannot "
+                "happen, the mutant changes nothing)")
     if _all(facts, "gradcheck", "xfail"):
         return ("the spec expects gradcheck to fail (`expect:`), so finite differences cannot "
                 "tell this gradient from the intended one; name a `reference:` whose autograd "

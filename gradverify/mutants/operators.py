@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gradverify.mutants.source import (
@@ -164,20 +165,82 @@ def ignore_gate(site: _Site) -> list[SourceMutant]:
     return found
 
 
+def assume_contiguous(site: _Site) -> list[SourceMutant]:
+    """Read a ``.reshape`` as ``.view`` (``x.reshape(s)``, ``torch.reshape(x, s)``): the
+    backward that assumes contiguous memory, which breaks on a permuted incoming gradient (a
+    downstream ``.transpose(1, 2)`` hands backward one). ``_gv_view`` records whether the
+    tensor was contiguous, and a prologue ``_gv_incoming`` whether backward was handed a
+    non-contiguous gradient, for why such a mutant lived (``engine``)."""
+    found = []
+    for node in site.nodes:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
+                or node.func.attr != "reshape" or node.keywords:
+            continue
+        owner = node.func.value
+        if isinstance(owner, ast.Name) and owner.id == "torch":
+            if len(node.args) != 2:
+                continue
+            tensor, shape = node.args[0], node.args[1:]
+        else:
+            tensor, shape = owner, node.args
+        new = _call("_gv_view", copy.deepcopy(tensor), *[copy.deepcopy(a) for a in shape])
+        owner_text = _short(tensor, 32)
+        if not isinstance(tensor, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            owner_text = f"({owner_text})"
+        shown = f"{owner_text}.view({', '.join(_short(a, 16) for a in shape)})"
+        mutant = site.mutant("view", node, new, shown=shown)
+        found.append(replace(mutant, tree=_with_incoming(mutant.tree, site.source.grads)))
+    return found
+
+
+def _with_incoming(tree: ast.FunctionDef, grads: tuple[str, ...]) -> ast.FunctionDef:
+    """``tree`` with ``_gv_incoming(<incoming gradients>)`` as its first statement."""
+    call = _call("_gv_incoming", *[ast.Name(id=g, ctx=ast.Load()) for g in grads])
+    statement = ast.fix_missing_locations(ast.copy_location(ast.Expr(value=call), tree.body[0]))
+    tree.body.insert(0, statement)
+    return tree
+
+
+def overwrite_sum(site: _Site) -> list[SourceMutant]:
+    """Overwrite where backward adds up: ``t[i] += v`` as ``t[i] = v``, ``acc += v`` as
+    ``acc = v``: the backward that keeps only the last of overlapping windows, or the last
+    block of a loop. ``_gv_kept`` records whether what it writes over held anything."""
+    found = []
+    for node in site.nodes:
+        if not isinstance(node, ast.AugAssign) or not isinstance(node.op, ast.Add) \
+                or not isinstance(node.target, (ast.Name, ast.Subscript)):
+            continue
+        before = _loaded(copy.deepcopy(node.target))
+        new = ast.copy_location(ast.Assign(
+            targets=[copy.deepcopy(node.target)],
+            value=_call("_gv_kept", before, copy.deepcopy(node.value))), node)
+        text = f"`{_short(node)}` -> `{_short(node.target, 24)} = {_short(node.value, 24)}`"
+        found.append(site.mutant("overwrite", node, new, text=text))
+    return found
+
+
+def _loaded(node: ast.expr) -> ast.expr:
+    """``node`` (an assignment's target) read instead of written."""
+    node.ctx = ast.Load()  # type: ignore[attr-defined]
+    return node
+
+
 OPERATORS: tuple[Callable[[_Site], list[SourceMutant]], ...] = (
     negate_returned, drop_factor, drop_term, swap_returned, drop_transpose, ones_incoming,
-    ignore_gate)
+    ignore_gate, assume_contiguous, overwrite_sum)
 
 
 def source_mutants(source: BackwardSource) -> list[SourceMutant]:
     """Every mutant of backward's source, in a fixed order (the same in every case's run).
-    No term or factor is dropped inside a ``while`` loop: ``i = i + 1`` made ``i = i`` would
-    never end (a timeout, not a verdict)."""
+    No term or factor is dropped, nor a sum overwritten, inside a ``while`` loop: ``i = i + 1``
+    made ``i = i`` (or ``i += 1`` made ``i = 1``) would never end (a timeout, not a
+    verdict)."""
     site = _Site(source)
     looping = {n.lineno for node in site.nodes if isinstance(node, ast.While)
                for n in ast.walk(node) if isinstance(n, ast.stmt)}
     return [m for operator in OPERATORS for m in operator(site)
-            if not (m.operator in ("drop-term", "drop-factor") and m.line in looping)]
+            if not (m.operator in ("drop-term", "drop-factor", "overwrite")
+                    and m.line in looping)]
 
 
 def probed(source: BackwardSource, mutants: list[SourceMutant]) -> ast.FunctionDef:

@@ -30,6 +30,10 @@ class Mutant:
     value: ValueChange | None = None
     ran: set[int] = field(default_factory=set)
     """The lines of backward's source its compiled code ran (``source.marked``)."""
+    observed: list[tuple[str, bool]] = field(default_factory=list)
+    """What the mutant saw, call by call: for a ``.view`` mutant ``("view", contiguous)`` of
+    the tensor it viewed and ``("incoming", contiguous)`` of backward's incoming gradients
+    together; for an overwrite, ``("kept", nonzero)`` of what it wrote over."""
 
     @property
     def equivalent(self) -> str | None:
@@ -69,9 +73,11 @@ def plan(info: Target, names: list[str], location: Location | None, node: Any = 
     if source is not None and place is not None:
         for found in source_mutants(source):
             ran: set[int] = set()
+            observed: list[tuple[str, bool]] = []
             mutants.append(Mutant(found.key, found.mutation, Location(
                 location.file if location else shown_path(source.file), found.line),
-                _source_install(place, source, found, ran), source=found, ran=ran))
+                _source_install(place, source, found, ran, observed), source=found, ran=ran,
+                observed=observed))
     for change in value_changes(names):
         install = (lambda i, c=change: place.installed(i, c.returning)) if place is not None \
             else (lambda i, c=change: contextlib.nullcontext(tapped(i, c.position, c)))
@@ -87,17 +93,21 @@ def plan(info: Target, names: list[str], location: Location | None, node: Any = 
     return Plan(mutants, source, place, note)
 
 
-def _source_install(place: Holder, source: BackwardSource, found: SourceMutant, ran: set[int]
+def _source_install(place: Holder, source: BackwardSource, found: SourceMutant, ran: set[int],
+                    observed: list[tuple[str, bool]]
                     ) -> Callable[[Target], ContextManager[Target]]:
     def install(info: Target) -> ContextManager[Target]:
-        function = source.compile(found.tree, helpers({}, ran))
+        function = source.compile(found.tree, helpers({}, ran, observed))
         return place.installed(info, lambda _: function)
 
     return install
 
 
-def helpers(probes: dict[str, list[str]], ran: set[int]) -> dict[str, Any]:
-    """What mutated code calls (``source.HELPERS``), recording into ``probes`` and ``ran``."""
+def helpers(probes: dict[str, list[str]], ran: set[int],
+            observed: list[tuple[str, bool]] | None = None) -> dict[str, Any]:
+    """What mutated code calls (``source.HELPERS``), recording into ``probes``, ``ran`` and
+    ``observed``."""
+    seen = observed if observed is not None else []
     def neg(value: Any) -> Any:
         return None if value is None else -value
 
@@ -114,7 +124,60 @@ def helpers(probes: dict[str, list[str]], ran: set[int]) -> dict[str, Any]:
         probes.setdefault(key, []).append(fact(value))
         return value
 
-    return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe, "_gv_line": ran.add}
+    def view(value: Any, *shape: Any) -> Any:
+        seen.append(("view", _contiguous(value)))
+        return value.view(*shape)
+
+    def incoming(*grads: Any) -> None:
+        seen.append(("incoming", all(_contiguous(g) for g in _tensors(grads))))
+
+    def kept(before: Any, value: Any) -> Any:
+        seen.append(("kept", _nonzero(before)))
+        return value
+
+    return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe, "_gv_line": ran.add,
+            "_gv_view": view, "_gv_incoming": incoming, "_gv_kept": kept}
+
+
+def _nonzero(value: Any) -> bool:
+    """Whether a tensor or number holds anything but zeros (what cannot be looked at counts
+    as nonzero)."""
+    import torch
+
+    from gradverify.checks._tensors import is_strided
+
+    if isinstance(value, torch.Tensor):
+        if not is_strided(value):
+            return True
+        with torch.no_grad():
+            return bool((value != 0).any())
+    if isinstance(value, (int, float, complex)):
+        return value != 0
+    return True
+
+
+def _tensors(values: Any) -> list[Any]:
+    """The tensors among ``values`` (a ``*grads`` parameter is one tuple of them)."""
+    import torch
+
+    out = []
+    for value in values:
+        if isinstance(value, (tuple, list)):
+            out += _tensors(value)
+        elif isinstance(value, torch.Tensor):
+            out.append(value)
+    return out
+
+
+def _contiguous(value: Any) -> bool:
+    """Whether a tensor's memory is contiguous (anything else counts as contiguous)."""
+    import torch
+
+    from gradverify.checks._tensors import is_strided
+
+    if not isinstance(value, torch.Tensor) or not is_strided(value):
+        return True
+    return bool(value.is_contiguous())
 
 
 def fact(value: Any) -> str:

@@ -17,10 +17,13 @@ from gradverify.targets.introspection import SOURCE_ERRORS, unwrap
 
 TRANSPOSES = frozenset({"t", "transpose", "swapaxes", "swapdims"})
 TRANSPOSED = frozenset({"T", "mT", "H", "mH"})
-HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe", "_gv_line")
+HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe", "_gv_line", "_gv_view", "_gv_incoming",
+           "_gv_kept")
 """Names the mutated code calls, given to it as closure variables (never the user's globals).
 ``_gv_line(n)`` runs before each statement of backward's own (``marked``): which lines ran,
-seen in whatever thread runs backward, with no tracer."""
+seen in whatever thread runs backward, with no tracer. ``_gv_view`` and ``_gv_incoming``: what
+a ``.reshape`` read as ``.view`` saw of memory layouts (``operators.assume_contiguous``);
+``_gv_kept``: what an overwrite wrote over (``operators.overwrite_sum``)."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,29 @@ def _same_code(node: ast.FunctionDef, fn: Any, file: str) -> bool:
         == (names(code.co_varnames) | names(code.co_cellvars)) - free \
         and (rewritten  # its asserts read names of pytest's that no source holds
              or names(code.co_names) <= names(inner.co_names) <= names(code.co_names) | free) \
-        and lines(inner) == lines(code)
+        and lines(inner) == lines(code) \
+        and (rewritten or _operations(inner) == _operations(code))
+
+
+_OPERATIONS = ("BINARY_", "UNARY_", "COMPARE_OP", "INPLACE_", "CONTAINS_OP", "IS_OP")
+
+
+def _operations(code: types.CodeType) -> list[tuple[str, str]]:
+    """The constants and the operators ``code`` computes with, in order, its nested functions'
+    included: ``g * 2`` edited to ``g * 3 + 1`` keeps every name and line, not these."""
+    import dis
+
+    found: list[tuple[str, str]] = []
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "LOAD_CONST" and not isinstance(instruction.argval,
+                                                                 types.CodeType):
+            found.append(("const", repr(instruction.argval)))
+        elif instruction.opname.startswith(_OPERATIONS):
+            found.append((instruction.opname, instruction.argrepr))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _operations(const)
+    return found
 
 
 def _code_named(code: types.CodeType, name: str) -> types.CodeType | None:

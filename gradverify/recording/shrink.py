@@ -25,7 +25,7 @@ from gradverify.recording.prober import ProbeFailed, Prober
 from gradverify.recording.spool import Observation
 from gradverify.recording.strong import strong_case, strong_draft
 
-FUNCTION_SECONDS = 60.0
+FUNCTION_SECONDS = 45.0
 """Seconds that making one Function's cases strong may take in all (its mutation score
 included), after which its remaining cases are written as shrunk, saying so in their strength
 line: a safety limit for a slow forward. What is written is decided by the searches' tries

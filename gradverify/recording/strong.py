@@ -20,7 +20,7 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     strong within about ``seconds`` (strengthening first; the mutation score where time is
     left); a dim recorded at most ``KEPT_SIZE`` long keeps its size."""
     from gradverify.init.measure import scorer_for
-    from gradverify.init.strong import weakness, with_mutation_score
+    from gradverify.init.strong import grown, weakness
 
     started = time.monotonic()
     d = draft(call, joined)
@@ -36,17 +36,18 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     except Exception as exc:  # noqa: BLE001 -- the user's code: the case stays as drafted
         return {"edits": [_json(e) for e in kept],
                 "strength": f"strength not measured ({type(exc).__name__})"}
-    strength = done.strength
+    strength, more = done.strength, list[Edit]()
     if time.monotonic() - started < seconds:
-        strength = with_mutation_score(info, done.case, done.strength)
+        _, strength, more = grown(info, done.case, done.strength, d.recorded, fixed)
     elif strength.cut is None:
         strength = replace(strength, cut="not scored with mutants: the time limit for this "
                                          "Function was spent")
     problem = weakness(strength)
-    scored = f"; {strength.score_line()}" if strength.score_line() else ""
+    scored = "".join(f"; {line}" for line in (strength.score_line(), strength.unran_line())
+                     if line)
     line = strength.header() + scored if problem is None else \
         f"TODO: {problem}: a check would prove nothing here; set values at which it does"
-    return {"edits": [_json(e) for e in (*kept, *done.edits)], "strength": line}
+    return {"edits": [_json(e) for e in (*kept, *done.edits, *more)], "strength": line}
 
 
 def _kept_structure(case: Mapping[str, Any], raw: Mapping[str, Any]) -> Edit | None:

@@ -24,7 +24,11 @@ def compiler_cache() -> Iterator[str | None]:
     if os.environ.get(VARIABLE):
         yield None
         return
-    folder = tempfile.mkdtemp(prefix="gradverify-compiler-")
+    try:
+        folder = tempfile.mkdtemp(prefix="gradverify-compiler-")
+    except OSError:  # no temporary folder to write: torch's own default, as without us
+        yield None
+        return
     try:
         yield folder
     finally:
@@ -46,7 +50,11 @@ def in_this_process() -> Iterator[None]:
         yield
         return
     if not _PROCESS_FOLDER:
-        _PROCESS_FOLDER.append(tempfile.mkdtemp(prefix="gradverify-compiler-"))
+        try:
+            _PROCESS_FOLDER.append(tempfile.mkdtemp(prefix="gradverify-compiler-"))
+        except OSError:  # no temporary folder to write: torch's own default
+            yield
+            return
         atexit.register(shutil.rmtree, _PROCESS_FOLDER[0], ignore_errors=True)
     folder = _PROCESS_FOLDER[0]
     os.environ[VARIABLE] = folder

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,33 +62,39 @@ def execute(task: Task, options: RunOptions, cache: dict[int, Any],
     case = next(c for c in prepared.spec.cases if c.name == task.case)
     on_mutants = None if on_kept is None else (
         lambda kept, internal: on_kept(MUTANTS, (kept, [internal] if internal else [])))
+
+    def alone(candidate: Case, bound: Bound, check: str) -> CaseResult | None:
+        only = dataclasses.replace(options, only=(check,), skip=(), mutate=False)
+        return run_case(prepared.info, prepared.spec, candidate, bound, only,
+                        reference=prepared.reference)[0]
+
+    def shrunk(result: CaseResult, internal: ErrorEntry | None) -> CaseResult:
+        """The result with its smallest failing cases: before any mutant runs, so that one
+        that ends the process costs only the score."""
+        if on_kept and any(first_failure(row) for row in result.checks):
+            # a process that dies now dies shrinking: the result and our bug, as they are
+            on_kept(SHRINKING, (result, [internal] if internal else []))
+        return with_smallest(result, prepared.info, prepared.spec, case, alone,
+                             cache.setdefault(SHRUNK, set()), options)
+
     result, error = run_case(prepared.info, prepared.spec, case, prepared.bound[case.name],
                              options, first=task.first, smallest=task.smallest,
                              on_check=on_check, reference=prepared.reference,
-                             on_mutants=on_mutants)
-    if result is not None:  # (a bug of ours in the mutants leaves the checks' failures real)
-        if on_kept and any(first_failure(row) for row in result.checks):
-            on_kept(SHRINKING, (result, []))  # a process that dies now dies shrinking
-
-        def alone(candidate: Case, bound: Bound, check: str) -> CaseResult | None:
-            only = dataclasses.replace(options, only=(check,), skip=(), mutate=False)
-            return run_case(prepared.info, prepared.spec, candidate, bound, only,
-                            reference=prepared.reference)[0]
-
-        result = with_smallest(result, prepared.info, prepared.spec, case, alone,
-                               cache.setdefault(SHRUNK, set()), options)
+                             on_mutants=on_mutants, shrunk=shrunk)
     return result, [error] if error else []
 
 
 def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOptions,
              first: bool = True, smallest: bool = False,
              on_check: Callable[[str], None] | None = None, reference: Any = None,
-             on_mutants: Callable[[CaseResult, ErrorEntry | None], None] | None = None
+             on_mutants: Callable[[CaseResult, ErrorEntry | None], None] | None = None,
+             shrunk: Callable[[CaseResult, ErrorEntry | None], CaseResult] | None = None
              ) -> tuple[CaseResult | None, ErrorEntry | None]:
     """Run one case; returns its result, or an input error (a factory that failed).
     Static checks (lint) read the class, not the case: they run on the ``first`` case only.
-    With ``--mutate``, the mutants run once the case's result is made, which is said first to
-    ``on_mutants``: whatever a mutant does, the case's checks and status stay as they are."""
+    ``shrunk`` adds the smallest failing cases to the result. With ``--mutate``, the mutants
+    run after that, once the case's result is made, which is said first to ``on_mutants``:
+    whatever a mutant does, the case's checks and status stay as they are."""
     started = time.perf_counter()
     ctx = CheckContext(info=info, spec=spec, case=case,
                        maker=InputMaker(case, bound, info,
@@ -129,10 +134,13 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
                         status=worst([c.status for c in [*checked, *about]], Status.SKIP),
                         duration_s=time.perf_counter() - started, inputs=inputs,
                         checks=tuple(checked), inferred=spec.inferred, about_case=tuple(about))
+    if shrunk is not None:
+        result = shrunk(result, rows.internal)
     if options.mutate and checked_all:
         if on_mutants:
             on_mutants(result, rows.internal)
-        result = dataclasses.replace(result, mutants=_mutants(ctx, checks, options, rows))
+        mutants, why = _mutants(ctx, checks, options, rows)
+        result = dataclasses.replace(result, mutants=mutants, mutants_not_judged=why)
     return result, rows.internal
 
 
@@ -153,9 +161,11 @@ def _computes_in(ctx: CheckContext, options: RunOptions) -> None:
 
 
 def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: _Rows
-             ) -> tuple[MutantRun, ...]:
-    """With ``--mutate``: this case against each mutant of the target's backward; a mutant
-    the shared Jacobian comparison does not kill runs through the case's checks again."""
+             ) -> tuple[tuple[MutantRun, ...], str | None]:
+    """With ``--mutate``: this case against each mutant of the target's backward (a mutant
+    the shared Jacobian comparison does not kill runs through the case's checks again), and
+    why they were not judged where judging them raised (out of memory, or a bug of ours in
+    the mutants: the case's verdicts and the exit code are as without ``--mutate``)."""
     from gradverify.mutants.engine import case_mutants
 
     again = [c for c in checks if not c.static]
@@ -169,14 +179,17 @@ def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: 
         return rerun_rows.checks
 
     try:
-        return case_mutants(ctx, rows.checks, rerun)
-    except Exception:  # noqa: BLE001 -- a bug of ours: exit 4, the case's verdicts kept
-        if rows.internal is None:
-            rows.internal = ErrorEntry(ctx.info.target, ctx.spec.path, "GV011",
-                                       f"--mutate: {traceback.format_exc()}", internal=True)
-        return ()
+        return case_mutants(ctx, rows.checks, rerun), None
+    except Exception as exc:  # noqa: BLE001 -- the score only: never the case's verdict
+        return (), f"not judged: judging them raised {_one_line(exc)}"
     finally:
         rows.restore()
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (cut: a report renders it)."""
+    text = str(exc).strip().splitlines()
+    return type(exc).__name__ + (f": {text[0][:200]}" if text else "")
 
 
 @dataclass

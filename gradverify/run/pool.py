@@ -129,7 +129,7 @@ class Pool:
         return worker
 
     def _alive(self, worker: Worker) -> bool:
-        return worker.process.poll() is None
+        return not processes.exited(worker.process)
 
     def _await_ready(self, worker: Worker) -> bool:
         """Whether the worker has started, waiting up to its start deadline (not the case

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import IO, Protocol
 
 from gradverify import syspath
-from gradverify.run import leftovers
 
 Stdio = int | None
 """What ``start`` takes for a standard stream, as ``subprocess.Popen`` does: None (inherited),
@@ -86,25 +85,42 @@ def kill_group(process: Process) -> None:
     """SIGKILL the session ``start`` made for ``process`` (its process group, whose id is its
     pid: what it started goes with it), or the process alone where that group is gone. A pid
     of 1 or less is never signalled at all (``kill(0)`` is our own group, ``kill(-1)`` every
-    process we may signal). Once ``process`` is reaped its pid may be another process's: the
-    group is then signalled only while a process of it still runs, which keeps the id ours."""
+    process we may signal), nor a process already reaped: its pid, and so a group of that id,
+    may be another process's by now (``exited`` kills a group before it reaps)."""
     pid = process.pid
-    if pid <= 1:
+    if pid <= 1 or process.returncode is not None:
         return
-    if process.returncode is None or _group_runs(pid):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-            return
-        except OSError:
-            pass
-    if process.returncode is None:
-        try:
-            process.kill()
-        except OSError:
-            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+        return
+    except OSError:
+        pass
+    try:
+        process.kill()
+    except OSError:
+        pass
 
 
-def _group_runs(group: int) -> bool:
-    """Whether a process of process group ``group`` still exists (``leftovers.stats``; where
-    there is no /proc, none is assumed: nothing is signalled)."""
-    return any(len(fields) > 2 and fields[2] == str(group) for _, fields in leftovers.stats())
+def exited(process: Process) -> bool:
+    """Whether ``process`` has ended. One that has is reaped here, its process group SIGKILLed
+    first, while its unreaped exit still holds its pid for us, so that no other process can
+    have that id yet: what it started dies with it. (Where the exit cannot be looked at
+    without reaping it, it is only reaped.)"""
+    if process.returncode is not None:
+        return True
+    waitid = getattr(os, "waitid", None)
+    try:
+        if waitid is None:
+            raise ChildProcessError
+        ended = waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # not our child (or no waitid): poll it as it is
+        return process.poll() is not None
+    if ended is None:
+        return False
+    if process.pid > 1:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    process.poll()
+    return True

@@ -40,6 +40,11 @@ WRITES = {
 backward writes into, and the expression of those tensors in the script."""
 
 
+MAX_NAME = 120
+"""Characters of a script's name at most (file systems take 255 bytes): a longer one keeps its
+start and gets the suffix that makes it its own (``file_names``)."""
+
+
 def file_name(target: str, case: str, check: str) -> str:
     """``<target>_<case>_<check>.py``, every character outside ``[A-Za-z0-9_-]`` as ``_``
     (``pkg.ops:Exp`` as ``pkg_ops_Exp``: two targets of one name in two modules differ)."""
@@ -53,9 +58,10 @@ def file_names(keys: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str
     ever replaces another's."""
     found = list(dict.fromkeys(keys))
     plain = {key: file_name(*key) for key in found}
-    taken = Counter(plain.values())
-    return {key: name if taken[name] == 1 else
-            f"{name[:-3]}-{hashlib.sha1(repr(key).encode()).hexdigest()[:8]}.py"
+    # compared without case: on macOS's and Windows' file systems Foo and foo are one file
+    taken = Counter(name.casefold() for name in plain.values())
+    return {key: name if taken[name.casefold()] == 1 and len(name) <= MAX_NAME else
+            f"{name[:-3][:MAX_NAME - 12]}-{hashlib.sha1(repr(key).encode()).hexdigest()[:8]}.py"
             for key, name in plain.items()}
 
 

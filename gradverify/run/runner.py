@@ -76,7 +76,8 @@ def run(plan: Plan, options: RunOptions,
                 raise RunInterrupted(report, exc.signum) from exc
             torch_version = pool.versions.get("torch")
     else:
-        plan = resolve_deferred(plan)
+        with caches.in_this_process():  # its imports may import torch's compiler
+            plan = resolve_deferred(plan)  # (verify() and the plugin resolve none here)
         if options.timeout_set:
             plan.notes.append(IN_PROCESS_TIMEOUT)
         tasks = plan_tasks(plan.jobs, options)

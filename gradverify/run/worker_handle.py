@@ -49,6 +49,8 @@ def kill(worker: Worker) -> None:
     """Kill a worker and everything below it: every process in its session (what its
     Functions started) and what it adopted (daemons that left the session: a worker inherits
     its descendants' orphans)."""
+    if worker.process.returncode is not None:  # reaped (``processes.exited``): its group
+        return                                  # went then, and its pid may be another's
     below = sorted(leftovers.descendants(worker.process.pid))
     processes.kill_group(worker.process)
     leftovers.kill(below)
