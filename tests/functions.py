@@ -66,3 +66,25 @@ class {name}(Function):
     def backward(ctx, grad):
         return grad * 2
 '''
+
+
+def frames(name: str = "Frames") -> str:
+    """Frames of x [B, T] (a window of w, every ``hop``) times the window; backward adds the
+    frames' gradients back where they overlap (overlap-add)."""
+    return f'''
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x, window, hop):
+        ctx.save_for_backward(x, window)
+        ctx.hop = hop
+        return x.unfold(-1, window.shape[0], hop) * window
+
+    @staticmethod
+    def backward(ctx, g):
+        x, window = ctx.saved_tensors
+        w = window.shape[0]
+        gx = torch.zeros_like(x)
+        for i in range(g.shape[-2]):
+            gx[..., i * ctx.hop:i * ctx.hop + w] += g[..., i, :] * window
+        return gx, (g * x.unfold(-1, w, ctx.hop)).sum(dim=(0, 1)), None
+'''

@@ -656,26 +656,6 @@ def test_without_the_layout_check_a_view_survivor_says_to_turn_it_on():
     assert "the layout check" in survivor.why and "did not run" in survivor.why
 
 
-class Frames(torch.autograd.Function):
-    """Frames of x [B, T] (a window of w, every ``hop``) times the window; backward adds the
-    frames' gradients back where they overlap."""
-
-    @staticmethod
-    def forward(ctx, x, window, hop):
-        ctx.save_for_backward(x, window)
-        ctx.hop = hop
-        return x.unfold(-1, window.shape[0], hop) * window
-
-    @staticmethod
-    def backward(ctx, g):
-        x, window = ctx.saved_tensors
-        w = window.shape[0]
-        gx = torch.zeros_like(x)
-        for i in range(g.shape[-2]):
-            gx[..., i * ctx.hop:i * ctx.hop + w] += g[..., i, :] * window
-        return gx, (g * x.unfold(-1, w, ctx.hop)).sum(dim=(0, 1)), None
-
-
 def _frames(t: int, hop: int) -> dict:
     return {"cases": [{"args": {"x": {"shape": [2, t]}, "window": {"shape": [4]}, "hop": hop}}]}
 
@@ -684,14 +664,25 @@ def _overwrites(lines: tuple) -> list:
     return [m for m in lines if "+=" in m.mutation and "` -> `gx[" in m.mutation]
 
 
-def test_overlapping_windows_kill_a_backward_that_overwrites_their_sum():
-    score = _score(Frames, _frames(12, 2))
+@pytest.fixture
+def overlap_frames(project):
+    import functions
+
+    project.write("overlap_frames.py", functions.module(functions.frames()))
+    import overlap_frames
+
+    return overlap_frames.Frames
+
+
+def test_overlapping_windows_kill_a_backward_that_overwrites_their_sum(overlap_frames):
+    score = _score(overlap_frames, _frames(12, 2))
     assert not _overwrites(score.survived) and score.killed == score.total
 
 
 @pytest.mark.parametrize(("t", "hop"), [(5, 5), (12, 4)], ids=["one frame", "apart"])
-def test_windows_that_never_overlap_let_it_live_and_say_what_would_kill_it(t, hop):
-    (survivor,) = _overwrites(_score(Frames, _frames(t, hop)).survived)
+def test_windows_that_never_overlap_let_it_live_and_say_what_would_kill_it(overlap_frames, t,
+                                                                           hop):
+    (survivor,) = _overwrites(_score(overlap_frames, _frames(t, hop)).survived)
     assert "held only zeros each time" in survivor.why
     assert "give a case whose windows overlap or whose loop adds at least twice" in survivor.why
 

@@ -259,39 +259,15 @@ def test_strengthening_never_grows_a_dim_kept_at_its_recorded_size():
     assert strengthen(case, scorer, fixed_dims=frozenset({"C"})).case["dims"] == {"C": 3}
 
 
-FRAMES = '''
-import torch
-from torch.autograd import Function
-
-
-class Frames(Function):
-    """Frames of x [B, T] (window w, every hop) times the window; backward overlap-adds."""
-
-    @staticmethod
-    def forward(ctx, x, window, hop):
-        ctx.save_for_backward(x, window)
-        ctx.hop = hop
-        return x.unfold(-1, window.shape[0], hop) * window
-
-    @staticmethod
-    def backward(ctx, g):
-        x, window = ctx.saved_tensors
-        w = window.shape[0]
-        gx = torch.zeros_like(x)
-        for i in range(g.shape[-2]):
-            gx[..., i * ctx.hop:i * ctx.hop + w] += g[..., i, :] * window
-        return gx, (g * x.unfold(-1, w, ctx.hop)).sum(dim=(0, 1)), None
-'''
-
-
 def test_a_recording_of_overlapping_frames_is_not_shrunk_to_one_frame(project: Project):
     """15 overlapping frames (x [8, 256], a window of 32 every 16) shrink to sizes where one
     frame is left; a backward that overwrites instead of adding the overlap then lives. The
     shrunk case grows back (a dim doubled, within its recorded size) until it kills it."""
+    import functions
     from gradverify.recording.strong import strong_case
     from gradverify.targets import resolve
 
-    project.write("frames.py", FRAMES)
+    project.write("frames.py", functions.module(functions.frames()))
     info = resolve("frames:Frames")
     x = {"name": "x", **describe(torch.randn(8, 256, requires_grad=True))}
     window = {"name": "window", **describe(torch.randn(32, requires_grad=True))}

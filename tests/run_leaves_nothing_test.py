@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import functions
 from conftest import ROOT
 
 
@@ -48,21 +49,10 @@ def test_a_compiler_cache_the_user_named_is_theirs(tmp_path, fresh_processes):
     assert (mine / "kept").read_text() == "the user's"  # left where the user wants it
 
 
-COMPILES_AT_IMPORT = '''
-import torch
-import torch._dynamo  # noqa: F401 -- as a library that compiles does, at import
-from torch.autograd import Function
-
-
-class Twice(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-'''
+COMPILES_AT_IMPORT = functions.module(
+    functions.scale("Twice", 2),
+    # as a library that compiles does, at import
+    header=functions.HEADER + "import torch._dynamo  # noqa: F401\n")
 
 
 @pytest.mark.parametrize("isolate", [True, False], ids=["workers", "in-process"])
