@@ -377,7 +377,7 @@ def test_check_mutate_json_end_to_end(project):
     assert (score["target"], score["spec"]) == ("weights:Scale", "specs/scale.yaml")
     assert score["survived"] == [{
         "mutation": "`grad * w` -> `grad`", "location": {"file": "weights.py", "line": line},
-        "why": "every case has w = 1; give w random values"}]
+        "why": "every case has w = 1; give w random values", "larger": False}]
     assert score["killed"] == score["total"] - 1
     plain = " ".join(run_cli("check", "--mutate", "--format", "plain").stdout.split())
     assert "specs/scale.yaml weights:Scale: " in plain

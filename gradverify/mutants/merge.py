@@ -49,6 +49,28 @@ def _line(run: MutantRun, why: str) -> MutantLine:
     return MutantLine(run.mutation, run.location, why)
 
 
+def _too_small(facts: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a `.view` or an overwritten sum lived, from the layouts and sums its cases showed
+    (a case too small to permute a gradient or to overlap two windows), or None."""
+    if _all(facts, "operator", "view"):
+        if any(f.get("layout") == "viewable" for f in facts):
+            return ("a non-contiguous tensor reached this `.reshape`, but only in layouts "
+                    "that `.view` can still take (its permuted dims have size 1); give the "
+                    "dims it reshapes sizes of at least 2")
+        if not any(f.get("layout_check") in ("pass", "warn", "fail") for f in facts):
+            return ("the layout check, which hands backward non-contiguous gradients, did not "
+                    "run; turn it on (it is off in `checks:` or by --only/--skip)")
+        return ("no case hands backward a non-contiguous gradient that reaches this line "
+                "(each permuted dim has size 1: one row, one frame, one block); give those "
+                "dims sizes of at least 2")
+    if _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False):
+        return ("what this `+=` adds to held only zeros each time, in every case (one window, "
+                "one block, a loop that ran once, or windows that never overlap); give a case "
+                "whose windows overlap or whose loop adds at least twice (where that cannot "
+                "happen, the mutant changes nothing)")
+    return None
+
+
 def _larger_may_kill(facts: Sequence[Mapping[str, Any]]) -> bool:
     """Whether what the cases showed of a survivor says a larger case may kill it: a `.view`
     that met no layout it cannot take, a sum that never added to anything."""
@@ -94,22 +116,9 @@ def why(lived: Sequence[MutantRun], everywhere: bool = True) -> str:
     if name is not None and _all(facts, "uniform", True):
         return (f"every element of the gradient of {name!r} is the same in every case, so "
                 "permuting it changes nothing; choose inputs that give it distinct values")
-    if _all(facts, "operator", "view"):
-        if any(f.get("layout") == "viewable" for f in facts):
-            return ("a non-contiguous tensor reached this `.reshape`, but only in layouts "
-                    "that `.view` can still take (its permuted dims have size 1); give the "
-                    "dims it reshapes sizes of at least 2")
-        if not any(f.get("layout_check") in ("pass", "warn", "fail") for f in facts):
-            return ("the layout check, which hands backward non-contiguous gradients, did not "
-                    "run; turn it on (it is off in `checks:` or by --only/--skip)")
-        return ("no case hands backward a non-contiguous gradient that reaches this line "
-                "(each permuted dim has size 1: one row, one frame, one block); give those "
-                "dims sizes of at least 2")
-    if _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False):
-        return ("what this `+=` adds to held only zeros each time, in every case (one window, "
-                "one block, a loop that ran once, or windows that never overlap); give a case "
-                "whose windows overlap or whose loop adds at least twice (where that cannot "
-                "happen, the mutant changes nothing)")
+    structure = _too_small(facts)
+    if structure is not None:
+        return structure
     if _all(facts, "gradcheck", "xfail"):
         return ("the spec expects gradcheck to fail (`expect:`), so finite differences cannot "
                 "tell this gradient from the intended one; name a `reference:` whose autograd "
