@@ -94,7 +94,10 @@ def grown(info: Target, case: Mapping[str, Any], strength: Strength, limits: Map
                     "cannot catch a backward that drops overlapping windows, all but one block "
                     "or a permuted gradient", dim=dim)
         larger = apply_edit(case, edit)
-        bigger, _ = _scored(info, larger, scorer_for(info)(larger))
+        try:
+            bigger, _ = _scored(info, larger, scorer_for(info)(larger))
+        except Exception:  # noqa: BLE001 -- the user's code on a larger case: not grown
+            continue
         if (bigger.killed or 0) > (scored.killed or 0):
             return larger, bigger, [edit]
     return case, scored, []
