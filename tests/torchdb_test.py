@@ -45,8 +45,10 @@ EXPECTED: dict[str, tuple[str, str, frozenset[str]]] = {
     AF + "NumpyMul": ("pass", "pass", frozenset()),  # GV106: unsummed broadcast (a warning)
     AF + "NumpyCubeNotComposable": ("raises: output 1 is a numpy array", "same",
                                     frozenset({"gradcheck", "saved_tensors"})),
+    # bare gradgradcheck fails on the once_differentiable backward that the function calls:
+    # double backward declared unsupported, a skip (GV143; docs/checks.md)
     "dbtargets:numpy_cube_not_composable": ("fail: backward ignores grad_output", "fail",
-                                            frozenset({"gradcheck", "gradgradcheck"})),
+                                            frozenset({"gradcheck"})),
     AF + "NumpySort": ("fail: forward returns its input unsorted", "pass",
                        frozenset({"gradcheck", "forward_ad"})),
     AF + "NumpyTake": ("pass", "pass", frozenset()),

@@ -6,6 +6,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 import zoo
 from gradverify import verify
@@ -66,6 +67,22 @@ def test_once_differentiable_is_a_skip_with_reason():
     assert result.status == Status.SKIP
     assert "once_differentiable" in result.summary
     assert [f.code for f in result.findings] == ["GV143"]
+
+
+class _OnceInside(torch.nn.Module):
+    """A module whose forward calls a @once_differentiable Function: its double backward is
+    torch's error node, not a wrong gradient."""
+
+    def forward(self, x):
+        return zoo.OnceDifferentiableSin.apply(x) * 2
+
+
+def test_a_module_calling_a_once_differentiable_function_is_a_skip_not_a_failure():
+    report = verify(_OnceInside, spec=zoo.VEC)
+    (result,) = [c for c in report.results[0].checks if c.name == "gradgradcheck"]
+    assert result.status == Status.SKIP, [f.message for f in result.findings]
+    assert [f.code for f in result.findings] == ["GV143"]
+    assert report.ok
 
 
 def test_every_check_has_zoo_coverage():

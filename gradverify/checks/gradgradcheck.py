@@ -118,11 +118,18 @@ class GradgradcheckCheck(Check):
         # differentiates backward's result with respect to them too, so a backward that
         # detaches its incoming gradient fails even where d2/dx2 is zero.
         grad_outputs = [calls.randn_like(o, generator).requires_grad_(True) for o in view.outputs]
-        probed = _probe_incoming_gradient(view.fn, view.inputs, grad_outputs, view.names, outcome,
-                                          ctx)
+        try:
+            probed = _probe_incoming_gradient(view.fn, view.inputs, grad_outputs, view.names,
+                                              outcome, ctx)
+        except _CalledOnce:
+            return _once_skip(ctx, "a Function that forward calls has a backward decorated "
+                                   "@once_differentiable")
         try:
             failure = _torch_gradgradcheck(view, grad_outputs, mode, tol)
         except Exception as exc:  # noqa: BLE001 -- backward raised under create_graph=True
+            if ONCE in str(exc):  # a Function it calls declares double backward unsupported
+                return _once_skip(ctx, "a Function that forward calls has a backward "
+                                       "decorated @once_differentiable")
             outcome.add(Finding(
                 "GV141", Severity.ERROR,
                 f"double backward raised {calls.describe_exception(exc)}",
@@ -151,13 +158,23 @@ def _skip(ctx: CheckContext) -> Outcome | None:
     if skipped is not None:
         return skipped
     if ctx.info.once_differentiable:
-        return Outcome.skip(
-            "backward is @once_differentiable: double backward is unsupported",
-            Finding("GV143", Severity.INFO,
-                    "backward is decorated @once_differentiable, so double backward raises; "
-                    "torch.autograd.grad(..., create_graph=True) through it gives first-order "
-                    "gradients that silently carry no graph", location=ctx.location))
+        return _once_skip(ctx, "backward is decorated @once_differentiable")
     return None
+
+
+ONCE = "marked with @once_differentiable"
+"""torch's error for double backward through a ``@once_differentiable`` backward."""
+
+
+def _once_skip(ctx: CheckContext, whose: str) -> Outcome:
+    """Double backward declared unsupported (by the target's backward, or by that of a
+    Function its forward calls): a skip, whatever a probe of it found."""
+    return Outcome.skip(
+        "@once_differentiable: double backward is unsupported",
+        Finding("GV143", Severity.INFO,
+                f"{whose}, so double backward raises; torch.autograd.grad(..., "
+                "create_graph=True) through it gives first-order gradients that silently "
+                "carry no graph", location=ctx.location))
 
 
 def _mode(ctx: CheckContext, view: DifferentiableView) -> str:
@@ -266,6 +283,8 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
         grads = torch.autograd.grad(fn(*leaves), leaves, v, create_graph=True, allow_unused=True)
     except Exception:  # noqa: BLE001 -- torch's gradgradcheck reports it
         return set()
+    if any(g is not None and _once_node(g.grad_fn) for g in grads):
+        raise _CalledOnce
     generator = ctx.generator("gradgradcheck-incoming")
     reported: set[int] = set()
     for i, g in enumerate(grads):
@@ -279,6 +298,17 @@ def _probe_incoming_gradient(fn: Any, inputs: list[Any], grad_outputs: list[Any]
             reported.add(i)
             outcome.add(finding)
     return reported
+
+
+class _CalledOnce(Exception):
+    """A first-order gradient came out of a ``@once_differentiable`` backward."""
+
+
+def _once_node(node: Any) -> bool:
+    """The node ``@once_differentiable`` gives what its backward returns under
+    create_graph=True (torch's ``DelayedError``: differentiating through it raises)."""
+    name = node.name() if node is not None and hasattr(node, "name") else ""
+    return name.rsplit("::", 1)[-1] in ("Error", "DelayedError")
 
 
 def _graph_broken(name: str, ctx: CheckContext) -> Finding:

@@ -3,8 +3,9 @@ _gather_rows(x, idx)`` with a module-level ``def _gather_rows(x, rows): return x
 ``idx`` an index, as ``x[idx]`` in forward itself would. A callee is found by name, never run:
 a function of the user's package (forward's module, or one of the package it imports; torch's
 own functions are not followed), a function defined inside forward, or a method of a class
-(``self.m`` and ``cls.m`` in forward's class, ``Owner.m``). Callees are followed a few levels
-deep, each at most once along a chain, so recursion ends.
+(``self.m`` and ``cls.m`` in forward's class, ``Owner.m``), or the forward (and backward)
+of an autograd Function of the package that ``Inner.apply(...)`` runs. Callees are followed a
+few levels deep, each at most once along a chain, so recursion ends.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from gradverify.init.ranks import read_backward
 from gradverify.targets.introspection import SOURCE_ERRORS, underlying, unwrap
 
 MAX_DEPTH = 3
@@ -49,6 +51,9 @@ def follow(function: Callable[..., Any], tree: ast.AST, hints: dict[str, Any], r
             continue
         theirs = {param: fresh() for param in mapping}
         read(_def(body) or body, theirs)
+        backward = _backward_of(call.func, function)
+        if backward is not None:
+            read_backward(body, backward, theirs)
         follow(callee, body, theirs, read, fresh, depth + 1, seen)
         _merge(theirs, mapping, hints)
 
@@ -107,12 +112,34 @@ def _resolve(func: ast.expr, function: Callable[..., Any],
         member = inspect.getattr_static(owner, func.attr, None)
         return _plain(underlying(member), home, implicit=not isinstance(member, staticmethod))
     holder = scope.get(holder_name)
+    if _applied(holder, func.attr):
+        # ``Inner.apply(x, w)`` runs ``Inner.forward(ctx, x, w)``: ctx is the implicit first
+        member = inspect.getattr_static(holder, "forward", None)
+        return _plain(underlying(member), home, implicit=True)
     if inspect.isclass(holder):
         member = inspect.getattr_static(holder, func.attr, None)
         return _plain(underlying(member), home, implicit=isinstance(member, classmethod))
     if inspect.ismodule(holder):
         return _plain(getattr(holder, func.attr, None), home, implicit=False)
     return None
+
+
+def _applied(holder: Any, attr: str) -> bool:
+    """``holder.apply``: the ``apply`` of a class with a ``forward`` and a ``backward`` (an
+    autograd Function, known without importing torch)."""
+    return attr == "apply" and inspect.isclass(holder) and all(
+        inspect.getattr_static(holder, name, None) is not None
+        for name in ("forward", "backward"))
+
+
+def _backward_of(func: ast.expr, function: Callable[..., Any]) -> ast.AST | None:
+    """The parsed backward of the Function a call ``Inner.apply(...)`` runs, else None."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    holder = getattr(unwrap(function), "__globals__", {}).get(func.value.id)
+    if not _applied(holder, func.attr):
+        return None
+    return _tree_of(underlying(inspect.getattr_static(holder, "backward")))
 
 
 def _owner(function: Any, scope: dict[str, Any]) -> type | None:
@@ -172,6 +199,13 @@ def _merge(theirs: dict[str, Any], mapping: dict[str, str], hints: dict[str, Any
         mine.integer = mine.integer or hint.integer
         mine.boolean = mine.boolean or hint.boolean
         mine.labels = mine.labels or hint.labels
+        mine.matrix = mine.matrix or hint.matrix
+        mine.per_row = mine.per_row or hint.per_row
+        mine.spd = mine.spd or hint.spd
+        mine.tensor = mine.tensor or hint.tensor
+        mine.rank_at_least = max(mine.rank_at_least, hint.rank_at_least)
+        if mine.rank is None:
+            mine.rank = hint.rank
         if hint.indexes is not None and mine.indexes is None \
                 and hint.indexes[0] in mapping:
             mine.indexes = (mapping[hint.indexes[0]], hint.indexes[1])

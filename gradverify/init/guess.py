@@ -28,7 +28,7 @@ EDGE_NAMES = re.compile(r"^(indices|edge_index|edges|edge_list)$")
 MASK_NAMES = re.compile(r"^(mask|keep|kept|valid)$|(_mask)$")
 SHAPE_NAMES = re.compile(r"^(shape|size|sizes|output_size|out_shape|output_shape|dims)$")
 COUNT_NAMES = re.compile(r"^(num_\w+|n_\w+|\w+_count|count|dim|k|groups|length|n|num)$")
-WEIGHT_NAMES = re.compile(r"^(weight|weights|w|kernel|filters?)$")
+WEIGHT_NAMES = re.compile(r"^(weight|weights|w|kernel|filters?)$", re.IGNORECASE)
 BIAS_NAMES = re.compile(r"^(bias|b|offset)$")
 PER_FEATURE_NAMES = re.compile(r"^(weight|weights|w|bias|b|scale|shift|gain|gamma|beta|offset)$")
 FLOAT_NAMES = re.compile(r"^(threshold|slope|alpha|beta|gamma|eps|epsilon|scale|constant|lr|p|"
@@ -72,6 +72,9 @@ class Guess:
     """(dim, value): the dim must be longer than this int's value (a loop's step, so that the
     loop runs more than once)."""
     elementwise: bool = False
+    per_row: bool = False
+    """Broadcast with a new last dim (``delay[..., None]``): one value per row of another
+    tensor, its shape less the last dim."""
     fixed: Any = None
     """The spec value strengthening chose (``init.strengthen``), written as it is."""
     indexes: tuple[str, int] | None = None
@@ -160,7 +163,8 @@ def _int_guess(param: Param, hint: Hints, annotation: str) -> Guess | None:
     """An int: a loop's step, a count to select, or a size."""
     name = param.name
     if annotation in ("int", "") and hint.loop:
-        return Guess(name, "int", value=2, loop=hint.loop, why="a loop's step")
+        return Guess(name, "int", value=2, loop=hint.loop,
+                     why="the step between unfold's windows" if hint.windows else "a loop's step")
     if annotation in ("int", "") and hint.selects:
         return Guess(name, "int", value=2, why="a count to select: fewer than the dim it "
                                                 "selects from")
@@ -183,7 +187,8 @@ def _is_size(name: str, hint: Hints, annotation: str) -> bool:
 def _value_guess(param: Param, hint: Hints, annotation: str) -> Guess | None:
     """A float, a flag, a string or a shape."""
     name = param.name
-    if annotation == "float" or ("Tensor" not in annotation and FLOAT_NAMES.match(name)):
+    if annotation == "float" or ("Tensor" not in annotation and FLOAT_NAMES.match(name)
+                                 and not hint.saved):
         return Guess(name, "float", value=0.5, why="a number" + (f" ({annotation})"
                                                                if annotation else ""))
     if annotation == "bool":
@@ -206,11 +211,34 @@ def _tensor_guess(param: Param, hint: Hints, annotation: str) -> Guess:
                      dtype="bool", optional=optional, why="a mask (bool)")
     if INDEX_NAMES.search(name) or hint.integer or hint.labels:
         return _index_guess(name, hint, optional)
-    dims = hint.dims if hint.dims and all(hint.dims) else TEMPLATES[min(max(rank, 2), 5)]
+    if hint.spd and not hint.dims:
+        square = (*TEMPLATES[max(rank, 2) - 2][:max(rank, 2) - 2], "D", "D")
+        return Guess(name, "tensor", shape=square, init="spd", optional=optional,
+                     rank_at_least=2, why="symmetric positive definite: forward factors it "
+                                          "(cholesky)")
+    if hint.saved and FLOAT_NAMES.match(name) and not (rank or hint.dims):
+        return Guess(name, "tensor", shape=(), init="positive", optional=optional,
+                     why="a scalar tensor (0-dim), positive: forward saves it for backward")
+    # an exact rank read from the source stands (``w[:, None]``: a vector); else a matrix at
+    # least, the likelier input
+    exact = TEMPLATES[min(hint.rank, 5)] if hint.rank else TEMPLATES[min(max(rank, 2), 5)]
+    dims = hint.dims if hint.dims and all(hint.dims) else exact
+    if hint.window is not None and not hint.dims:
+        dims = _window_dims(max(rank, hint.window + 1))
+    elif hint.framed is not None and not hint.dims and -len(dims) <= hint.framed < len(dims):
+        # framed by unfold: longer than a window (D) and its step, so that windows overlap
+        dims = tuple("L" if axis == hint.framed % len(dims) else d
+                     for axis, d in enumerate(dims))
     return Guess(name, "tensor", shape=dims, rank_at_least=hint.rank_at_least, optional=optional,
-                 elementwise=hint.elementwise and not hint.matrix,
+                 elementwise=hint.elementwise and not hint.matrix, per_row=hint.per_row,
                  why=("shape from forward's " + ", ".join(dims) + " = "
                       f"{name}.shape") if hint.dims and all(hint.dims) else "a float tensor")
+
+
+def _window_dims(rank: int) -> tuple[str, ...]:
+    """A tensor whose size is unfold's window: its own rank, the window's axis D (4), shorter
+    than the framed axis L (8) by more than a step."""
+    return ("D",) if rank == 1 else TEMPLATES[min(rank, 5)]
 
 
 def _index_guess(name: str, hint: Hints, optional: bool) -> Guess:

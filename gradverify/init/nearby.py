@@ -3,7 +3,7 @@ raises on the guesses: other shapes for a tensor (taken from the other tensors, 
 0-dim), other dims for a size or an index range, other numbers, other lengths for a list."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,11 +14,23 @@ PER_FEATURE = PER_FEATURE_NAMES
 """Names of a tensor that often holds one value per feature: the last dim of the input."""
 
 
-def alternatives(g: Guess, guesses: list[Guess]) -> Iterator[Guess]:
+def alternatives(g: Guess, guesses: list[Guess], last_resort: bool = False,
+                 held: Sequence[tuple[tuple[int, ...], str]] = ()) -> Iterator[Guess]:
     """Nearby values of one parameter, the likelier first; then the guess's own choices; last,
-    null where the parameter is optional."""
+    null where the parameter is optional. ``last_resort``: also a loop's count of -1, which
+    runs the loop no step (forward then runs on shapes its loop body would reject). ``held``:
+    sizes forward needs, each with where they come from: the shapes of a module's own
+    parameters (``spec [B, F, K] @ self.weight.T`` with a weight [8, 4] needs K = 4), the
+    sizes forward's last error named; a float tensor's last dim tries them first."""
     seen = [arg_value(g)]
-    for alternative in [*_nearby(g, guesses), *(replace(g, value=c) for c in g.choices)]:
+    resort = [replace(g, value=-1)] if last_resort and g.kind == "int" \
+        and LOOP_NAMES.match(g.name) else []
+    meeting = [replace(g, shape=(*g.shape[:-1], size), init=None,
+                       why=f"a float tensor (its last dim {whence})")
+               for shape, whence in held for size in dict.fromkeys(reversed(shape))] \
+        if g.kind == "tensor" and g.dtype.startswith("float") and g.shape else []
+    for alternative in [*meeting, *_nearby(g, guesses),
+                        *(replace(g, value=c) for c in g.choices), *resort]:
         value = arg_value(alternative)
         if value not in seen:
             seen.append(value)
@@ -51,8 +63,9 @@ def _near_tensor(g: Guess, floats: list[tuple[Any, ...]]) -> Iterator[Guess]:
 
 
 def _near_int(g: Guess, floats: list[tuple[Any, ...]]) -> Iterator[Guess]:
-    # a count of steps or iterations at 0 or 1 leaves a loop with nothing to verify
-    small = (-1,) if LOOP_NAMES.match(g.name) else (0, 1, -1)
+    # a count of steps or iterations at 0 or 1 leaves a loop with nothing to verify (and -1
+    # is the search's last resort: ``alternatives``)
+    small = () if LOOP_NAMES.match(g.name) else (0, 1, -1)
     for value in [*dict.fromkeys(d for s in floats for d in s if isinstance(d, str)),
                   "S", "N", *small]:
         if value != g.value:
@@ -97,6 +110,8 @@ def _float_shapes(g: Guess, guesses: list[Guess],
     shapes = [*_derived(floats), *counted, *sized, *(TEMPLATES[r] for r in range(1, 5)), ()]
     if PER_FEATURE.match(g.name):
         shapes = [s[-1:] for s in floats[:1] if s] + shapes
+    if g.per_row:  # ``delay[..., None]``: a value per row of the input
+        shapes = [s[:-1] for s in floats[:1] if len(s) > 1] + shapes
     if FLOAT_NAMES.match(g.name):
         shapes.insert(0, ())
     seen = {g.shape}
@@ -114,12 +129,14 @@ def _float_shapes(g: Guess, guesses: list[Guess],
 
 def _derived(shapes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Shapes another float tensor often has next to these: the same, its last dim (a bias),
-    a matrix sharing its last dim (a weight), its leading dim."""
+    a matrix sharing its last dim (a weight; square, when the product meets the input again:
+    ``x + tanh(x @ W.T)``), its leading dim."""
     found = []
     for s in shapes[:2]:
         if not s:
             continue
-        found += [s, s[-1:], s[-2:], ("K", s[-1]), (s[-1], "K"), s[:1], s[:-1], ("K",)]
+        found += [s, s[-1:], s[-2:], ("K", s[-1]), (s[-1], s[-1]), (s[-1], "K"), s[:1], s[:-1],
+                  ("K",)]
     return [f for f in found if f]
 
 

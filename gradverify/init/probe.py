@@ -6,6 +6,7 @@ or into backward), until it runs or the budget is spent.
 """
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ from gradverify.init.asindex import TRIES_PER_ARGUMENT, as_index
 from gradverify.init.guess import SIZES, Guess, arg_value
 from gradverify.init.nearby import alternatives
 from gradverify.targets import Target
+from gradverify.targets.model import Built
 
 MAX_CALLS = 300
 """Candidate specs tried per Function at most: the bound that decides the spec, the same on a
@@ -25,6 +27,11 @@ MAX_SECONDS = 40.0
 With strengthening's (``init.strengthen.MAX_SECONDS``) and the mutation score, it stays below
 the probe's deadline (``init.bounded.PROBE_DEADLINE``), so a cut search is said in the spec
 rather than its target written unprobed."""
+
+
+MATRIX_ONLY = "on tensors of dimension other than 2"
+"""torch's warning for ``x.T`` on a tensor that is not a matrix: forward was written for
+matrices, and on these inputs its formula means something else (a dot product, no transpose)."""
 
 
 @dataclass
@@ -118,11 +125,16 @@ def _evaluate(info: Target, guesses: list[Guess], seed: int) -> Attempt:
         return Attempt(False, (-1, 0), str(exc))
     info = for_case(info, maker.groups)  # an op's tensor lists, spread into inputs: gathered
     try:
-        applied = calls.apply(info, args)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            applied = calls.apply(info, args)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 -- user code
         return Attempt(False, (0, _line(exc, info)), calls.describe_exception(exc))
+    misread = next((str(w.message) for w in warned if MATRIX_ONLY in str(w.message)), None)
+    if misread is not None:  # a matrix formula run on a vector: forward means another thing
+        return Attempt(False, (0, 0), misread)
     outputs = [applied.outputs[j] for j in applied.differentiable]
     leaves = [args.values[i] for i in args.diff_positions]
     without: tuple[str, ...] = ()
@@ -180,11 +192,14 @@ def _search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
     started = time.monotonic()
     best = evaluate(info, guesses)
     calls = 1
+    last_resort = False
+    held = _held_shapes(info)
     while not best.ok:
         improved = False
         for index in _order(guesses):
             guess = guesses[index]
-            for alternative in alternatives(guess, guesses):
+            sizes = [*held, *_sizes_in(best.error, guesses)]
+            for alternative in alternatives(guess, guesses, last_resort, sizes):
                 if calls >= MAX_CALLS or time.monotonic() - started > MAX_SECONDS:
                     return guesses, best
                 candidate = [alternative if k == index else g for k, g in enumerate(guesses)]
@@ -208,6 +223,8 @@ def _search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
             if retried is not None:
                 (guesses, best), calls = retried, calls + TRIES_PER_ARGUMENT
                 improved = True
+        if not improved and not last_resort:
+            last_resort = improved = True  # once more, with values that run a loop no step
         if not improved:
             break
     if best.ok and best.without:  # inputs backward gives no gradient need none
@@ -215,6 +232,25 @@ def _search(info: Target, guesses: list[Guess]) -> tuple[list[Guess], Attempt]:
                            why=f"{g.why}; backward gives it no gradient: requires_grad false")
                    if g.name in best.without and g.kind == "tensor" else g for g in guesses]
     return guesses, best
+
+
+def _held_shapes(info: Target) -> list[tuple[tuple[int, ...], str]]:
+    """The shapes of a module's own parameters (which the spec does not draft): an input
+    often meets one of their dims (``spec @ self.weight.T``)."""
+    built = info.detail(Built)
+    if built is None:
+        return []
+    return [(tuple(p.shape), f"a size of the module's {name}")
+            for name, p in list(built.instance.named_parameters())[:2]]
+
+
+def _sizes_in(error: str | None, guesses: list[Guess]) -> list[tuple[tuple[int, ...], str]]:
+    """The sizes forward's error names that no dim of the guesses has: ``mat1 and mat2
+    shapes cannot be multiplied (5x4 and 3x3)`` on x [N=5, D=4] says a dim of 3."""
+    used = set(dim_sizes(list(dict.fromkeys(d for g in guesses for d in _dims_of(g)))).values())
+    found = [int(n) for n in re.findall(r"(?<![\d.])(\d{1,2})(?![\d.])", error or "")]
+    new = tuple(dict.fromkeys(n for n in found if 2 <= n <= 16 and n not in used))
+    return [(new, "a size forward's error named")] if new else []
 
 
 def _order(guesses: list[Guess]) -> list[int]:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from gradverify.init.callees import follow, parsed
+from gradverify.init.ranks import aliases, read_backward, read_ranks
 from gradverify.targets import Target
 from gradverify.targets.introspection import underlying as _underlying
 
@@ -41,6 +42,21 @@ class Hints:
     indexes: tuple[str, int] | None = None
     """(tensor parameter, axis) whose dim an index's values index: ``x[:, idx]`` (x, 1),
     ``x.index_select(0, idx)`` (x, 0)."""
+    windows: bool = False
+    """The ``loop`` is of ``unfold``'s windows: this int is their step."""
+    framed: int | None = None
+    """The axis ``x.unfold(axis, size, step)`` cuts into windows: longer than a window and its
+    step, so that at least two windows overlap."""
+    window: int | None = None
+    """The axis of this tensor whose size is the window of an ``unfold`` (``W =
+    window.shape[0]``): a size of its own, shorter than the axis it frames."""
+    per_row: bool = False
+    """Given a new last dim (``delay[..., None]``): a value per row of the tensor it meets."""
+    spd: bool = False
+    """Factored by ``cholesky``: a symmetric positive definite matrix (or a batch of them)."""
+    saved: bool = False
+    """Passed to ``ctx.save_for_backward``, which takes tensors only: a tensor, even when its
+    name says a number (``sigma``)."""
 
 
 def read_source(info: Target) -> dict[str, Hints]:
@@ -53,13 +69,20 @@ def read_source(info: Target) -> dict[str, Hints]:
         return hints
     read_tree(tree, hints)
     follow(forward, tree, hints, read_tree, Hints)
+    backward = parsed(_underlying(inspect.getattr_static(info.function, "backward", None)))
+    if backward is not None:
+        read_backward(tree, backward, hints)
     return hints
 
 
 def read_tree(tree: ast.AST, hints: dict[str, Hints]) -> None:
-    """Fill ``hints`` (one per parameter name) from how ``tree`` uses those names."""
+    """Fill ``hints`` (one per parameter name) from how ``tree`` uses those names, or the
+    locals that only rename them (``init.ranks.aliases``)."""
+    renamed = aliases(tree, set(hints))
+    hints = {**{local: hints[param] for local, param in renamed.items()}, **hints}
     sizes = _size_names(tree, hints)
     for node in ast.walk(tree):
+        read_ranks(node, hints)
         _assign_shape(node, hints)
         _attribute_use(node, hints)
         _call_use(node, hints)
@@ -132,11 +155,34 @@ def _loop_use(node: ast.AST, hints: dict[str, Hints], sizes: dict[str, tuple[str
         axis = sizes.get(_name(stop)) if _name(stop) else _axis_of(stop, hints)
         if axis is not None:
             hints[_name(node.args[2])].loop = axis
+    if func == "unfold" and isinstance(node.func, ast.Attribute) and len(node.args) == 3 \
+            and _name(node.func.value) in hints:
+        _unfold_use(_name(node.func.value), node, hints, sizes)
     if func in ("topk", "kthvalue"):
         torch_call = isinstance(node.func, ast.Attribute) and _name(node.func.value) == "torch"
         args = node.args[1:] if torch_call else node.args
         if args and _name(args[0]) in hints:
             hints[_name(args[0])].selects = True
+
+
+def _unfold_use(tensor: str, node: ast.Call, hints: dict[str, Hints],
+                sizes: dict[str, tuple[str, int]]) -> None:
+    """``x.unfold(-1, W, hop)`` with ``W = window.shape[0]``: x framed along its last axis,
+    hop the step of a loop over it, window's axis 0 the window."""
+    first = node.args[0]
+    negative = isinstance(first, ast.UnaryOp) and isinstance(first.op, ast.USub)
+    axis = _int_constant(first.operand if isinstance(first, ast.UnaryOp) else first)
+    if axis is None:
+        return
+    axis = -axis if negative else axis
+    hints[tensor].framed, hints[tensor].tensor = axis, True
+    if _name(node.args[2]) in hints:
+        hints[_name(node.args[2])].loop = (tensor, axis)
+        hints[_name(node.args[2])].windows = True
+    size = node.args[1]
+    where = sizes.get(_name(size)) if _name(size) else _axis_of(size, hints)
+    if where is not None and where[0] in hints and where[0] != tensor:
+        hints[where[0]].window = where[1]
 
 
 def _name(node: ast.AST) -> str:
@@ -222,6 +268,11 @@ _SIZE_CALLS = {"new_zeros", "new_ones", "new_empty", "new_full", "zeros", "ones"
                "full", "view", "reshape", "expand", "arange", "randn", "rand"}
 
 
+_FACTORED = {"cholesky", "cholesky_ex", "cholesky_inverse"}
+"""torch's factorisations of a symmetric positive definite matrix (``torch.linalg.cholesky``,
+``torch.cholesky``): their first argument is one (or one parameter's symmetric part)."""
+
+
 def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
     """An argument of an indexing call is an index; of a size call, a size."""
     if not isinstance(node, ast.Call):
@@ -249,6 +300,21 @@ def _call_use(node: ast.AST, hints: dict[str, Hints]) -> None:
             hints[_name(keyword.value)].size = True
     if func == "range" and positional and positional[0] in hints:
         hints[positional[0]].size = True
+    _tensor_call_use(node, func, hints)
+
+
+def _tensor_call_use(node: ast.Call, func: str, hints: dict[str, Hints]) -> None:
+    """An argument a call needs as a tensor: an SPD matrix to factor, a tensor to save."""
+    factored = {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)} \
+        if func in _FACTORED and node.args else set()
+    if len(factored) == 1 and factored <= set(hints):  # ``cholesky(0.5 * (A + A.mT))``
+        hint = hints[factored.pop()]
+        hint.spd = hint.tensor = True
+        hint.rank_at_least = max(hint.rank_at_least, 2)
+    if func == "save_for_backward":
+        for name in (_name(a) for a in node.args):
+            if name in hints:
+                hints[name].saved = hints[name].tensor = True
 
 
 def _indexed_dim(node: ast.Call, func: str, index: str, hints: dict[str, Hints]) -> None:

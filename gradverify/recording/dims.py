@@ -30,9 +30,11 @@ MIN_TIED_INT = 8
 """A count at least this large that integer values index is a dim of its own (``num_classes``)."""
 KEPT_SIZE = 4
 """A dim recorded at most this long keeps its size: coordinates (``linalg.cross`` needs 3)."""
-MAX_KEPT_RELATION = 32
+MAX_KEPT_RELATION = 128
 """An int kept at its recorded value keeps the dims recorded above it above it, up to this value
-(a larger one would keep the case large: its relation is left to a hand-written case)."""
+(a feedback delay of 40 samples on a signal of 256: the signal shrinks to 41, and the feedback
+still runs); a larger one would keep the case large: its relation is left to a hand-written
+case."""
 
 Axis = tuple[str, int, int, int]
 """(path, axis counted from the last, size, axis counted from the first) of a tensor's axis."""

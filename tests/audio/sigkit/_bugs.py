@@ -1,0 +1,3 @@
+import os
+
+PLANTED = os.environ.get("SIGKIT_BUGS") == "1"

@@ -1,0 +1,3 @@
+import os
+
+PLANTED = os.environ.get("SIMKIT_BUGS") == "1"
