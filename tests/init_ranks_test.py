@@ -251,3 +251,59 @@ def test_sizes_an_error_names_and_matrices_a_factorisation_needs(function, param
     spec = yaml.safe_load(spec_for(info).text)
     spec.pop("target")
     assert verify(function, spec, checks=["gradcheck"], seed=0).ok
+
+
+def test_a_branch_on_a_rank_is_read_from_each_spelling():
+    for source in ("if x.dim() == 3:\n    pass", "if x.ndim != 3:\n    pass",
+                   "y = a if len(x.shape) == 3 else b"):
+        assert hints_of(source, "x")["x"].branches == [3], source
+    assert hints_of("if x.dim() > 3:\n    pass", "x")["x"].branches == []
+
+
+class LinkedRms(torch.autograd.Function):
+    """The RMS of x's last dim; a 3-D x [B, C, T] gets one level linked across channels. The
+    planted mistake of the 3-D path (the channel mean forgotten) is in a branch a 2-D draft
+    never takes."""
+
+    PLANTED = False
+
+    @staticmethod
+    def forward(ctx, x):
+        ms = (x * x).mean(dim=(1, 2)) if x.dim() == 3 else (x * x).mean(dim=-1)
+        rms = torch.sqrt(ms + 1e-6)
+        ctx.save_for_backward(x, rms)
+        return rms
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, rms = ctx.saved_tensors
+        if x.dim() == 3:
+            n = x.shape[2] if LinkedRms.PLANTED else x.shape[1] * x.shape[2]
+            return (grad / (n * rms))[:, None, None] * x
+        return (grad / (x.shape[-1] * rms))[:, None] * x
+
+
+def test_a_branch_on_the_rank_gets_a_case_that_catches_its_bug(monkeypatch):
+    info = introspect(LinkedRms)
+    text = spec_for(info).text
+    assert "- name: x_3d   # forward branches on x's rank 3" in text
+    assert "not run:" not in text  # the two cases together run every line of backward
+    spec = yaml.safe_load(text)
+    spec.pop("target")
+    assert len(spec["cases"]) == 2
+    assert verify(LinkedRms, spec, checks=["gradcheck"], seed=0).ok
+    monkeypatch.setattr(LinkedRms, "PLANTED", True)
+    assert not verify(LinkedRms, spec, checks=["gradcheck"], seed=0).ok
+
+
+def test_record_makes_a_call_for_a_branch_no_recorded_call_took():
+    from gradverify.recording.shrink import branch_calls
+    from gradverify.recording.spool import Observation
+
+    info = introspect(LinkedRms)
+    x2 = {"kind": "tensor", "name": "x", "shape": [4, 6], "dtype": "float32"}
+    ((made, why),) = branch_calls(info, [Observation("t:LinkedRms", (x2,))])
+    assert made.args[0]["shape"] == [2, 4, 6] and "not recorded" in why
+    x3 = {**x2, "shape": [2, 4, 6]}
+    assert branch_calls(info, [Observation("t:LinkedRms", (x2,)),
+                               Observation("t:LinkedRms", (x3,))]) == []

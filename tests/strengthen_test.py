@@ -289,3 +289,12 @@ def test_backward_lines_the_case_never_runs_are_named_not_claimed():
     assert "never ran" not in score
     # a spec that runs every line says nothing of the kind
     assert "not run:" not in spec_for(introspect(strongzoo.Ratio)).text
+
+
+def test_two_scalars_are_never_strengthened_to_one_value():
+    """Spacings dx = dy = 1.3 hide a backward that uses dx for both: the second scalar takes
+    the next value tried."""
+    from gradverify.init.strengthen import SCALAR_TRIES, candidates
+
+    case = {"args": {"dx": SCALAR_TRIES[0], "dy": 1.0}}
+    assert [e.value for e in candidates(case, "dy")] == list(SCALAR_TRIES[1:])

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradverify.init.bounded import drafted
+from gradverify.init.branches import BranchCase, branch_cases
 from gradverify.init.guess import Guess, arg_value, first_guesses
 from gradverify.init.probe import Attempt, dim_sizes, search, spec_dict
 from gradverify.init.schema import typed_guesses
 from gradverify.init.strengthen import Strength
-from gradverify.init.strong import strengthened, weakness
+from gradverify.init.strong import strengthened, weakness, with_cases_scored
 from gradverify.init.targets import Found, Skipped, find, guess_init_args
 from gradverify.report.text import escaped
 from gradverify.spec.yamlio import flow_scalar
@@ -44,13 +45,26 @@ def spec_for(info: Target, *, spec_path: str | None = None, probe: bool = True,
     attempt: Attempt | None = None
     strength: Strength | None = None
     sizes: dict[str, int] = {}
+    more: list[BranchCase] = []
     if probe:
         guesses, attempt = search(info, guesses)
         if attempt.ok:
             guesses, strength, sizes = strengthened(info, guesses)
+            more = branch_cases(info, guesses)
+            if more and strength is not None:
+                strength = with_cases_scored(info, [
+                    _case_of(name, case, sizes) for name, case in
+                    [("basic", guesses), *((c.name, c.guesses) for c in more)]], strength)
     error = attempt.error if attempt and not attempt.ok else weakness(strength)
-    text = render(info, guesses, attempt, spec_path, imports, strength, sizes)
+    text = render(info, guesses, attempt, spec_path, imports, strength, sizes, more)
     return Written(info.target, text, attempt is not None and error is None, error)
+
+
+def _case_of(name: str, guesses: list[Guess], sizes: dict[str, int]) -> dict[str, Any]:
+    """One case as the spec holds it, with its dims (strengthening's sizes outrank them)."""
+    drafted = spec_dict(guesses)
+    return {"name": name, "dims": {**drafted["dims"], **sizes},
+            "args": drafted["cases"][0]["args"]}
 
 
 def _unprobed(found: Found, path: str | None, why: str) -> Written:
@@ -65,13 +79,19 @@ def _unprobed(found: Found, path: str | None, why: str) -> Written:
 
 def render(info: Target, guesses: list[Guess], attempt: Attempt | None,
            spec_path: str | None, imports: tuple[str, ...] = (),
-           strength: Strength | None = None, sizes: dict[str, int] | None = None) -> str:
+           strength: Strength | None = None, sizes: dict[str, int] | None = None,
+           more: list[BranchCase] | None = None) -> str:
     """The spec's text: a header on how its inputs were found, the target's settings, what to
-    expect, and one case with a comment on each argument."""
+    expect, and one case with a comment on each argument (and one for each branch on a
+    tensor's rank that it does not take: ``more``)."""
+    more = more or []
     lines = [*_header(info, attempt, spec_path, strength),
-             *_settings(info, guesses, imports, sizes),
+             *_settings(info, [*guesses, *(g for c in more for g in c.guesses)], imports,
+                        sizes),
              *_expect(info, attempt),
              "cases:", "  - name: basic", *_case_args(guesses)]
+    for case in more:
+        lines += [f"  - name: {case.name}   # {case.why}", *_case_args(case.guesses)]
     # each item one line, whatever a path, a name or forward's error in its comment holds (a
     # newline there would end the comment and leave YAML no reader takes; values are quoted)
     return "\n".join(escaped(line) for line in lines) + "\n"

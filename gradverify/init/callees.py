@@ -202,6 +202,7 @@ def _merge(theirs: dict[str, Any], mapping: dict[str, str], hints: dict[str, Any
         mine.matrix = mine.matrix or hint.matrix
         mine.per_row = mine.per_row or hint.per_row
         mine.spd = mine.spd or hint.spd
+        mine.branches += [rank for rank in hint.branches if rank not in mine.branches]
         mine.tensor = mine.tensor or hint.tensor
         mine.rank_at_least = max(mine.rank_at_least, hint.rank_at_least)
         if mine.rank is None:

@@ -49,7 +49,7 @@ class Attempt:
 
 def spec_dict(guesses: list[Guess]) -> dict[str, Any]:
     """The spec the guesses describe (the keys of the YAML format)."""
-    used = list(dict.fromkeys(d for g in guesses for d in _dims_of(g)))
+    used = list(dict.fromkeys(d for g in guesses for d in dims_of(g)))
     args: dict[str, Any] = {}
     for g in guesses:
         if g.kind == "default":
@@ -78,7 +78,7 @@ def dim_sizes(names: list[str]) -> dict[str, int]:
     return sizes
 
 
-def _dims_of(g: Guess) -> list[str]:
+def dims_of(g: Guess) -> list[str]:
     names = [s for s in g.shape if isinstance(s, str)] if g.tensor() else []
     if g.kind == "tensor" and g.high:
         names.append(g.high)
@@ -247,7 +247,7 @@ def _held_shapes(info: Target) -> list[tuple[tuple[int, ...], str]]:
 def _sizes_in(error: str | None, guesses: list[Guess]) -> list[tuple[tuple[int, ...], str]]:
     """The sizes forward's error names that no dim of the guesses has: ``mat1 and mat2
     shapes cannot be multiplied (5x4 and 3x3)`` on x [N=5, D=4] says a dim of 3."""
-    used = set(dim_sizes(list(dict.fromkeys(d for g in guesses for d in _dims_of(g)))).values())
+    used = set(dim_sizes(list(dict.fromkeys(d for g in guesses for d in dims_of(g)))).values())
     found = [int(n) for n in re.findall(r"(?<![\d.])(\d{1,2})(?![\d.])", error or "")]
     new = tuple(dict.fromkeys(n for n in found if 2 <= n <= 16 and n not in used))
     return [(new, "a size forward's error named")] if new else []

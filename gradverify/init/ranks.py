@@ -115,6 +115,27 @@ def read_ranks(node: ast.AST, hints: dict[str, Hints]) -> None:
         _call_ranks(node, hints)
     if isinstance(node, ast.Subscript) and _name(node.value) in hints:
         _subscript_rank(node, hints[_name(node.value)])
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+            and isinstance(node.ops[0], (ast.Eq, ast.NotEq)) \
+            and isinstance(node.comparators[0], ast.Constant) \
+            and type(node.comparators[0].value) is int and _rank_of(node.left) in hints:
+        branches = hints[_rank_of(node.left)].branches
+        if node.comparators[0].value not in branches:
+            branches.append(node.comparators[0].value)
+
+
+def _rank_of(node: ast.AST) -> str:
+    """The parameter whose rank ``node`` reads (``x.dim()``, ``x.ndim``, ``len(x.shape)``),
+    else ""."""
+    if isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("dim", "ndimension"):
+        return _name(node.func.value)
+    if isinstance(node, ast.Attribute) and node.attr == "ndim":
+        return _name(node.value)
+    if isinstance(node, ast.Call) and _name(node.func) == "len" and len(node.args) == 1 \
+            and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "shape":
+        return _name(node.args[0].value)
+    return ""
 
 
 def _transposed_name(node: ast.AST) -> str:

@@ -50,6 +50,9 @@ class Hints:
     window: int | None = None
     """The axis of this tensor whose size is the window of an ``unfold`` (``W =
     window.shape[0]``): a size of its own, shorter than the axis it frames."""
+    branches: list[int] = field(default_factory=list)
+    """Ranks forward compares the parameter's with (``if x.dim() == 3:``): a branch that a
+    case of each rank takes."""
     per_row: bool = False
     """Given a new last dim (``delay[..., None]``): a value per row of the tensor it meets."""
     spd: bool = False

@@ -295,8 +295,11 @@ def candidates(case: Case, name: str, loops: frozenset[str] = frozenset()) -> It
     if isinstance(value, float):
         why = f"{value!r} hides a factor or a sign" if value in CONSTANT_FLOATS else \
             "a non-unit value that makes more gradients nonzero"
+        # never the value of another scalar: two equal spacings hide one used for the other
+        taken = {v for n, v in case["args"].items() if n != name and isinstance(v, float)}
         for v in SCALAR_TRIES:
-            yield Edit(name, v, why)
+            if v not in taken:
+                yield Edit(name, v, why)
     elif isinstance(value, int):
         if (name in loops or LOOP_NAMES.match(name)) and value < 2:
             for v in (3, 2):

@@ -49,10 +49,17 @@ def with_mutation_score(info: Target, case: Mapping[str, Any], strength: Strengt
     """``strength`` with the mutation score of the strengthened ``case`` (``--mutate``'s
     engine, every check run against each mutant of backward, in this process), which the
     spec's header then states; as it is where the case is weak or scoring fails."""
-    return _scored(info, case, strength)[0]
+    return _scored(info, [case], strength)[0]
 
 
-def _scored(info: Target, case: Mapping[str, Any], strength: Strength
+def with_cases_scored(info: Target, cases: list[Mapping[str, Any]], strength: Strength
+                      ) -> Strength:
+    """``strength`` with the mutation score of every case of the spec together (the draft's
+    and those for forward's branches), and the lines of backward none of them runs."""
+    return _scored(info, cases, strength)[0]
+
+
+def _scored(info: Target, cases: list[Mapping[str, Any]], strength: Strength
             ) -> tuple[Strength, MutationScore | None]:
     if weakness(strength) is not None:
         return strength, None
@@ -60,8 +67,8 @@ def _scored(info: Target, case: Mapping[str, Any], strength: Strength
         from gradverify.options import RunOptions
         from gradverify.run.scoring import score
 
-        found = score(info, from_dict({"target": info.target, "cases": [dict(case)]}),
-                      RunOptions())
+        found = score(info, from_dict({"target": info.target,
+                                       "cases": [dict(c) for c in cases]}), RunOptions())
     except Exception:  # noqa: BLE001 -- the user's code, or a case no spec can hold: unscored
         return strength, None
     if not found.total:
@@ -81,7 +88,7 @@ def grown(info: Target, case: Mapping[str, Any], strength: Strength, limits: Map
     window where windows overlap, one block of a loop, one row that nothing permutes), the
     case with one dim grown (doubled plus one, at most to ``limits``: a recorded size) that
     kills more, the first of ``GROW_TRIES`` tried; its strength and the edit made."""
-    scored, found = _scored(info, case, strength)
+    scored, found = _scored(info, [case], strength)
     if found is None or not any(m.larger for m in found.survived):
         return case, scored, []
     tries = 0
@@ -95,7 +102,7 @@ def grown(info: Target, case: Mapping[str, Any], strength: Strength, limits: Map
                     "or a permuted gradient", dim=dim)
         larger = apply_edit(case, edit)
         try:
-            bigger, _ = _scored(info, larger, scorer_for(info)(larger))
+            bigger, _ = _scored(info, [larger], scorer_for(info)(larger))
         except Exception:  # noqa: BLE001 -- the user's code on a larger case: not grown
             continue
         if (bigger.killed or 0) > (scored.killed or 0):

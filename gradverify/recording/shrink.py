@@ -64,14 +64,29 @@ def back_off(target: str, drafts: Sequence[Draft], prober: Prober | None = None)
             redrafted = draft(d.source, frozenset(r["joined"])) if d.source else d
             chosen[id(d)] = strong_draft(replace(redrafted, sizes=r["sizes"],
                                                  notes=d.notes + tuple(r["notes"])), r)
+        added = [_branch_draft(target, r) for r in answer.get("branches", [])]
     except (ProbeFailed, ValueError, KeyError, TypeError) as exc:
         why = str(exc) if isinstance(exc, ProbeFailed) else type(exc).__name__
         note = f"the shrunk sizes were not tried: the probe failed ({why})"
         chosen = {id(d): replace(d, notes=(*d.notes, note)) for d in todo}
+        added = []
     finally:
         if own:
             prober.close()
-    return [chosen.get(id(d), d) for d in drafts]
+    return [*(chosen.get(id(d), d) for d in drafts), *added]
+
+
+def _branch_draft(target: str, answer: Mapping[str, Any]) -> Draft:
+    """The draft of a call made for a branch of forward (``branch_calls``), as chosen and made
+    strong; its strength line says it was not recorded."""
+    call = Observation(target, tuple(answer["args"]), answer["grad_enabled"],
+                       answer["defaults"])
+    d = strong_draft(replace(draft(call, frozenset(answer["joined"])), sizes=answer["sizes"],
+                             source=call), answer)
+    made = tuple((name, value, comment.replace("recorded", "made (not recorded):", 1))
+                 for name, value, comment in d.args)
+    return replace(d, args=made, strength=f"{answer['why']}; {d.strength}" if d.strength
+                   else answer["why"])
 
 
 def _serve() -> None:
@@ -112,8 +127,7 @@ def _answer(request: Mapping[str, Any]) -> dict[str, Any]:
         note = f"the shrunk sizes were not tried: {request['target']} cannot be imported ({exc})"
         return {"calls": [{"joined": [], "sizes": draft(c).sizes, "notes": [note]}
                           for c in calls]}
-    results = []
-    for call in calls:
+    def chosen(call: Observation) -> dict[str, Any]:
         def error(d: Draft, sizes: Mapping[str, int]) -> str | None:
             return _forward_error(info, case_dict(d.args, d.dtype, sizes, "probe"))
 
@@ -121,10 +135,54 @@ def _answer(request: Mapping[str, Any]) -> dict[str, Any]:
         if choice.runs:
             joined |= gradients_computed(info, call, joined, choice.sizes)
         left = request.get("seconds", FUNCTION_SECONDS) - (time.monotonic() - started)
-        results.append({"joined": sorted(joined), "sizes": dict(choice.sizes),
-                        "notes": list(choice.notes),
-                        **strong_case(info, call, joined, choice.sizes, seconds=left)})
-    return {"calls": results}
+        return {"joined": sorted(joined), "sizes": dict(choice.sizes), "runs": choice.runs,
+                "notes": list(choice.notes),
+                **strong_case(info, call, joined, choice.sizes, seconds=left)}
+
+    results = [chosen(call) for call in calls]
+    branches = []
+    for call, why in branch_calls(info, calls):
+        answer = chosen(call)
+        if answer["runs"]:
+            branches.append({"args": list(call.args), "grad_enabled": call.grad_enabled,
+                             "defaults": dict(call.defaults), "why": why, **answer})
+    return {"calls": results, "branches": branches}
+
+
+MAX_BRANCH_CASES = 2
+"""Cases added for forward's branches on a rank that no recorded call took, at most."""
+
+
+def branch_calls(info: Any, calls: Sequence[Observation]) -> list[tuple[Observation, str]]:
+    """Calls no one recorded, for forward's branches on a float tensor's rank (``if x.dim() ==
+    3:``, read by ``init.ranks``) that no recorded call took: the first recorded call with
+    leading dims of 2 added (or dropped); each with why it is there."""
+    from gradverify.init.source import read_source
+
+    try:
+        hints = read_source(info)
+    except Exception:  # noqa: BLE001 -- a source we cannot read: no branch read
+        return []
+    taken = {(a.get("name"), len(a["shape"])) for c in calls for a in c.args
+             if a.get("kind") == "tensor"}
+    found: list[tuple[Observation, str]] = []
+    for i, arg in enumerate(calls[0].args if calls else ()):
+        name = arg.get("name")
+        if arg.get("kind") != "tensor" or name not in hints \
+                or not str(arg.get("dtype", "")).startswith(("float", "bfloat")):
+            continue
+        for rank in hints[name].branches:
+            if (name, rank) in taken or not 1 <= rank <= 5 or len(found) >= MAX_BRANCH_CASES:
+                continue
+            shape = list(arg["shape"])
+            new = [2] * (rank - len(shape)) + shape if rank > len(shape) \
+                else shape[len(shape) - rank:]
+            args = [*calls[0].args[:i], {**arg, "shape": new}, *calls[0].args[i + 1:]]
+            found.append((replace(calls[0], args=tuple(args)),
+                          f"not recorded: forward branches on {name}'s rank {rank}, which no "
+                          f"recorded call took; {name} is the recorded {shape} made {rank}-D"))
+            taken.add((name, rank))
+    return found
 
 
 def choose(call: Observation, error: Callable[[Draft, Mapping[str, int]], str | None]
