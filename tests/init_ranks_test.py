@@ -307,3 +307,16 @@ def test_record_makes_a_call_for_a_branch_no_recorded_call_took():
     x3 = {**x2, "shape": [2, 4, 6]}
     assert branch_calls(info, [Observation("t:LinkedRms", (x2,)),
                                Observation("t:LinkedRms", (x3,))]) == []
+
+
+def test_a_matrix_formula_on_a_vector_is_rejected_every_time():
+    """torch warns of ``x.T`` on a non-matrix once a process; the probe judges every draft
+    alike, the second as the first."""
+    from gradverify.init.guess import Guess
+    from gradverify.init.probe import evaluate
+
+    info = introspect(Project)
+    vectors = [Guess("x", "tensor", shape=("N",)), Guess("P", "tensor", shape=("N",))]
+    for _ in range(2):
+        attempt = evaluate(info, vectors)
+        assert not attempt.ok and "dimension other than 2" in (attempt.error or "")

@@ -34,6 +34,11 @@ MATRIX_ONLY = "on tensors of dimension other than 2"
 matrices, and on these inputs its formula means something else (a dot product, no transpose)."""
 
 
+RAN_MISREAD = 10**9
+"""The progress of a forward that ran to its end on inputs it misread (``MATRIX_ONLY``): past
+any line inside forward, short of backward."""
+
+
 @dataclass
 class Attempt:
     ok: bool
@@ -124,6 +129,10 @@ def _evaluate(info: Target, guesses: list[Guess], seed: int) -> Attempt:
     except (InputError, KeyError, ValueError, RuntimeError) as exc:
         return Attempt(False, (-1, 0), str(exc))
     info = for_case(info, maker.groups)  # an op's tensor lists, spread into inputs: gathered
+    # torch warns of x.T on a non-matrix once a process: always, here, so that every draft
+    # (of every target, whichever came first) is judged alike
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
     try:
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
@@ -132,9 +141,12 @@ def _evaluate(info: Target, guesses: list[Guess], seed: int) -> Attempt:
         raise
     except BaseException as exc:  # noqa: BLE001 -- user code
         return Attempt(False, (0, _line(exc, info)), calls.describe_exception(exc))
+    finally:
+        torch.set_warn_always(warn_always)
     misread = next((str(w.message) for w in warned if MATRIX_ONLY in str(w.message)), None)
     if misread is not None:  # a matrix formula run on a vector: forward means another thing
-        return Attempt(False, (0, 0), misread)
+        # further than any error inside forward (forward ran to its end), short of backward
+        return Attempt(False, (0, RAN_MISREAD), misread)
     outputs = [applied.outputs[j] for j in applied.differentiable]
     leaves = [args.values[i] for i in args.diff_positions]
     without: tuple[str, ...] = ()
