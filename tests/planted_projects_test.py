@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+import torchversions
 from newcomer_test import caught, errors_by_target, gv
+
+torchversions.require_custom_ops(module=True)  # each project defines a custom op
 
 HERE = Path(__file__).parent
 
