@@ -122,14 +122,12 @@ class GradgradcheckCheck(Check):
             probed = _probe_incoming_gradient(view.fn, view.inputs, grad_outputs, view.names,
                                               outcome, ctx)
         except _CalledOnce:
-            return _once_skip(ctx, "a Function that forward calls has a backward decorated "
-                                   "@once_differentiable")
+            return _once_skip(ctx, CALLED_ONCE)
         try:
             failure = _torch_gradgradcheck(view, grad_outputs, mode, tol)
         except Exception as exc:  # noqa: BLE001 -- backward raised under create_graph=True
             if ONCE in str(exc):  # a Function it calls declares double backward unsupported
-                return _once_skip(ctx, "a Function that forward calls has a backward "
-                                       "decorated @once_differentiable")
+                return _once_skip(ctx, CALLED_ONCE)
             outcome.add(Finding(
                 "GV141", Severity.ERROR,
                 f"double backward raised {calls.describe_exception(exc)}",
@@ -164,6 +162,8 @@ def _skip(ctx: CheckContext) -> Outcome | None:
 
 ONCE = "marked with @once_differentiable"
 """torch's error for double backward through a ``@once_differentiable`` backward."""
+CALLED_ONCE = "a Function that forward calls has a backward decorated @once_differentiable"
+"""Whose the skip is when the target's own backward is not the decorated one."""
 
 
 def _once_skip(ctx: CheckContext, whose: str) -> Outcome:
