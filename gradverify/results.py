@@ -231,9 +231,9 @@ class MutantLine:
     location: Location | None
     why: str
     larger: bool = False
-    """A survivor that a larger case may kill: one that never overlapped windows, added up two
-    blocks or handed backward a gradient ``.view`` cannot take (``record`` grows such a case's
-    dims towards their recorded sizes)."""
+    """A survivor a larger case may kill (``record`` grows such a case's dims towards theirs)."""
+    gap: str | None = None
+    """What no case exercised that this survivor needs (overlap, two blocks), in a few words."""
 
 
 @dataclass(frozen=True)

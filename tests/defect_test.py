@@ -142,6 +142,24 @@ class ReturnsAnItemOfWhatWasSaved(Function):
         return three_x  # the defect: 2 * x * grad
 
 
+class CopiedIntoPartOfABuffer(Function):
+    """A wrong term computed, then copied into part of a zero buffer: the copy computes
+    nothing, the statement before it does."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        part = 3 * x * grad  # the defect: 2 * x * grad
+        gx = torch.zeros_like(x)
+        gx[...] = part.reshape(x.shape)
+        return gx
+
+
 SPEC_XW = {"cases": [{"args": {"x": {"shape": [3]}, "w": {"shape": [3]}}}]}
 SPEC_X = {"cases": [{"args": {"x": {"shape": [3]}}}]}
 
@@ -162,6 +180,9 @@ def test_a_wrong_gradient_points_at_the_statement_that_computed_it() -> None:
     finding = _finding(ReturnsAnItemOfWhatWasSaved, "gradcheck", SPEC_X)
     assert finding.location is not None
     assert finding.location.line == _line_of(ReturnsAnItemOfWhatWasSaved, "return three_x")
+    finding = _finding(CopiedIntoPartOfABuffer, "gradcheck", SPEC_X)
+    assert finding.location is not None
+    assert finding.location.line == _line_of(CopiedIntoPartOfABuffer, "# the defect")
 
 
 def test_traced_gives_the_lines_run_and_puts_the_tracer_back() -> None:

@@ -377,7 +377,7 @@ def test_check_mutate_json_end_to_end(project):
     assert (score["target"], score["spec"]) == ("weights:Scale", "specs/scale.yaml")
     assert score["survived"] == [{
         "mutation": "`grad * w` -> `grad`", "location": {"file": "weights.py", "line": line},
-        "why": "every case has w = 1; give w random values", "larger": False}]
+        "why": "every case has w = 1; give w random values", "larger": False, "gap": None}]
     assert score["killed"] == score["total"] - 1
     plain = " ".join(run_cli("check", "--mutate", "--format", "plain").stdout.split())
     assert "specs/scale.yaml weights:Scale: " in plain
@@ -701,3 +701,84 @@ def test_no_sum_is_overwritten_inside_a_while_loop():
     ''')
     mutated = [m.mutation for m in operators.source_mutants(source) if m.operator == "overwrite"]
     assert mutated == ["`total += 1` -> `total = 1`"]
+
+
+class RowsOfLast(RowScale):
+    """``x [..., C] * w [C]`` (RowScale's forward); backward flattens the leading dims of the
+    incoming gradient with ``.reshape``: a ``.view`` there breaks only where it merges two of
+    them (x of rank 3)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        rows = g.reshape(-1, w.shape[0])
+        return (rows * w).reshape(x.shape), (rows * x.reshape(-1, w.shape[0])).sum(0)
+
+
+def _rows_of_last(*shape: int) -> dict:
+    return {"cases": [{"args": {"x": {"shape": list(shape)}, "w": {"shape": [shape[-1]]}}}]}
+
+
+def test_a_view_that_merges_no_dims_lives_and_says_an_input_of_higher_rank_would_kill_it():
+    """x [3, 4]: ``g.view(-1, 4)`` keeps g's dims, which ``.view`` does in any layout; the
+    old words ("its permuted dims have size 1") would send a user after sizes that change
+    nothing."""
+    score = _score(RowsOfLast, _rows_of_last(3, 4))
+    survivor = next(m for m in _view_mutants(score.survived) if m.mutation.startswith("`g."))
+    assert "it only kept or split their dims" in survivor.why
+    assert "an input with more leading dims" in survivor.why
+    assert survivor.gap == "a `.reshape` that merges dims of a non-contiguous tensor"
+    assert not survivor.larger  # a larger size of the same rank cannot kill it
+
+
+def test_the_same_view_is_killed_where_it_merges_two_dims():
+    score = _score(RowsOfLast, _rows_of_last(2, 3, 4))
+    assert not [m for m in _view_mutants(score.survived) if m.mutation.startswith("`g.")]
+
+
+class SplitLast(torch.autograd.Function):
+    """``x [..., 4]`` scaled per pair; backward splits the last dim of its gradient in two:
+    ``.view`` splits a dim in any layout, so the mutant can never change anything."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        pairs = g.reshape(*g.shape[:-1], 2, 2)
+        scale = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=g.dtype)
+        return (pairs * scale).flatten(-2)
+
+
+def test_a_view_that_only_splits_the_last_dim_is_equivalent():
+    score = _score(SplitLast, {"cases": [{"args": {"x": {"shape": [3, 4]}}}]})
+    assert not _view_mutants(score.survived)
+    (same,) = _view_mutants(score.equivalent)
+    assert "keeps every dim but the last, which it splits" in same.why
+
+
+class TwoArms(torch.autograd.Function):
+    """``x * k`` where ``k > 0``, else ``x / 2``: backward's two arms on one line."""
+
+    @staticmethod
+    def forward(ctx, x, k: float):
+        ctx.k = k
+        return x * k if k > 0 else x * 0.5
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * ctx.k if ctx.k > 0 else grad * 0.5), None
+
+
+def test_an_arm_of_a_conditional_expression_no_case_takes_is_unexecuted_not_survived():
+    """The line runs, but ``grad * 0.5`` never does: its mutants are no weakness of what ran,
+    and the score does not count them."""
+    one = _score(TwoArms, {"cases": [{"args": {"x": {"shape": [3]}, "k": 2.0}}]})
+    untaken = [m for m in one.unexecuted if "grad * 0.5" in m.mutation]
+    assert untaken and all(m.why == "no case takes this arm of its `... if ... else ...`"
+                           for m in untaken)
+    assert not [m for m in one.survived if "grad * 0.5" in m.mutation]
+    both = _score(TwoArms, {"cases": [{"args": {"x": {"shape": [3]}, "k": 2.0}},
+                                      {"args": {"x": {"shape": [3]}, "k": -1.0}}]})
+    assert not both.unexecuted and not both.survived

@@ -35,11 +35,12 @@ def test_an_int_equal_to_a_size_follows_its_dim_only_where_joined():
     call = Observation("m.F", (_tensor("x", [16, 64]), _value("seq_len", 16), _value("bits", 8)))
     kept = find_dims(call, frozenset())
     assert kept.keys == ("int:seq_len",) and kept.int_dims == {}
-    # seq_len (16) and bits (8) keep their values, so every dim recorded above them stays above
-    assert kept.sizes == {"N": 9, "C": 17}
+    # seq_len (16) and bits (8) keep their values, so every dim recorded above them stays
+    # above, and one recorded at least twice as large stays so (C: 64 > 2 * 16)
+    assert kept.sizes == {"N": 9, "C": 33}
     tied = find_dims(call, frozenset({"int:seq_len"}))
     assert tied.int_dims == {"seq_len": "N"}
-    assert tied.sizes == {"N": 9, "C": 10}
+    assert tied.sizes == {"N": 9, "C": 17}
 
 
 def test_a_count_that_integer_values_index_is_a_dim_of_its_own():
@@ -56,4 +57,15 @@ def test_forwards_defaults_keep_the_dims_above_them_above_them():
     plain = Observation("m.F", (_tensor("scores", [64, 16]),))
     assert find_dims(plain, frozenset()).sizes == {"N": 3, "C": 2}
     block = Observation("m.F", (_tensor("scores", [64, 16]),), defaults={"block": 6})
-    assert find_dims(block, frozenset()).sizes == {"N": 8, "C": 7}
+    assert find_dims(block, frozenset()).sizes == {"N": 14, "C": 13}  # two blocks of 6
+
+
+def test_a_dim_recorded_as_two_blocks_or_more_keeps_two_blocks():
+    """A comb's delay of 40 echoes 6 times in 256 samples: shrunk, it still echoes twice (a
+    backward that keeps only the last echo fails there); a signal of 60 held one echo: 41."""
+    def signal(t: int) -> dict:
+        call = Observation("m.F", (_tensor("x", [8, t]), _value("delay", 40)))
+        return find_dims(call, frozenset()).sizes
+
+    assert signal(256) == {"N": 2, "C": 81}
+    assert signal(60) == {"N": 2, "C": 41}

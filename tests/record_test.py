@@ -349,3 +349,34 @@ def test_a_call_under_no_grad_is_no_second_case_of_the_same_call(project):
     assert result.returncode == 0, result.stdout + result.stderr
     (spec,) = load_file(project.root / "specs" / "Cube.yaml")
     assert len(spec.cases) == 1
+
+
+def test_calls_whose_cases_come_out_the_same_are_one_case_that_names_both(project):
+    """A training step with data ``x`` not requiring grad (whose gradient backward computes,
+    so it is checked anyway) and an evaluation step under ``torch.no_grad()`` record two
+    signatures but one case: written once, naming the other, and not added again."""
+    project.write("evals.py", (
+        "import torch\n\n\n"
+        "class Weigh(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x, w):\n"
+        "        ctx.save_for_backward(x, w)\n"
+        "        return x * w\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        x, w = ctx.saved_tensors\n"
+        "        return g * w, (g * x).sum(0)\n\n\n"
+        "torch.manual_seed(0)\n"
+        "w = torch.randn(3, requires_grad=True)\n"
+        "Weigh.apply(torch.randn(4, 3), w).sum().backward()\n"
+        "with torch.no_grad():\n"
+        "    Weigh.apply(torch.randn(4, 3), w.detach())\n"))
+    for _ in range(2):
+        result = _cli("record", "-o", "specs", "--", sys.executable, "evals.py",
+                      cwd=project.root)
+        assert result.returncode == 0, result.stdout + result.stderr
+    text = (project.root / "specs" / "Weigh.yaml").read_text()
+    (spec,) = load_file(project.root / "specs" / "Weigh.yaml")
+    assert len(spec.cases) == 1, text
+    assert re.search(r"# also signature [0-9a-f]{12}: recorded otherwise", text), text
+    assert "nothing new" in result.stdout + result.stderr

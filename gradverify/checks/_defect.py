@@ -83,8 +83,8 @@ def _assigned(element: ast.expr | None, tree: ast.AST, ran: tuple[int, ...]) -> 
     """The line of the statement that last gave ``element`` its value in the run whose lines
     are ``ran`` (in order), where ``element`` is a local name (or a reshape of one): its last
     assignment or in-place change (``gx[0] = 0``, ``gx.mul_(2)``) before the ``return``,
-    followed through plain copies (``gx = tmp``). None where there is none to follow (a
-    parameter, a value read from ``ctx``)."""
+    followed through plain copies (``gx = tmp``, ``gx[..., :n] = tmp.reshape(s)``). None
+    where there is none to follow (a parameter, a value read from ``ctx``)."""
     name = _root_name(element)
     if name is None:
         return None
@@ -93,7 +93,11 @@ def _assigned(element: ast.expr | None, tree: ast.AST, ran: tuple[int, ...]) -> 
     for index in range(len(ran) - 1, -1, -1):
         for found in statements.get(ran[index], ()):
             if _changes_in_place(found, name):
-                return found.lineno
+                copied = _copied_into(found, name)
+                if copied is None or _root(found.value) == ctx:  # type: ignore[attr-defined]
+                    return found.lineno
+                name = copied  # `gx[..., :n] = tmp.reshape(s)`: computed where tmp was
+                break
             if not isinstance(found, (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
                     or name not in _targets(found):
                 continue
@@ -107,6 +111,16 @@ def _assigned(element: ast.expr | None, tree: ast.AST, ran: tuple[int, ...]) -> 
             name = alias  # `gx = tmp.t()`: the value was computed where tmp was
             break
     return None
+
+
+def _copied_into(statement: ast.stmt, name: str) -> str | None:
+    """The local whose value ``name[...] = other`` (or ``name[...] = other.reshape(s)``)
+    copies into part of ``name``; None for anything that computes."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0], ast.Subscript):
+        return None
+    alias = _root_name(statement.value)
+    return alias if alias is not None and alias != name else None
 
 
 def _root_name(node: ast.expr | None) -> str | None:

@@ -120,8 +120,8 @@ def _header(info: Target, attempt: Attempt | None, spec_path: str | None,
         lines.append(f"# {strength.header()}")
         if strength.score_line():
             lines.append(f"# {strength.score_line()}")
-        if strength.unran_line():
-            lines.append(f"# {strength.unran_line()}")
+        lines += [f"# {line}" for line in (strength.unran_line(), strength.gaps_line())
+                  if line]
     if info.once_differentiable:
         lines.append("# backward is @once_differentiable: gradgradcheck will be skipped")
     return lines

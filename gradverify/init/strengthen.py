@@ -81,6 +81,12 @@ class Strength:
     unran: tuple[int, ...] = ()
     """Lines of backward holding mutants that this case never runs (a branch it never takes):
     the score does not count them, and the header says so rather than claim them."""
+    untaken: tuple[int, ...] = ()
+    """Lines of backward with an arm of an ``a if c else b`` holding mutants that this case
+    never takes."""
+    gaps: tuple[tuple[int, str], ...] = ()
+    """(line, what) no case exercises that a mutant surviving there needs (``MutantLine.gap``):
+    the header names them rather than claim them."""
     error: str | None = None
     """Why it could not be measured (forward raised), else None."""
     cut: str | None = None
@@ -106,18 +112,36 @@ class Strength:
         """``mutation score: K/N``, where the case was scored with the mutants of backward."""
         if self.killed is not None and self.total:
             return (f"mutation score: {self.killed}/{self.total} (mutants of backward that "
-                    "these inputs kill; `gradverify check --mutate` names the survivors)")
+                    "these inputs kill, gradgradcheck and the compile and op-tracing checks "
+                    "left out; `gradverify check --mutate` runs them too and names the "
+                    "survivors)")
         return None
 
     def unran_line(self) -> str | None:
         """``not run: ...``, where backward has lines this case never runs (a branch it never
         takes), which neither the checks nor the score cover."""
-        if not self.unran:
+        parts = []
+        if self.unran:
+            which = ", ".join(str(n) for n in self.unran)
+            parts.append(f"backward's line{'s' if len(self.unran) > 1 else ''} {which} never "
+                         "ran")
+        if self.untaken:
+            which = ", ".join(str(n) for n in self.untaken)
+            lines = "lines" if len(self.untaken) > 1 else "line"
+            parts.append(f"an arm of the `... if ... else ...` on {lines} {which} was never "
+                         "taken")
+        if not parts:
             return None
-        which = ", ".join(str(n) for n in self.unran)
-        return (f"not run: backward's line{'s' if len(self.unran) > 1 else ''} {which} never "
-                "ran on these inputs, so no check covers them and the score does not count "
-                "them; add a case that takes that path")
+        return (f"not run: {' and '.join(parts)} on these inputs, so no check covers them and "
+                "the score does not count them; add a case that takes that path")
+
+    def gaps_line(self) -> str | None:
+        """``not exercised: ...``, where mutants survive for want of structure the case lacks
+        (a layout, an overlap): what it does not prove."""
+        if not self.gaps:
+            return None
+        said = "; ".join(f"line {line}: {what}" for line, what in self.gaps)
+        return f"not exercised: {said} (`gradverify check --mutate` says what would)"
 
     def header(self) -> str:
         """The spec's line saying how strong its case is."""

@@ -11,7 +11,8 @@ from gradverify.init.guess import Guess
 from gradverify.init.measure import scorer_for
 from gradverify.init.probe import spec_dict
 from gradverify.init.strengthen import Edit, Strength, apply_edit, strengthen
-from gradverify.results import MutationScore
+from gradverify.mutants.merge import ARM
+from gradverify.results import MutantLine, MutationScore
 from gradverify.spec.file import from_dict
 from gradverify.targets import Target
 
@@ -59,6 +60,13 @@ def with_cases_scored(info: Target, cases: list[Mapping[str, Any]], strength: St
     return _scored(info, cases, strength)[0]
 
 
+NOT_IN_HEADER_SCORE = ("gradgradcheck", "op_aot_dispatch", "op_fake", "compile", "checkpoint")
+"""The checks the header's mutation score leaves out: the costliest (second derivatives,
+torch.compile and AOT tracing, recomputation), run against every mutant of every case they
+would cost ``record`` seconds per Function; the score is then of the others, a lower bound on
+what ``check --mutate`` (every check) kills."""
+
+
 def _scored(info: Target, cases: list[Mapping[str, Any]], strength: Strength
             ) -> tuple[Strength, MutationScore | None]:
     if weakness(strength) is not None:
@@ -68,14 +76,21 @@ def _scored(info: Target, cases: list[Mapping[str, Any]], strength: Strength
         from gradverify.run.scoring import score
 
         found = score(info, from_dict({"target": info.target,
-                                       "cases": [dict(c) for c in cases]}), RunOptions())
+                                       "cases": [dict(c) for c in cases]}),
+                      RunOptions(skip=NOT_IN_HEADER_SCORE))
     except Exception:  # noqa: BLE001 -- the user's code, or a case no spec can hold: unscored
         return strength, None
     if not found.total:
         return strength, None
-    unran = sorted({m.location.line for m in found.unexecuted
-                    if m.location is not None and m.location.line is not None})
-    return replace(strength, killed=found.killed, total=found.total, unran=tuple(unran)), found
+    def lines(found: tuple[MutantLine, ...], arm: bool) -> tuple[int, ...]:
+        return tuple(sorted({m.location.line for m in found if m.location is not None
+                             and m.location.line is not None and (ARM in m.why) == arm}))
+
+    gaps = {(m.location.line, m.gap) for m in found.survived if m.gap is not None
+            and m.location is not None and m.location.line is not None}
+    return replace(strength, killed=found.killed, total=found.total,
+                   unran=lines(found.unexecuted, False), untaken=lines(found.unexecuted, True),
+                   gaps=tuple(sorted(gaps))), found
 
 
 GROW_TRIES = 3

@@ -6,6 +6,7 @@ killed when a check fails or warns where the original passed."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gradverify.case.context import CheckContext
@@ -104,7 +105,8 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
             mutant.ran.clear()
             rows = rerun_seen(info)
             if not _ran(source, mutant.ran):
-                return verdict("unexecuted")
+                return verdict("unexecuted", arm=bool(source.arms) and _ran(
+                    replace(source, arms=()), mutants.ran | mutant.ran))
             by, difference = _killed_by(rows, baseline), None
         else:
             by, difference = _exercise(ctx, info, jacobians, original, baseline, rerun_seen)
@@ -145,18 +147,31 @@ VIEWS_FRESH = ("the tensor it views stayed contiguous while backward was handed 
 
 
 def _layout(observed: Sequence[tuple[str, bool]]) -> str:
-    """What a ``.view`` mutant that lived saw: ``viewable`` (a non-contiguous tensor that
-    ``.view`` could still take), ``follows-nothing`` (contiguous while the incoming gradient
-    was not), or ``contiguous`` (no call handed backward a non-contiguous gradient)."""
-    if any(kind == "view" and not contiguous for kind, contiguous in observed):
+    """What a ``.view`` mutant that lived saw: ``viewable`` (a non-contiguous tensor whose
+    merged dims ``.view`` could still take), ``ones`` (one that merged only dims of size 1),
+    ``splits`` (one, but a view that merged no dims, which takes any layout),
+    ``follows-nothing`` (contiguous while the incoming gradient was not), or ``contiguous``
+    (no call handed backward a non-contiguous gradient)."""
+    views = [c for kind, c in observed if kind == "view"]
+    merges = [m for kind, m in observed if kind == "merge"]
+    trivial = [m for kind, m in observed if kind == "merge-ones"]
+    uneven = [(merged, one) for contiguous, merged, one in zip(views, merges, trivial)
+              if not contiguous]
+    if any(merged for merged, _ in uneven):
         return "viewable"
+    if any(one for _, one in uneven):
+        return "ones"
+    if uneven:
+        return "splits"
     if any(kind == "incoming" and not contiguous for kind, contiguous in observed):
         return "follows-nothing"
     return "contiguous"
 
 
 def _ran(source: SourceMutant, lines: set[int]) -> bool:
-    return any(source.span[0] <= n <= source.span[1] for n in lines)
+    """Whether the change ran: its statement, and each ``a if c else b`` arm that holds it."""
+    return any(source.span[0] <= n <= source.span[1] for n in lines) \
+        and all(arm in lines for arm in source.arms)
 
 
 def _exercise(ctx: CheckContext, info: Target, jacobians: Jacobians | None, original: Original,

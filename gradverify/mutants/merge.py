@@ -35,14 +35,20 @@ def merge(target: str, spec: str | None, runs: Iterable[MutantRun]) -> MutationS
         elif verdicts <= {"inapplicable"}:
             continue  # nothing it could change: a swap of two shapes, an input with no gradient
         elif verdicts <= {"unexecuted", "inapplicable"}:
-            unexecuted.append(_line(first, "no case runs this line"))
+            arm = any(r.data.get("arm") for r in seen if r.verdict == "unexecuted")
+            unexecuted.append(_line(first, ARM if arm else "no case runs this line"))
         else:
             lived = [r for r in seen if r.verdict == "survived"]
             line = _line(first, why(lived, everywhere=len(lived) == len(seen)))
             survived.append(dataclasses.replace(
-                line, larger=_larger_may_kill([r.data for r in lived])))
+                line, larger=_larger_may_kill([r.data for r in lived]),
+                gap=_gap([r.data for r in lived])))
     return MutationScore(target, spec, killed + len(survived), killed, tuple(survived),
                          tuple(equivalent), tuple(unexecuted), note)
+
+
+ARM = "no case takes this arm of its `... if ... else ...`"
+"""Why an unexecuted mutant in an arm of a conditional expression whose line ran was not."""
 
 
 def _line(run: MutantRun, why: str) -> MutantLine:
@@ -54,9 +60,20 @@ def _too_small(facts: Sequence[Mapping[str, Any]]) -> str | None:
     (a case too small to permute a gradient or to overlap two windows), or None."""
     if _all(facts, "operator", "view"):
         if any(f.get("layout") == "viewable" for f in facts):
-            return ("a non-contiguous tensor reached this `.reshape`, but only in layouts "
-                    "that `.view` can still take (its permuted dims have size 1); give the "
-                    "dims it reshapes sizes of at least 2")
+            return ("a non-contiguous tensor reached this `.reshape`, but the dims it merges "
+                    "were laid out one after the other, so `.view` could still take them; "
+                    "give a case whose incoming gradient is permuted across the dims it "
+                    "merges (each of them at least 2 long)")
+        if any(f.get("layout") == "ones" for f in facts):
+            return ("a non-contiguous tensor reached this `.reshape`, but the dims it merged "
+                    "had size 1 (one row, one frame, one block), a layout `.view` can still "
+                    "take; give the dims it reshapes sizes of at least 2")
+        if any(f.get("layout") == "splits" for f in facts):
+            return ("non-contiguous tensors reached this `.reshape`, but in every case it only "
+                    "kept or split their dims, which `.view` does in any layout: only a merge "
+                    "of two dims needs contiguous memory; give a case on which it merges dims "
+                    "(an input with more leading dims, where `-1` spans several), if forward "
+                    "takes one (if none can, the mutant changes nothing)")
         if not any(f.get("layout_check") in ("pass", "warn", "fail") for f in facts):
             return ("the layout check, which hands backward non-contiguous gradients, did not "
                     "run; turn it on (it is off in `checks:` or by --only/--skip)")
@@ -71,12 +88,31 @@ def _too_small(facts: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _gap(facts: Sequence[Mapping[str, Any]]) -> str | None:
+    """What a survivor's cases never exercised, where its facts say (a layout, an overlap)."""
+    if _all(facts, "operator", "view"):
+        if any(f.get("layout") == "ones" for f in facts):
+            return ("a non-contiguous tensor reached this `.reshape`, but the dims it merged "
+                    "had size 1 (one row, one frame, one block), a layout `.view` can still "
+                    "take; give the dims it reshapes sizes of at least 2")
+        if any(f.get("layout") == "splits" for f in facts):
+            return "a `.reshape` that merges dims of a non-contiguous tensor"
+        if any(f.get("layout") == "ones" for f in facts):
+            return "a non-contiguous gradient whose merged dims are longer than 1"
+        if any(f.get("layout_check") in ("pass", "warn", "fail") for f in facts):
+            return "a non-contiguous gradient that `.view` cannot take"
+        return None
+    if _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False):
+        return "a `+=` onto what an earlier window or block added (overlap, two blocks)"
+    return None
+
+
 def _larger_may_kill(facts: Sequence[Mapping[str, Any]]) -> bool:
     """Whether what the cases showed of a survivor says a larger case may kill it: a `.view`
     that met no layout it cannot take, a sum that never added to anything."""
     if _all(facts, "operator", "view"):
-        return all(f.get("layout") in ("viewable", "contiguous") for f in facts) and any(
-            f.get("layout_check") in ("pass", "warn", "fail") for f in facts)
+        return all(f.get("layout") in ("viewable", "ones", "contiguous") for f in facts) \
+            and any(f.get("layout_check") in ("pass", "warn", "fail") for f in facts)
     return _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False)
 
 

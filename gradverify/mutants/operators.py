@@ -188,9 +188,35 @@ def assume_contiguous(site: _Site) -> list[SourceMutant]:
         if not isinstance(tensor, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             owner_text = f"({owner_text})"
         shown = f"{owner_text}.view({', '.join(_short(a, 16) for a in shape)})"
-        mutant = site.mutant("view", node, new, shown=shown)
+        same = ("it keeps every dim but the last, which it splits, and `.view` splits a dim "
+                "in any layout") if _splits_last(tensor, shape) else None
+        mutant = site.mutant("view", node, new, shown=shown, equivalent=same)
         found.append(replace(mutant, tree=_with_incoming(mutant.tree, site.source.grads)))
     return found
+
+
+def _splits_last(tensor: ast.expr, shape: list[ast.expr]) -> bool:
+    """Whether ``tensor.reshape(*shape)`` is ``t.reshape(*t.shape[:-1], ...)`` of ``t`` or of
+    ``t[..., a:b]``: every dim kept but the last, which is split (no merge: no layout it cannot
+    take)."""
+    if not shape or not isinstance(shape[0], ast.Starred):
+        return False
+    lead = shape[0].value
+    if not (isinstance(lead, ast.Subscript) and isinstance(lead.slice, ast.Slice)
+            and lead.slice.lower is None and lead.slice.step is None
+            and isinstance(lead.slice.upper, ast.UnaryOp)
+            and isinstance(lead.slice.upper.op, ast.USub)
+            and _is_number(lead.slice.upper.operand, 1)
+            and isinstance(lead.value, ast.Attribute) and lead.value.attr == "shape"):
+        return False
+    owner = lead.value.value
+    if isinstance(tensor, ast.Subscript) and isinstance(tensor.slice, ast.Tuple) \
+            and len(tensor.slice.elts) == 2 and isinstance(tensor.slice.elts[0], ast.Constant) \
+            and tensor.slice.elts[0].value is Ellipsis \
+            and isinstance(tensor.slice.elts[1], ast.Slice):
+        tensor = tensor.value
+    return ast.dump(tensor) == ast.dump(owner) and not any(
+        isinstance(n, ast.Starred) for n in shape[1:])
 
 
 def _with_incoming(tree: ast.FunctionDef, grads: tuple[str, ...]) -> ast.FunctionDef:

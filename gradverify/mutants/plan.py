@@ -32,8 +32,10 @@ class Mutant:
     """The lines of backward's source its compiled code ran (``source.marked``)."""
     observed: list[tuple[str, bool]] = field(default_factory=list)
     """What the mutant saw, call by call: for a ``.view`` mutant ``("view", contiguous)`` of
-    the tensor it viewed and ``("incoming", contiguous)`` of backward's incoming gradients
-    together; for an overwrite, ``("kept", nonzero)`` of what it wrote over."""
+    the tensor it viewed, ``("merge", merged)`` whether the view merged two of its dims longer
+    than 1 (only a merge can need contiguous memory), ``("merge-ones", merged)`` whether it
+    merged any, and ``("incoming", contiguous)`` of backward's incoming
+    gradients together; for an overwrite, ``("kept", nonzero)`` of what it wrote over."""
 
     @property
     def equivalent(self) -> str | None:
@@ -125,8 +127,12 @@ def helpers(probes: dict[str, list[str]], ran: set[int],
         return value
 
     def view(value: Any, *shape: Any) -> Any:
+        viewed = value.view(*shape)
         seen.append(("view", _contiguous(value)))
-        return value.view(*shape)
+        before, after = tuple(value.shape), tuple(viewed.shape)
+        seen.append(("merge", _merges(before, after, ones=False)))
+        seen.append(("merge-ones", _merges(before, after, ones=True)))
+        return viewed
 
     def incoming(*grads: Any) -> None:
         seen.append(("incoming", all(_contiguous(g) for g in _tensors(grads))))
@@ -137,6 +143,31 @@ def helpers(probes: dict[str, list[str]], ran: set[int],
 
     return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe, "_gv_line": ran.add,
             "_gv_view": view, "_gv_incoming": incoming, "_gv_kept": kept}
+
+
+def _merges(before: tuple[int, ...], after: tuple[int, ...], *, ones: bool) -> bool:
+    """Whether reshaping ``before`` to ``after`` merges two dims into one, dims of size 1
+    counted where ``ones`` (a view that only keeps or splits dims takes any layout; one that
+    merges a dim of size 1 takes any layout too, but merges a larger one where it is): the
+    shapes cut into runs of equal products, and a run of two dims or more of ``before``."""
+    a = [n for n in before if ones or n != 1]
+    b = [n for n in after if ones or n != 1]
+    if 0 in a or 0 in b:
+        return False
+    i = j = 0
+    while i < len(a) and j < len(b):
+        left, right, run = a[i], b[j], 1
+        i, j = i + 1, j + 1
+        while left != right and (i < len(a) or j < len(b)):
+            if left < right and i < len(a):
+                left, i, run = left * a[i], i + 1, run + 1
+            elif j < len(b):
+                right, j = right * b[j], j + 1
+            else:
+                break
+        if run >= 2:
+            return True
+    return False
 
 
 def _nonzero(value: Any) -> bool:

@@ -20,7 +20,8 @@ TRANSPOSED = frozenset({"T", "mT", "H", "mH"})
 HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe", "_gv_line", "_gv_view", "_gv_incoming",
            "_gv_kept")
 """Names the mutated code calls, given to it as closure variables (never the user's globals).
-``_gv_line(n)`` runs before each statement of backward's own (``marked``): which lines ran,
+``_gv_line(n)`` runs before each statement of backward's own, and in each arm of an ``a if c
+else b`` (``marked``): which lines ran and which arms were taken,
 seen in whatever thread runs backward, with no tracer. ``_gv_view`` and ``_gv_incoming``: what
 a ``.reshape`` read as ``.view`` saw of memory layouts (``operators.assume_contiguous``);
 ``_gv_kept``: what an overwrite wrote over (``operators.overwrite_sum``)."""
@@ -51,6 +52,9 @@ class SourceMutant:
     """The two returned gradients a swap exchanges."""
     gate: int | None = None
     """The input whose ``needs_input_grad`` entry an ignored gate stood for."""
+    arms: tuple[int, ...] = ()
+    """The keys of the ``a if c else b`` arms that hold the change (``arm_key``): it ran
+    only if its statement ran and each of them was taken."""
 
 
 @dataclass
@@ -73,9 +77,9 @@ class BackwardSource:
         assert isinstance(factory, ast.FunctionDef)
         tree = marked(tree)
         factory.body.insert(0, tree)
+        inside = {id(n) for n in ast.walk(tree)}
         for node in ast.walk(module):  # the factory's own lines: backward's first
-            if node is not tree and not any(node is n for n in ast.walk(tree)) \
-                    and hasattr(node, "lineno"):
+            if id(node) not in inside and hasattr(node, "lineno"):
                 node.lineno = node.end_lineno = tree.lineno  # type: ignore[attr-defined]
         namespace: dict[str, Any] = {}
         exec(compile(module, self.file, "exec"), fn.__globals__, namespace)
@@ -209,8 +213,12 @@ def _function_node(tree: ast.Module, fn: Any) -> ast.FunctionDef | None:
 
 def marked(tree: ast.FunctionDef) -> ast.FunctionDef:
     """A copy of ``tree`` with ``_gv_line(n)`` before each of its own statements (those of
-    nested functions and classes left alone), ``n`` the statement's first line."""
+    nested functions and classes left alone), ``n`` the statement's first line, and in each
+    arm of an ``a if c else b`` (``arm_key``)."""
     tree = copy.deepcopy(tree)
+    for node in list(_own_nodes(tree)):  # each arm of an `a if c else b`: its key when taken
+        if isinstance(node, ast.IfExp):
+            node.body, node.orelse = _armed(node.body), _armed(node.orelse)
     for node in [tree, *_own_nodes(tree)]:
         if isinstance(node, (ast.Lambda, ast.ClassDef)) or (
                 node is not tree and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
@@ -222,6 +230,20 @@ def marked(tree: ast.FunctionDef) -> ast.FunctionDef:
                 setattr(node, name, [s for statement in statements
                                      for s in (_marker(statement), statement)])
     return tree
+
+
+def arm_key(arm: ast.expr) -> int:
+    """The key ``_gv_line`` records when one arm of an ``a if c else b`` is taken: negative,
+    never a line number; from the arm's place in the file, which a mutant keeps."""
+    return -(arm.lineno * 100_000 + arm.col_offset + 1)  # type: ignore[attr-defined]
+
+
+def _armed(arm: ast.expr) -> ast.expr:
+    """``arm`` as ``_gv_line(key) or arm``: the same value (``_gv_line`` returns None), its
+    taking recorded."""
+    marker = _call("_gv_line", ast.Constant(value=arm_key(arm)))
+    return ast.fix_missing_locations(ast.copy_location(
+        ast.BoolOp(op=ast.Or(), values=[marker, arm]), arm))
 
 
 def _marker(statement: ast.stmt) -> ast.stmt:
@@ -258,6 +280,16 @@ class _Site:
             node = self.parents[id(node)]
         return node.lineno, node.end_lineno or node.lineno
 
+    def arms(self, node: ast.AST) -> tuple[int, ...]:
+        """The keys of the ``a if c else b`` arms that hold ``node`` (``arm_key``)."""
+        found = []
+        while not isinstance(node, ast.stmt):
+            parent = self.parents[id(node)]
+            if isinstance(parent, ast.IfExp) and node is not parent.test:
+                found.append(arm_key(node))  # type: ignore[arg-type]
+            node = parent
+        return tuple(found)
+
     def replaced(self, node: ast.AST, new: ast.AST | None) -> ast.FunctionDef:
         """A copy of the function with ``node`` replaced by ``new`` (None: the statement goes,
         ``pass`` in its place)."""
@@ -283,7 +315,8 @@ class _Site:
         return SourceMutant(
             key=f"{operator}:{self.nodes.index(node)}:{variant}", operator=operator,
             mutation=mutation, line=node.lineno,  # type: ignore[attr-defined]
-            span=self.span(node), tree=self.replaced(node, new), **extra)
+            span=self.span(node), tree=self.replaced(node, new), arms=self.arms(node),
+            **extra)
 
 
 def _placed(new: ast.AST | None, old: ast.AST) -> Any:

@@ -15,7 +15,9 @@ chooses by running forward:
 
 An int kept at its recorded value keeps its relation to the dims above it: every dim recorded
 larger than it stays larger when shrunk (top-k's ``k`` below the number of experts, a block size
-below the sequence). A count that integer values index (``num_segments``) is a dim of its own.
+below the sequence), and one recorded at least twice as large (plus one) as an int above
+``KEPT_SIZE`` stays so: two blocks, two echoes of a delay, two hops of a window, where the
+recording had them. A count that integer values index (``num_segments``) is a dim of its own.
 """
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ KEPT_SIZE = 4
 """A dim recorded at most this long keeps its size: coordinates (``linalg.cross`` needs 3)."""
 MAX_KEPT_RELATION = 128
 """An int kept at its recorded value keeps the dims recorded above it above it, up to this value
-(a feedback delay of 40 samples on a signal of 256: the signal shrinks to 41, and the feedback
-still runs); a larger one would keep the case large: its relation is left to a hand-written
+(a feedback delay of 40 samples on a signal of 256: the signal shrinks to 81, and the feedback
+still runs, twice); a larger one would keep the case large: its relation is left to a hand-written
 case."""
 
 Axis = tuple[str, int, int, int]
@@ -142,10 +144,20 @@ def _sizes(order: Sequence[Key], kept: Sequence[int], last: set[Key]) -> dict[Ke
     chosen: dict[Key, int] = {}
     previous = 1
     for key in sorted(order, key=lambda k: (k[0], small.get(k[0]) == k, order.index(k))):
-        floor = max([v + 1 for v in kept if v < key[0]], default=2)
+        floor = max([_above(v, key[0]) for v in kept if v < key[0]], default=2)
         previous = key[0] if small.get(key[0]) == key else min(key[0], max(previous + 1, floor))
         chosen[key] = previous
     return chosen
+
+
+def _above(kept: int, recorded: int) -> int:
+    """The least size of a dim recorded at ``recorded`` above an int kept at ``kept``: past it,
+    and past twice it where the recording was and the int is longer than ``KEPT_SIZE`` (two
+    blocks, two echoes, two hops: what a backward that keeps only the last block gets wrong;
+    an axis, a rank or top-k's k is no block)."""
+    if kept > KEPT_SIZE and recorded >= 2 * kept + 1:
+        return 2 * kept + 1
+    return kept + 1
 
 
 def _axes(args: Sequence[Mapping[str, Any]]) -> Iterator[Axis]:

@@ -51,6 +51,9 @@ class Draft:
     """The dim each int argument follows, by its path (``chunk``, ``sizes[1]``)."""
     strength: str | None = None
     """How strong the case is, as ``recording.strong`` measured it (the case's header)."""
+    same_as: tuple[str, ...] = ()
+    """The signatures of other recorded calls whose case, once drafted, is this one (a call
+    under ``torch.no_grad()``, or with an input not requiring grad that is checked anyway)."""
 
     def at_recorded_sizes(self) -> Draft:
         return replace(self, sizes=dict(self.recorded))

@@ -12,13 +12,13 @@ import json
 import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gradverify.errors import shown_path
 from gradverify.files import write_text, written_by_gradverify
-from gradverify.recording.draft import Draft, indexed_dim, initial_draft, is_dim
+from gradverify.recording.draft import Draft, case_dict, indexed_dim, initial_draft, is_dim
 from gradverify.recording.prober import Prober
 from gradverify.recording.shrink import back_off
 from gradverify.recording.spool import Observation, Spool
@@ -87,9 +87,9 @@ def _write_target(written: Written, target: str, calls: list[Observation], out: 
     for call in calls:  # one case per signature (a call under no_grad checked as with grad)
         drafted = initial_draft(call)
         by_signature.setdefault(drafted.signature, drafted)
-    drafts = list(by_signature.values())
-    drafts = back_off(target, drafts, prober) if shrink else \
-        [d.at_recorded_sizes() for d in drafts]
+    drafts = one_per_case(list(by_signature.values()))  # before shrinking, which costs most
+    drafts = one_per_case(back_off(target, drafts, prober) if shrink else
+                          [d.at_recorded_sizes() for d in drafts])
     first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
     broken = _invalid(first) if first.exists() and not force else None
     path, text, count = _spec_file(out, target, drafts, len(calls), origin, force)
@@ -122,6 +122,22 @@ def _write_target(written: Written, target: str, calls: list[Observation], out: 
                           subsequent_indent="          ", break_long_words=False), True)
 
 
+def one_per_case(drafts: Sequence[Draft]) -> list[Draft]:
+    """The drafts with each case once: calls of the same recorded sizes that differ only in
+    what their case checks the same way (grad mode, an input recorded without grad but
+    checked with it) are one case,
+    the first, which names the others' signatures (``same_as``) and keeps their notes."""
+    kept: dict[str, Draft] = {}
+    for d in drafts:
+        key = json.dumps([case_dict(d.args, d.dtype, d.sizes, ""), d.recorded, d.factory,
+                          d.todo], sort_keys=True, default=str)
+        first = kept.get(key)
+        kept[key] = d if first is None else replace(
+            first, same_as=(*first.same_as, d.signature, *d.same_as),
+            notes=tuple(dict.fromkeys((*first.notes, *d.notes))))
+    return list(kept.values())
+
+
 def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: str,
                force: bool) -> tuple[Path, str | None, int]:
     stem = target.rsplit(":", 1)[1].replace(".", "_")
@@ -135,7 +151,8 @@ def _spec_file(out: Path, target: str, drafts: list[Draft], calls: int, origin: 
     factories = path.with_name(f"{path.stem}_factories.py")
     if path.exists() and not force:
         existing = path.read_text(encoding="utf-8")
-        fresh = [d for d in drafts if f"signature {d.signature}" not in existing]
+        fresh = [d for d in drafts if all(f"signature {sig}" not in existing
+                                          for sig in (d.signature, *d.same_as))]
         if not fresh:
             return path, None, 0
         body = _cases(fresh, set(_case_names(existing)), factories)
@@ -282,6 +299,10 @@ def _free_name(taken: set[str]) -> str:
 
 def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
     lines = [f"  - name: {name}   # signature {d.signature}"]
+    if d.same_as:
+        others = ", ".join(f"signature {sig}" for sig in d.same_as)
+        lines.append(f"    # also {others}: recorded otherwise (grad mode, requires_grad), "
+                     "checked as this case")
     if d.strength:
         lines.append(f"    # {d.strength}")
     if d.sizes:

@@ -97,7 +97,7 @@ def _place(location: Location | None) -> dict[str, Any] | None:
 def _mutants(score: MutationScore) -> dict[str, Any]:
     def listed(lines: tuple[MutantLine, ...]) -> list[dict[str, Any]]:
         return [{"mutation": m.mutation, "location": _place(m.location), "why": m.why,
-                 "larger": m.larger} for m in lines]
+                 "larger": m.larger, "gap": m.gap} for m in lines]
 
     return {"target": score.target, "spec": score.spec, "total": score.total,
             "killed": score.killed, "survived": listed(score.survived),
