@@ -9,6 +9,7 @@ writes pass on the correct code (no error anywhere) and catch the bugs listed; t
 are listed with why, so that a regression and a gain both show."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -104,3 +105,4 @@ def test_recorded_specs_catch_what_the_training_run_exercised(tmp_path, folder, 
         rms = (where / "recorded" / "RmsEnvelope.yaml").read_text()
         assert "# not recorded: forward branches on x's rank 3" in rms
         assert "# made (not recorded): [2, 8, 256] float32" in rms
+        assert re.search(r"L: 33 +# made 256", rms), rms  # the made call's size, two blocks

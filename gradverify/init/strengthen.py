@@ -112,9 +112,9 @@ class Strength:
         """``mutation score: K/N``, where the case was scored with the mutants of backward."""
         if self.killed is not None and self.total:
             return (f"mutation score: {self.killed}/{self.total} (mutants of backward that "
-                    "these inputs kill, gradgradcheck and the compile and op-tracing checks "
-                    "left out; `gradverify check --mutate` runs them too and names the "
-                    "survivors)")
+                    "these inputs kill, gradgradcheck, checkpoint and the compile and "
+                    "op-tracing checks left out; `gradverify check --mutate` runs them too "
+                    "and names the survivors)")
         return None
 
     def unran_line(self) -> str | None:

@@ -51,6 +51,8 @@ class Draft:
     """The dim each int argument follows, by its path (``chunk``, ``sizes[1]``)."""
     strength: str | None = None
     """How strong the case is, as ``recording.strong`` measured it (the case's header)."""
+    made: bool = False
+    """Made for a branch of forward no recorded call took: its sizes are the made call's."""
     same_as: tuple[str, ...] = ()
     """The signatures of other recorded calls whose case, once drafted, is this one (a call
     under ``torch.no_grad()``, or with an input not requiring grad that is checked anyway)."""

@@ -85,8 +85,8 @@ def _branch_draft(target: str, answer: Mapping[str, Any]) -> Draft:
                              source=call), answer)
     made = tuple((name, value, comment.replace("recorded", "made (not recorded):", 1))
                  for name, value, comment in d.args)
-    return replace(d, args=made, strength=f"{answer['why']}; {d.strength}" if d.strength
-                   else answer["why"])
+    return replace(d, args=made, made=True, strength=f"{answer['why']}; {d.strength}"
+                   if d.strength else answer["why"])
 
 
 def _serve() -> None:

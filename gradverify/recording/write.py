@@ -308,7 +308,8 @@ def _case_text(d: Draft, name: str, factory: str | None = None) -> str:
     if d.sizes:
         lines.append("    dims:")
         for dim, size in d.sizes.items():
-            lines.append(f"      {dim}: {size}".ljust(16) + f"# recorded {d.recorded[dim]}")
+            lines.append(f"      {dim}: {size}".ljust(16)
+                         + f"# {'made' if d.made else 'recorded'} {d.recorded[dim]}")
     if d.dtype:
         lines.append(f"    dtype: {d.dtype}")
     if d.factory and not d.todo and factory:
