@@ -637,6 +637,7 @@ def test_one_row_lets_it_live_and_says_which_sizes_would_kill_it():
     (survivor,) = _view_mutants(score.survived)
     assert survivor.mutation == "`g.reshape(-1)` -> `g.view(-1)`"
     assert "give the dims it reshapes sizes of at least 2" in survivor.why
+    assert survivor.gap == "a non-contiguous gradient whose merged dims are longer than 1"
 
 
 def test_a_reshape_of_a_fresh_result_is_equivalent_not_a_survivor():

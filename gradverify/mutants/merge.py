@@ -91,10 +91,6 @@ def _too_small(facts: Sequence[Mapping[str, Any]]) -> str | None:
 def _gap(facts: Sequence[Mapping[str, Any]]) -> str | None:
     """What a survivor's cases never exercised, where its facts say (a layout, an overlap)."""
     if _all(facts, "operator", "view"):
-        if any(f.get("layout") == "ones" for f in facts):
-            return ("a non-contiguous tensor reached this `.reshape`, but the dims it merged "
-                    "had size 1 (one row, one frame, one block), a layout `.view` can still "
-                    "take; give the dims it reshapes sizes of at least 2")
         if any(f.get("layout") == "splits" for f in facts):
             return "a `.reshape` that merges dims of a non-contiguous tensor"
         if any(f.get("layout") == "ones" for f in facts):

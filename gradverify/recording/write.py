@@ -125,8 +125,8 @@ def _write_target(written: Written, target: str, calls: list[Observation], out: 
 def one_per_case(drafts: Sequence[Draft]) -> list[Draft]:
     """The drafts with each case once: calls of the same recorded sizes that differ only in
     what their case checks the same way (grad mode, an input recorded without grad but
-    checked with it) are one case,
-    the first, which names the others' signatures (``same_as``) and keeps their notes."""
+    checked with it) are one case, the first, which names the others' signatures
+    (``same_as``) and keeps their notes."""
     kept: dict[str, Draft] = {}
     for d in drafts:
         key = json.dumps([case_dict(d.args, d.dtype, d.sizes, ""), d.recorded, d.factory,
