@@ -235,7 +235,7 @@ def marked(tree: ast.FunctionDef) -> ast.FunctionDef:
 def arm_key(arm: ast.expr) -> int:
     """The key ``_gv_line`` records when one arm of an ``a if c else b`` is taken: negative,
     never a line number; from the arm's place in the file, which a mutant keeps."""
-    return -(arm.lineno * 100_000 + arm.col_offset + 1)  # type: ignore[attr-defined]
+    return -(arm.lineno * 100_000 + arm.col_offset + 1)
 
 
 def _armed(arm: ast.expr) -> ast.expr:
