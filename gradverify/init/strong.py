@@ -84,7 +84,7 @@ def _scored(info: Target, cases: list[Mapping[str, Any]], strength: Strength
         return strength, None
     def lines(found: tuple[MutantLine, ...], arm: bool) -> tuple[int, ...]:
         return tuple(sorted({m.location.line for m in found if m.location is not None
-                             and m.location.line is not None and (ARM in m.why) == arm}))
+                             and m.location.line is not None and (m.why == ARM) == arm}))
 
     gaps = {(m.location.line, m.gap) for m in found.survived if m.gap is not None
             and m.location is not None and m.location.line is not None}

@@ -6,7 +6,6 @@ killed when a check fails or warns where the original passed."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from gradverify.case.context import CheckContext
@@ -105,8 +104,8 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
             mutant.ran.clear()
             rows = rerun_seen(info)
             if not _ran(source, mutant.ran):
-                return verdict("unexecuted", arm=bool(source.arms) and _ran(
-                    replace(source, arms=()), mutants.ran | mutant.ran))
+                return verdict("unexecuted", arm=bool(source.arms) and _statement_ran(
+                    source, mutants.ran | mutant.ran))
             by, difference = _killed_by(rows, baseline), None
         else:
             by, difference = _exercise(ctx, info, jacobians, original, baseline, rerun_seen)
@@ -168,10 +167,13 @@ def _layout(observed: Sequence[tuple[str, bool]]) -> str:
     return "contiguous"
 
 
+def _statement_ran(source: SourceMutant, lines: set[int]) -> bool:
+    return any(source.span[0] <= n <= source.span[1] for n in lines)
+
+
 def _ran(source: SourceMutant, lines: set[int]) -> bool:
     """Whether the change ran: its statement, and each ``a if c else b`` arm that holds it."""
-    return any(source.span[0] <= n <= source.span[1] for n in lines) \
-        and all(arm in lines for arm in source.arms)
+    return _statement_ran(source, lines) and all(arm in lines for arm in source.arms)
 
 
 def _exercise(ctx: CheckContext, info: Target, jacobians: Jacobians | None, original: Original,

@@ -43,9 +43,8 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
         strength = replace(strength, cut="not scored with mutants: the time limit for this "
                                          "Function was spent")
     problem = weakness(strength)
-    scored = "".join(f"; {line}" for line in (strength.score_line(), strength.unran_line(),
-                                                      strength.gaps_line())
-                     if line)
+    said = (strength.score_line(), strength.unran_line(), strength.gaps_line())
+    scored = "".join(f"; {line}" for line in said if line)
     line = strength.header() + scored if problem is None else \
         f"TODO: {problem}: a check would prove nothing here; set values at which it does"
     return {"edits": [_json(e) for e in (*kept, *done.edits, *more)], "strength": line}

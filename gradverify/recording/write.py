@@ -88,6 +88,7 @@ def _write_target(written: Written, target: str, calls: list[Observation], out: 
         drafted = initial_draft(call)
         by_signature.setdefault(drafted.signature, drafted)
     drafts = one_per_case(list(by_signature.values()))  # before shrinking, which costs most
+    # and after it: the probe's joins (an input checked with grad) can make two cases one
     drafts = one_per_case(back_off(target, drafts, prober) if shrink else
                           [d.at_recorded_sizes() for d in drafts])
     first = out / f"{target.rsplit(':', 1)[1].replace('.', '_')}.yaml"
