@@ -1,4 +1,4 @@
-"""Measure the DESIGN §7 performance bars in one run and print them as ratios.
+"""Measure the performance bars (bench/README.md) in one run and print them as ratios.
 
 Run from anywhere: `python bench/bench.py [--repeat N]`. Every figure is the median wall time of
 N runs of a whole command (interpreter start included), measured back to back on this machine.

@@ -1,4 +1,4 @@
-"""What the default composition cells of issue 38 cost (checkpoint and saved_hooks: each one
+"""What the default composition cells cost (checkpoint and saved_hooks: each one
 forward and a backward beside its probe call): `gradverify check` with the default checks,
 against the same with the two cells skipped, on a small two-input
 spec (``specs/cells.yaml``, where every cell runs) and on 1,000,000 elements

@@ -1,5 +1,5 @@
-"""Why the test suite runs torch on one thread per process (tests/conftest.py, ``ONE_THREAD``;
-issue 37): ``pytest -n auto`` runs a test per core, so two torch processes share two cores, and
+"""Why the test suite runs torch on one thread per process (tests/conftest.py, ``ONE_THREAD``):
+``pytest -n auto`` runs a test per core, so two torch processes share two cores, and
 each, by default, starts an intra-op thread per core; OpenMP's threads spin while they wait.
 This times two ``gradverify check`` runs of the bundled specs side by side (as two xdist
 workers' commands are), with torch's default thread count and with ``OMP_NUM_THREADS=1``,

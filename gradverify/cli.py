@@ -18,8 +18,7 @@ import click
 
 from gradverify import sinks, terminal
 from gradverify._version import __version__
-from gradverify.choices import MAX_TIMEOUT
-from gradverify.cliparams import check_options, not_empty, split_checks
+from gradverify.cliparams import check_options, command_options, not_empty
 from gradverify.errors import (
     GradverifyError,
     InputError,
@@ -27,7 +26,7 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
-from gradverify.optiontable import FiniteRange
+from gradverify.optiontable import INIT_OPTIONS, RECORD_OPTIONS, command_line
 from gradverify.report.text import escaped
 from gradverify.results import ExitCode
 
@@ -53,14 +52,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("targets", nargs=-1, metavar="[TARGET]...", callback=not_empty)
 @check_options
-def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...],
-          only: tuple[str, ...], skip: tuple[str, ...], seed: int | None, device: str | None,
-          fast: bool | None, atol: float | None, rtol: float | None, eps: float | None,
-          fmt: str | None, output: str | None, json_file: str | None, junit_file: str | None,
-          repro_dir: str | None, jobs: str | None, timeout: float | None,
-          shard: str | None, no_isolate: bool, changed: bool, strict: bool | None,
-          mutate: bool | None, compose: bool | None,
-          verbose: bool, quiet: bool, no_color: bool) -> int:
+def check(targets: tuple[str, ...], **given: Any) -> int:
     """Verify Functions, custom ops, functions and modules.
 
     \b
@@ -75,24 +67,25 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
     Default: the spec folders (specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
+    from gradverify.options import FLAGS as RUN_FLAGS
     from gradverify.options import RunOptions
     from gradverify.report import Verbosity
     from gradverify.targets.names import parse_target
 
+    values = command_line(given)  # only the options given, each as its table row says
     config = config_mod.load()
     # each TARGET parsed once (what it names reads the file system); --changed: changed files
-    names, files = ([], list(targets)) if changed else ([parse_target(t) for t in targets], [])
-    outputs = sinks.outputs({"--output": output, "--json": json_file,
-                             "--junit-xml": junit_file}, names, files, config, spec_file)
-    repro = sinks.repro_folder(repro_dir)
-    options = RunOptions.from_config(
-        config, only=split_checks(only, "--only"), skip=split_checks(skip, "--skip"),
-        seed=seed, device=device, mode={True: "fast", False: "slow", None: None}[fast],
-        cases=cases, atol=atol, rtol=rtol, eps=eps, strict=strict, jobs=jobs, timeout=timeout,
-        shard=shard, isolate=not no_isolate, changed=changed,
-        repro=repro is not None, mutate=mutate, compose=compose)
-    fmt = fmt or config.value("format")
-    color = terminal.color(no_color)
+    names, files = ([], list(targets)) if values["changed"] else (
+        [parse_target(t) for t in targets], [])
+    spec_file = values.get("spec")
+    outputs = sinks.outputs({flag: values.get(name) for flag, name in (
+        ("--output", "output"), ("--json", "json"), ("--junit-xml", "junit_xml"))},
+        names, files, config, spec_file)
+    repro = sinks.repro_folder(given["repro"])  # the folder; the run is told whether
+    options = RunOptions.from_config(config, **{name: value for name, value in values.items()
+                                                if name in RUN_FLAGS})
+    fmt = values.get("format") or config.value("format")
+    color = terminal.color(values["no_color"])
     interrupted: RunInterrupted | None = None
     with terminal.terminations_interrupt():
         try:
@@ -103,7 +96,8 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
         except RunInterrupted as exc:
             report, interrupted = exc.report, exc
     failed = sinks.show_and_write(report, fmt, outputs, color=color,
-                                  verbosity=Verbosity.of(quiet=quiet, verbose=verbose))
+                                  verbosity=Verbosity.of(quiet=values["quiet"],
+                                                            verbose=values["verbose"]))
     failed = (repro is not None and sinks.write_repros(report, repro)) or failed
     if interrupted is not None:
         terminal.err(f"interrupted by {signal.Signals(interrupted.signum).name}: the report "
@@ -117,18 +111,7 @@ def check(targets: tuple[str, ...], spec_file: str | None, cases: tuple[str, ...
 
 @cli.command()
 @click.argument("target")
-@click.option("-o", "--output", type=click.Path(), default=None,
-              help="Write the specs to this .yaml file, or one spec per target into this "
-                   "folder (any name without .yaml or .yml); default: stdout.")
-@click.option("--force", is_flag=True,
-              help="Overwrite existing spec files that gradverify wrote.")
-@click.option("--import", "imports", multiple=True, metavar="MODULE",
-              help="Import MODULE first (repeatable): what registers an op named ns::op. "
-                   "The spec of an op name lists them under imports:.")
-@click.option("--timeout", type=FiniteRange(min=0, min_open=True, max=MAX_TIMEOUT),
-              default=None,
-              metavar="SECONDS",
-              help="Seconds each target's import and probe may take (default 120).")
+@command_options(INIT_OPTIONS)
 def init(target: str, output: str | None, force: bool, imports: tuple[str, ...],
          timeout: float | None) -> int:
     """Write specs that run for TARGET: a Function, custom op, function or nn.Module class
@@ -156,20 +139,9 @@ def init(target: str, output: str | None, force: bool, imports: tuple[str, ...],
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", "out", type=click.Path(file_okay=False), default="specs/recorded",
-              show_default=True, help="Folder for the specs.")
-@click.option("--include", multiple=True, metavar="GLOB",
-              help="Record only Functions whose mod:Class matches (repeatable).")
-@click.option("--exclude", multiple=True, metavar="GLOB",
-              help="Do not record Functions whose mod:Class matches (repeatable).")
-@click.option("--limit", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Distinct argument signatures recorded per Function.")
-@click.option("--force", is_flag=True, help="Overwrite existing specs instead of adding cases.")
-@click.option("--no-shrink", is_flag=True, help="Keep the recorded sizes.")
-@click.option("--check", "then_check", is_flag=True,
-              help="Then run gradverify check on the specs written.")
+@command_options(RECORD_OPTIONS)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: int,
+def record(output: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: int,
            force: bool, no_shrink: bool, then_check: bool, command: tuple[str, ...]) -> int:
     """Run a training script and write a spec for every custom Function it calls.
 
@@ -184,7 +156,7 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
     from gradverify.recording.launch import run_recorded
 
     echo = terminal.err  # stdout is the script's
-    code, written = run_recorded(command, Path(out), include=include, exclude=exclude,
+    code, written = run_recorded(command, Path(output), include=include, exclude=exclude,
                                  limit=limit, force=force, shrink=not no_shrink,
                                  progress=terminal.progress_lines())
     if not written.lines:
@@ -195,7 +167,7 @@ def record(out: str, include: tuple[str, ...], exclude: tuple[str, ...], limit: 
         if note not in written.said:
             echo(f"  note: {note}")
     if written.paths and not then_check:
-        echo(f"next: gradverify check {out}")
+        echo(f"next: gradverify check {output}")
     if code != 0:
         echo(f"the command exited with {code}")
     if then_check and written.paths:

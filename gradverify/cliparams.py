@@ -1,34 +1,15 @@
-"""The command line's own parameter checks, shared by its commands: check lists (``--only
-a,b``) and values that must not be empty (an unset variable); and ``check``'s options, made from
-the option table."""
+"""The command line's own parameter checks, shared by its commands: values that must not be
+empty (an unset variable); and ``check``'s options, made from the option table."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from gradverify.optiontable import OPTIONS, FiniteRange
+from gradverify.optiontable import OPTIONS, FiniteRange, Option
 
-__all__ = ["FiniteRange", "check_options", "not_empty", "split_checks"]
-
-
-def split_checks(values: Sequence[str], option: str) -> tuple[str, ...] | None:
-    """``--only a,b --only c``: the names, or None when the option was not given."""
-    from gradverify.registry import unknown_check
-
-    if not values:
-        return None
-    names: list[str] = []
-    for value in values:
-        for name in (n.strip() for n in value.split(",")):
-            if not name:
-                continue
-            problem = unknown_check(name)
-            if problem is not None:
-                raise click.BadParameter(problem, param_hint=option)
-            names.append(name)
-    return tuple(names)
+__all__ = ["FiniteRange", "check_options", "command_options", "not_empty"]
 
 
 def not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -42,12 +23,19 @@ def not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-def check_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of ``gradverify check``, as ``optiontable.OPTIONS`` declares them, in its
-    order."""
-    for option in reversed(OPTIONS):
-        if option.flags:
-            extra: dict[str, Any] = {"callback": not_empty} if option.not_empty else {}
-            command = click.option(*option.flags, help=option.help, **option.click,
-                                   **extra)(command)
-    return command
+def command_options(options: tuple[Option, ...]) -> Callable[[Callable[..., Any]],
+                                                                Callable[..., Any]]:
+    """A command's options as the option table declares them, in its order: click passes each
+    value under the option's name."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            if option.flags:
+                extra: dict[str, Any] = {"callback": not_empty} if option.not_empty else {}
+                command = click.option(*option.flags, option.name, help=option.help,
+                                       **option.click, **extra)(command)
+        return command
+    return decorate
+
+
+check_options = command_options(OPTIONS)
+"""The options of ``gradverify check`` (``optiontable.OPTIONS``)."""

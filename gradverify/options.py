@@ -9,7 +9,7 @@ default and its validator are declared once, in ``optiontable.OPTIONS``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES
@@ -52,8 +52,6 @@ class RunOptions:
     """``-j auto``: as many as the cores, lowered to the cases without a note."""
     timeout: float = default("timeout")
     """Seconds per case before its worker is killed (isolated runs only)."""
-    timeout_set: bool = False
-    """``timeout`` was given (flag or pyproject): an in-process run says it cannot enforce it."""
     shard: tuple[int, int] | None = default("shard")
     """(K, N): run the K-th of N stable slices of the cases (1-based)."""
     changed: bool = default("changed")
@@ -69,15 +67,23 @@ class RunOptions:
     """Run mutants of each target's backward against its cases (``gradverify.mutants``)."""
     compose: bool = default("compose")
     """Turn on every composition check (``Check.composition``: compile, autocast)."""
-    mode_flag: bool = False
-    """``mode`` came from a flag (``--fast``/``--slow``, ``verify(mode=)``): it is over every
-    check's own ``mode`` option, in specs too."""
-    device_flag: bool = False
-    """``device`` came from a flag (``--device``, ``verify(device=)``): it is over a spec's
-    ``device:``."""
-    compose_flag: bool = False
-    """``compose`` came from a flag (``--compose``, ``verify(compose=)``, pytest's
-    ``--gradverify-compose``): it is over a spec's ``compose:``."""
+    given: frozenset[str] = frozenset()
+    """The options a flag gave (``check``'s, ``verify()``'s keywords, the pytest plugin's),
+    by name: a flag is over a spec's level where the option has one (``mode`` over each
+    check's own ``mode`` option, ``device`` over a spec's ``device:``, ``compose`` over its
+    ``compose:``)."""
+    configured: frozenset[str] = frozenset()
+    """The options ``[tool.gradverify]`` sets, by name."""
+    others: Mapping[str, Any] = field(default_factory=dict)
+    """The value of each run option of the table that has no field here (``value``)."""
+
+    def value(self, name: str) -> Any:
+        """A run option's value by its name in ``optiontable.OPTIONS``."""
+        return self.others[name] if name in self.others else getattr(self, name)
+
+    def is_set(self, name: str) -> bool:
+        """Whether a flag or ``[tool.gradverify]`` gave the option (else: its default)."""
+        return name in self.given or name in self.configured
 
     @classmethod
     def from_config(cls, config: Config, **flags: Any) -> RunOptions:
@@ -104,22 +110,23 @@ class RunOptions:
                 k: v for k, v in setting.options.items() if k != "mode"})
                 for name, setting in config.checks.items()}
         jobs = flags.get("jobs") if flags.get("jobs") is not None else config.value("jobs")
-        return cls(**{**values, "cases": tuple(values["cases"]),
-                      "skip": tuple(values["skip"]), "strict": bool(values["strict"]),
-                      "mutate": bool(values["mutate"]), "compose": bool(values["compose"])},
+        values = {**values, "cases": tuple(values["cases"]), "skip": tuple(values["skip"]),
+                  "strict": bool(values["strict"]), "mutate": bool(values["mutate"]),
+                  "compose": bool(values["compose"])}
+        typed = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in values.items() if name in typed},
+                   others={name: value for name, value in values.items() if name not in typed},
                    tolerance=Tolerance(**{name: _checked(name, flags.get(name))
                                           for name in ("atol", "rtol", "eps")}),
                    config_tolerance=config.tolerance, config_checks=config_checks,
-                   jobs_auto=jobs == "auto", mode_flag=flags.get("mode") is not None,
-                   device_flag=flags.get("device") is not None,
-                   compose_flag=flags.get("compose") is not None,
-                   timeout_set=flags.get("timeout") is not None
-                   or config.value("timeout") is not None)
+                   jobs_auto=jobs == "auto",
+                   given=frozenset(name for name, value in flags.items() if value is not None),
+                   configured=frozenset(config.given))
 
     def device_for(self, spec: Spec) -> str:
         """The device a spec's cases run on: the flag; else the spec's ``device:``; else
         ``device =`` of pyproject; else cpu."""
-        if self.device_flag or spec.device is None:
+        if "device" in self.given or spec.device is None:
             return self.device
         return spec.device
 
@@ -141,7 +148,7 @@ class RunOptions:
             return False
         if self.only is not None:
             return name in self.only
-        compose = self.compose if self.compose_flag or spec.compose is None else spec.compose
+        compose = self.compose if "compose" in self.given or spec.compose is None else spec.compose
         on = default or (composition and compose)
         for level in (self.config_checks, spec.checks, case.checks):
             if name in level:
@@ -151,7 +158,7 @@ class RunOptions:
     def mode_for(self, name: str, spec: Spec, case: Case) -> str:
         """The gradcheck mode a check runs in: the flag; else the check's own ``mode`` option,
         case over spec over pyproject; else ``mode =`` of pyproject; else auto."""
-        if self.mode_flag:
+        if "mode" in self.given:
             return self.mode
         own = self.check_options(name, spec, case).get("mode")
         return own if isinstance(own, str) and own in MODES else self.mode

@@ -65,7 +65,8 @@ class Option:
     help: str
     """What it does: ``check --help`` and the docs table say this."""
     flags: tuple[str, ...] = ()
-    """``click.option``'s declarations for ``gradverify check`` (none: not a flag)."""
+    """``click.option``'s declarations for ``gradverify check`` (none: not a flag); click
+    passes the value under the option's ``name``."""
     click: Mapping[str, Any] = field(default_factory=dict)
     """The other arguments of ``click.option`` (type, metavar, is_flag, ...)."""
     not_empty: bool = False
@@ -85,6 +86,9 @@ class Option:
     """The default as the docs table says it."""
     check: Callable[[Any], Any] | None = None
     """The validator of a given value (flag, keyword, pyproject): raises ``UsageError``."""
+    convert: Callable[[Any], Any] | None = None
+    """The flag's value (any but None) as a run takes it: ``--fast`` as ``"fast"``,
+    ``--no-isolate`` as ``isolate=False``; None: as given."""
     run: bool = True
     """A ``RunOptions`` field taken by ``from_config`` (else: the command line's or the
     configuration's alone)."""
@@ -136,6 +140,16 @@ def _read_mode(read: SettingsReader, value: Any, key: str) -> Any:
     return read.choice(value, MODES, None, key)
 
 
+def _flag_checks(values: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """``--only a,b --only c``: the names (``--only ''``: none, which selects nothing)."""
+    names = tuple(name for value in values for name in (n.strip() for n in value.split(","))
+                  if name)
+    try:
+        return tuple(_unknown_checks(names))
+    except UsageError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+
+
 def _unknown_checks(names: Any) -> Any:
     from gradverify.registry import unknown_check
 
@@ -148,17 +162,19 @@ def _unknown_checks(names: Any) -> Any:
 
 FILE = {"type": click.Path(dir_okay=False), "default": None}
 OPTIONS: tuple[Option, ...] = (
-    Option("spec_file", "Spec file for a target named on the command line (mod:Name).",
-           ("--spec", "spec_file"), FILE, not_empty=True, run=False),
-    Option("cases", "Only cases whose name matches (glob; repeatable).", ("--case", "cases"),
+    Option("spec", "Spec file for a target named on the command line (mod:Name).",
+           ("--spec",), FILE, not_empty=True, run=False),
+    Option("cases", "Only cases whose name matches (glob; repeatable).", ("--case",),
            {"multiple": True, "metavar": "NAME"}, keyword="cases", default=(),
            shown_default="every case"),
     Option("only", "Run only these checks.", ("--only",),
            {"multiple": True, "metavar": "CHECK,..."}, keys=("only",), read=_names,
-           keyword="checks", check=_unknown_checks, shown_default="the default checks"),
+           keyword="checks", convert=lambda given: _flag_checks(given, "--only"),
+           check=_unknown_checks, shown_default="the default checks"),
     Option("skip", "Do not run these checks.", ("--skip",),
            {"multiple": True, "metavar": "CHECK,..."}, keys=("skip",), read=_names,
-           keyword="skip", check=_unknown_checks, default=(), shown_default="none"),
+           keyword="skip", convert=lambda given: _flag_checks(given, "--skip"),
+           check=_unknown_checks, default=(), shown_default="none"),
     Option("checks", "Checks on or off, or a check's options, as in a spec: under every spec.",
            keys=("checks",), read=lambda r, v, k: r.checks(v, None, k), run=False,
            shown_default="each check's own"),
@@ -170,8 +186,9 @@ OPTIONS: tuple[Option, ...] = (
            read=_checked("device", lambda r, v, k: r.string(v, None, k)), keyword="device",
            default=DEFAULT_DEVICE, shown_default=DEFAULT_DEVICE, check=check_device),
     Option("mode", "gradcheck fast or slow mode (default: automatic by size); over each "
-           "check's own mode option, in specs too.", ("--fast/--slow", "fast"),
+           "check's own mode option, in specs too.", ("--fast/--slow",),
            {"default": None}, keys=("mode",), read=_read_mode, keyword="mode",
+           convert=lambda fast: "fast" if fast else "slow",
            default=DEFAULT_MODE, shown_default=DEFAULT_MODE, check=_mode),
     Option("atol", "Absolute tolerance, over every spec's and case's.", ("--atol",),
            {"type": FiniteRange(min=0), "default": None}, keyword="atol", run=False,
@@ -191,19 +208,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("exclude", "Skipped when walking folders; name them explicitly to run them.",
            keys=("exclude",), read=_strings, run=False, default=(), shown_default="none"),
     Option("format", "Report format (default: rich on a terminal, plain otherwise).",
-           ("--format", "fmt"), {"type": click.Choice(FORMATS), "default": None},
+           ("--format",), {"type": click.Choice(FORMATS), "default": None},
            keys=("format",), read=lambda r, v, k: r.choice(v, FORMATS, None, k), run=False,
            shown_default="rich on a terminal, plain otherwise"),
     Option("output", "Write the --format report to this file (the console still gets the "
            "report).", ("--output",), FILE, not_empty=True, run=False),
-    Option("json", "Also write a JSON report to this file.", ("--json", "json_file"), FILE,
+    Option("json", "Also write a JSON report to this file.", ("--json",), FILE,
            not_empty=True, run=False),
     Option("junit_xml", "Also write a JUnit XML report to this file.",
-           ("--junit-xml", "junit_file"), FILE, not_empty=True, run=False),
+           ("--junit-xml",), FILE, not_empty=True, run=False),
     Option("repro", "Write a bare-torch script reproducing each failure (its smallest case) "
-           "into DIR.", ("--repro", "repro_dir"),
+           "into DIR.", ("--repro",),
            {"type": click.Path(), "default": None, "metavar": "DIR"}, not_empty=True,
-           default=False),
+           default=False, convert=bool),
     Option("jobs", "Worker processes running cases in parallel (default 1; auto = cores).",
            ("-j", "--jobs"), {"default": None, "metavar": "N|auto"}, keys=("jobs",),
            read=_jobs, default=1, shown_default="1", check=parse_jobs),
@@ -220,6 +237,7 @@ OPTIONS: tuple[Option, ...] = (
            "caught).", ("--no-isolate",), {"is_flag": True}, pytest="--gradverify-no-isolate",
            pytest_help="run the cases in the pytest process (for debuggers; a crash or hang of "
            "a Function then ends the session), not in worker processes", default=False,
+           convert=lambda no_isolate: not no_isolate,
            shown_default="isolated (`verify()`: in-process)"),
     Option("changed", "TARGETs are changed files (pre-commit): check changed specs and the specs "
            "whose target, reference, factory or imports: is a changed .py file or imports one "
@@ -252,7 +270,43 @@ OPTIONS: tuple[Option, ...] = (
            "as tests; without PATH, the spec folders of [tool.gradverify] (default specs/)",
            run=False, shown_default="off"),
 )
-"""Every option, in the order of ``check --help``."""
+"""Every option of ``check``, in the order of its ``--help``."""
+INIT_OPTIONS: tuple[Option, ...] = (
+    Option("output", "Write the specs to this .yaml file, or one spec per target into this "
+           "folder (any name without .yaml or .yml); default: stdout.", ("-o", "--output"),
+           {"type": click.Path(), "default": None}, run=False, shown_default="stdout"),
+    Option("force", "Overwrite existing spec files that gradverify wrote.", ("--force",),
+           {"is_flag": True}, run=False),
+    Option("imports", "Import MODULE first (repeatable): what registers an op named ns::op. "
+           "The spec of an op name lists them under imports:.", ("--import",),
+           {"multiple": True, "metavar": "MODULE"}, run=False, shown_default="none"),
+    Option("timeout", "Seconds each target's import and probe may take (default 120).",
+           ("--timeout",), {"type": FiniteRange(min=0, min_open=True, max=MAX_TIMEOUT),
+                            "default": None, "metavar": "SECONDS"}, run=False,
+           shown_default="120"),
+)
+"""The options of ``gradverify init``, in the order of its ``--help``."""
+RECORD_OPTIONS: tuple[Option, ...] = (
+    Option("output", "Folder for the specs.", ("-o", "--output"),
+           {"type": click.Path(file_okay=False), "default": "specs/recorded",
+            "show_default": True}, run=False, shown_default="specs/recorded"),
+    Option("include", "Record only Functions whose mod:Class matches (repeatable).",
+           ("--include",), {"multiple": True, "metavar": "GLOB"}, run=False,
+           shown_default="every Function"),
+    Option("exclude", "Do not record Functions whose mod:Class matches (repeatable).",
+           ("--exclude",), {"multiple": True, "metavar": "GLOB"}, run=False,
+           shown_default="none"),
+    Option("limit", "Distinct argument signatures recorded per Function.", ("--limit",),
+           {"type": click.IntRange(min=1), "default": 3, "show_default": True}, run=False,
+           shown_default="3"),
+    Option("force", "Overwrite existing specs instead of adding cases.", ("--force",),
+           {"is_flag": True}, run=False),
+    Option("no_shrink", "Keep the recorded sizes.", ("--no-shrink",), {"is_flag": True},
+           run=False, shown_default="shrunk"),
+    Option("then_check", "Then run gradverify check on the specs written.", ("--check",),
+           {"is_flag": True}, run=False),
+)
+"""The options of ``gradverify record``, in the order of its ``--help``."""
 BY_NAME = {option.name: option for option in OPTIONS}
 KEYS = tuple(key for option in OPTIONS for key in option.keys)
 """What ``[tool.gradverify]`` accepts."""
@@ -260,9 +314,47 @@ KEYWORDS = tuple(option.keyword for option in OPTIONS if option.keyword)
 """``verify()``'s keywords besides ``function`` and ``spec``."""
 
 
+def command_line(given: Mapping[str, Any]) -> dict[str, Any]:
+    """What click parsed for ``check`` (by option name) as a run takes it: each flag's
+    ``convert`` applied to a value given; a flag not given (None, or no repeated value) is left
+    out."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        if not option.flags:
+            continue
+        value = given[option.name]
+        if value is None or value == ():
+            continue
+        values[option.name] = option.convert(value) if option.convert is not None else value
+    return values
+
+
+def pytest_given(getoption: Callable[[str], Any]) -> dict[str, Any]:
+    """The run options a pytest session's flags give (``getoption``: pytest's, by dest), as
+    ``check``'s flags give them (each row's ``convert``); a flag not given is left out, to
+    ``[tool.gradverify]``."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.pytest and option.run:
+            value = getoption(option.pytest.lstrip("-").replace("-", "_"))
+            if value is not None:
+                values[option.name] = option.convert(value) if option.convert else value
+    return values
+
+
 def default(name: str) -> Any:
     """An option's default (``RunOptions`` declares its fields with it)."""
     return BY_NAME[name].default
+
+
+def command_table(options: tuple[Option, ...]) -> str:
+    """The table of a command's options in docs/commands.md (``init``, ``record``)."""
+    lines = ["| flag | default | what it does |", "|---|---|---|"]
+    for option in options:
+        flags = ", ".join(f"`{f}`" for f in option.flags)
+        lines.append(f"| {flags} | {option.shown_default or '-'} | "
+                     f"{option.help.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines) + "\n"
 
 
 def docs_table() -> str:

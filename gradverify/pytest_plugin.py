@@ -74,14 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from gradverify import config as config_mod
     from gradverify.errors import InputError, UsageError
     from gradverify.options import RunOptions
+    from gradverify.optiontable import pytest_given
 
     try:  # once per session: a bad setting stops it before anything is collected
         config.stash[_CONFIG] = config_mod.load(Path(str(config.rootpath)))
         config.stash[_OPTIONS] = replace(RunOptions.from_config(
-            config.stash[_CONFIG], isolate=not config.getoption("gradverify_no_isolate"),
-            mutate=config.getoption("gradverify_mutate"),
-            compose=config.getoption("gradverify_compose")), user_paths=_user_paths())
-        if not _options(config).isolate and _options(config).timeout_set:
+            config.stash[_CONFIG], **pytest_given(config.getoption)), user_paths=_user_paths())
+        if not _options(config).isolate and _options(config).is_set("timeout"):
             config.issue_config_time_warning(GradverifyWarning(IN_PROCESS_TIMEOUT), stacklevel=2)
         config.stash[_SCORES] = []
     except (InputError, UsageError) as exc:

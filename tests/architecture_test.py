@@ -12,6 +12,7 @@ its modules is imported: its imports are left out.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -491,19 +492,32 @@ _UNCITED_EXEMPT: set[str] = set()
 """Modules that may still cite the design document: none."""
 
 
+_TRACKER = re.compile(r"(?<!pytorch )(?<!torch )\bissues? #?\d+")
+"""A citation of an issue of a tracker not in the repository ("issue 34"); one of torch's
+("pytorch issue 172798", "pytorch#159299") names a public thread."""
+
+
 def _outside_citations(text: str) -> list[str]:
-    """The lines that cite a document outside the repository: "DESIGN" or a section sign."""
-    return [line.strip() for line in text.splitlines() if "DESIGN" in line or "\u00a7" in line]
+    """The lines that cite a document outside the repository: "DESIGN", a section sign, or an
+    issue of our own tracker."""
+    return [line.strip() for line in text.splitlines()
+            if "DESIGN" in line or "\u00a7" in line or _TRACKER.search(line)]
 
 
 def test_no_module_cites_a_document_outside_the_repository():
-    """The design document is not in the repository: a citation of it ("DESIGN \u00a73") sends
-    a reader nowhere. docs/ is the reference: cite its page, or say the fact."""
-    cited = {name: found for name, path in _modules(PACKAGE).items()
-             if name not in _UNCITED_EXEMPT and (found := _outside_citations(path.read_text()))}
+    """The design document and our issue tracker are not in the repository: a citation of
+    either ("DESIGN \u00a73", "issue 34") sends a reader nowhere. docs/ is the reference: cite
+    its page, or say the fact. The package, its tests, docs/ and bench/ alike."""
+    root = PACKAGE.parent
+    files = [*_modules(PACKAGE).values(), *root.glob("tests/**/*.py"), *root.glob("docs/*.md"),
+             *root.glob("bench/**/*.py"), root / "README.md"]
+    cited = {str(path.relative_to(root)): found for path in files
+             if path.stem not in _UNCITED_EXEMPT and path.name != "architecture_test.py"
+             and (found := _outside_citations(path.read_text()))}
     assert cited == {}
-    assert _outside_citations("x = 1  # DESIGN \u00a78\n(see \u00a74)\nfine\n") == \
-        ["x = 1  # DESIGN \u00a78", "(see \u00a74)"]
+    assert _outside_citations("x = 1  # DESIGN \u00a78\n(see \u00a74)\nfine\nissue 34 then\n"
+                              "see pytorch issue 172798\n") == \
+        ["x = 1  # DESIGN \u00a78", "(see \u00a74)", "issue 34 then"]
 
 
 def _ranked_e_or_f(root: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""The cheap composition cells that run by default (issue 38): checkpoint and saved_hooks.
+"""The cheap composition cells that run by default: checkpoint and saved_hooks.
 Their zoo Functions (tests/zoo/{checkpoint,saved_hooks}.py) are
 run by zoo_test and trust_test; here, what the zoo cannot show."""
 from __future__ import annotations

@@ -302,7 +302,7 @@ def test_bundled_examples_pass_end_to_end(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     last = result.stdout.rstrip().splitlines()[-1]
     assert re.search(r"\b\d+ passed", last) and not re.search(r"\b\d+ failed", last)
-    assert "1 xfailed" in last   # the estimator (the float32-only kernel passes: issue 39)
+    assert "1 xfailed" in last   # the estimator (the float32-only kernel passes)
     assert len(result.stdout.splitlines()) <= 40
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["results"] and not report["errors"]

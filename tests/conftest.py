@@ -115,7 +115,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 """Set for every test, and so for every torch process the suite starts (xdist workers, commands,
 their workers): one intra-op thread. ``pytest -n auto`` already runs a test per core; a torch
 process with a thread per core on top oversubscribes the cores, and OpenMP's threads spin while
-they wait (issue 37: two `check` commands side by side on 2 cores took 13.0 s each way, 6.0 s
+they wait (two `check` commands side by side on 2 cores took 13.0 s each way, 6.0 s
 with one thread each). No verdict depends on it; a test of thread counts sets its own."""
 
 

@@ -177,16 +177,35 @@ def test_the_tours_report_is_the_golden_report():
         at = golden.index(line, at) + 1
 
 
+def _generated_table(page: Path, header: str, table: str, nth: int = 0) -> tuple[str, str]:
+    """The ``nth`` table of ``page`` that starts with ``header``, and ``table`` (written in its
+    place first under GRADVERIFY_UPDATE_GOLDEN=1)."""
+    text = page.read_text()
+    start = -1
+    for _ in range(nth + 1):
+        start = text.index(header, start + 1)
+    end = text.find("\n\n", start) + 1 or len(text)
+    if os.environ.get("GRADVERIFY_UPDATE_GOLDEN"):
+        page.write_text(text[:start] + table + text[end:])
+        return table, table
+    return text[start:end], table
+
+
 def test_configuration_md_lists_every_option():
     """docs/configuration.md's table is ``optiontable.docs_table()``; regenerate it with
     GRADVERIFY_UPDATE_GOLDEN=1 after changing an option."""
     from gradverify.optiontable import docs_table
 
-    page = DOCS / "configuration.md"
-    text = page.read_text()
-    start = text.index("| option | `check` flag |")
-    end = text.find("\n\n", start) + 1 or len(text)
-    if os.environ.get("GRADVERIFY_UPDATE_GOLDEN"):
-        page.write_text(text[:start] + docs_table() + text[end:])
-        text = page.read_text()
-    assert text[start:end] == docs_table()  # every row, and no row of an old option
+    shown, table = _generated_table(DOCS / "configuration.md", "| option | `check` flag |",
+                                    docs_table())
+    assert shown == table  # every row, and no row of an old option
+
+
+@pytest.mark.parametrize(("nth", "command"), [(0, "init"), (1, "record")])
+def test_commands_md_lists_every_option_of_init_and_record(nth, command):
+    from gradverify import optiontable
+
+    options = {"init": optiontable.INIT_OPTIONS, "record": optiontable.RECORD_OPTIONS}[command]
+    shown, table = _generated_table(DOCS / "commands.md", "| flag | default | what it does |",
+                                    optiontable.command_table(options), nth)
+    assert shown == table

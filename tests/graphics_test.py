@@ -1,4 +1,4 @@
-"""``init`` and ``record`` on ``tests/graphics`` (issue 34): a rendering and simulation package
+"""``init`` and ``record`` on ``tests/graphics``: a rendering and simulation package
 whose six planted bugs (``RAYKIT_BUGS=1``) hide behind weak inputs: rays that all miss, values
 that are all clamped, a recorded mask that selects nothing, a weight and a gain of one, a
 recorded loop that runs once, and self-loop edges that make forward 0/0. The specs both commands

@@ -1,6 +1,6 @@
 """``init`` probes forward in bounded child processes (``init/bounded.py``): a kernel that
 segfaults on a guessed shape, or deadlocks, costs its own target the probe (a spec with a TODO
-naming how the probe ended), never ``init`` itself or the other targets (issue 35)."""
+naming how the probe ended), never ``init`` itself or the other targets."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""``init`` drafts the rank the code was written for (issue 51): a matrix where forward transposes
+"""``init`` drafts the rank the code was written for: a matrix where forward transposes
 it or multiplies it as one (``x @ W.T``, ``u.T @ x``, ``torch.mm``, ``F.linear``), a batch of
 matrices for ``bmm``, one dim per ``einsum`` letter, as many dims as a reduction or a subscript
 names, through locals that only rename a parameter. A matrix formula drafted on vectors (where

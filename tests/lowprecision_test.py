@@ -1,4 +1,4 @@
-"""Targets that compute in a lower precision inside (issue 39), without Triton: the detection of
+"""Targets that compute in a lower precision inside, without Triton: the detection of
 float32 inside (``checks/_computes.py``), the spec's ``computes_in:``, and the error-baseline
 rule of the reference check (``checks/_baseline.py``). Triton kernels: triton_test.py."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A newcomer's first run (issue 28), on ``tests/newcomer``: a package of 13 targets (Functions,
+"""A newcomer's first run, on ``tests/newcomer``: a package of 13 targets (Functions,
 custom ops, a function, a module) re-exported from its submodules, a training script that calls
 the Functions, and five planted bugs (``FASTOPS_BUGS=1``) that show only where a spec keeps the
 meaning of its values. Every test runs the installed command as a user does, in a copy."""

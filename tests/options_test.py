@@ -1,4 +1,4 @@
-"""Options merged once (issue 29): flag over case over spec over pyproject over the default,
+"""Options merged once: flag over case over spec over pyproject over the default,
 for the gradcheck mode of each check, as a table. Pure: no torch run, no subprocess."""
 from __future__ import annotations
 

@@ -37,6 +37,16 @@ def test_check_has_exactly_the_tables_flags_in_its_order():
     assert {p.name: p.help for p in params}["seed"] == BY_NAME["seed"].help
 
 
+@pytest.mark.parametrize("command", ["init", "record"])
+def test_init_and_record_take_exactly_their_tables_options(command):
+    from gradverify import optiontable
+
+    table = {"init": optiontable.INIT_OPTIONS, "record": optiontable.RECORD_OPTIONS}[command]
+    params = [p for p in cli.commands[command].params if isinstance(p, click.Option)]
+    assert [(p.name, p.help) for p in params] == [(o.name, o.help) for o in table]
+    assert [f for p in params for f in p.opts] == [f for o in table for f in o.flags]
+
+
 def test_pyproject_keys_are_the_tables_and_config_declares_none_of_its_own(tmp_path):
     assert config_mod.KEYS == KEYS
     assert {f.name for f in dataclasses.fields(Config)} == {"root", "file", "given"}
@@ -178,3 +188,63 @@ def test_a_checks_mode_option_says_the_flag_is_over_it():
     for name in ("gradcheck", "gradgradcheck"):
         (mode,) = [o for o in REGISTRY[name].options if o.name == "mode"]
         assert "--fast/--slow override it" in mode.help and "overrides" not in mode.help
+
+
+ADD_A_ROW = """
+import sys
+from gradverify import optiontable as table
+from gradverify.errors import UsageError
+
+def at_most_99(value):
+    if value > 99:
+        raise UsageError(f"answer: expected at most 99, got {value}")
+    return value
+
+row = table.Option("answer", "The answer to give.", ("--answer",),
+                   {"type": int, "default": None}, keys=("answer",),
+                   read=lambda r, v, k: r.number(v, None, k, integer=True),
+                   default=0, shown_default="0", check=at_most_99)
+table.OPTIONS = (*table.OPTIONS, row)
+table.BY_NAME[row.name] = row
+table.KEYS = (*table.KEYS, *row.keys)
+
+from gradverify import api, config
+from gradverify.cli import main
+from gradverify.options import RunOptions
+
+print("pyproject:", RunOptions.from_config(config.load()).value("answer"))
+print("flag:", RunOptions.from_config(config.load(), answer=42).value("answer"))
+run = api.check_targets
+def told(names, options, **kwargs):
+    print("run:", options.value("answer"), file=sys.stderr)
+    return run(names, options, **kwargs)
+api.check_targets = told
+print("docs:", [line for line in table.docs_table().splitlines() if "answer" in line])
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_an_option_added_as_one_row_of_the_table_works_end_to_end(tmp_path, isolate):
+    """docs/contributing.md's "Add an option": one row, and ``check`` takes the flag (no
+    parameter list to extend), pyproject takes the key, the validator guards both, the run
+    carries the value (``RunOptions.value``) and the docs table shows the row."""
+    root = _project(tmp_path, SPEC, "answer = 7")
+    (root / "add_row.py").write_text(ADD_A_ROW)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "add_row.py", *args], capture_output=True,
+                              text=True, cwd=root, env={**os.environ, "NO_COLOR": "1"},
+                              timeout=300)
+
+    isolated = () if isolate else ("--no-isolate",)
+    done = run("check", "sq.yaml", "--answer", "42", "--format", "plain", *isolated)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pyproject: 7\nflag: 42\n" in done.stdout and "run: 42\n" in done.stderr
+    assert "`--answer` | `answer` | - | - | 0 | The answer to give." in done.stdout
+    assert "passed" in done.stdout.splitlines()[-1]
+    shown = run("check", "--help")
+    assert "--answer INTEGER" in shown.stdout and "The answer to give." in shown.stdout
+    refused = run("check", "sq.yaml", "--answer", "100", *isolated)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "answer: expected at most 99, got 100" in refused.stderr

@@ -101,7 +101,7 @@ def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Tensor, Any]:
 
 @torch.library.custom_op("gvtest::halves", mutates_args=())
 def halves(x: Tensor) -> tuple[list[Tensor], int]:
-    """A Tensor[] and an int: its vmap rule gives the int out_dims None (issue 26)."""
+    """A Tensor[] and an int: its vmap rule gives the int out_dims None."""
     n = x.shape[-1] // 2
     return [x[..., :n].clone(), x[..., n:].clone()], n
 
@@ -121,7 +121,7 @@ def _(info: Any, in_dims: tuple[Any, ...], x: Tensor) -> tuple[Any, Any]:
 @torch.library.custom_op("gvtest::scale_and_count", mutates_args=("counter",))
 def scale_and_count(x: Tensor, counter: Tensor) -> Tensor:
     """Writes into its declared `counter` (running statistics): every run compared must start
-    from fresh copies, or layout and precision compare different counts (issue 26)."""
+    from fresh copies, or layout and precision compare different counts."""
     counter.add_(1)
     return x * counter.sum()
 

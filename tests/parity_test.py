@@ -1,4 +1,4 @@
-"""One way to run a case (issue 29): the command line, ``verify()`` and the pytest plugin give the
+"""One way to run a case: the command line, ``verify()`` and the pytest plugin give the
 same verdict on every check of every case, on broken Functions (specs/broken), correct ones
 (bundled examples, a surrogate gradient declared as such) and one that leaks a thread and
 changes torch's settings (findings about the case as a whole)."""

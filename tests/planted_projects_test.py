@@ -1,4 +1,4 @@
-"""``init`` and ``record`` on two real-shaped projects with planted bugs (issue 51): an audio
+"""``init`` and ``record`` on two real-shaped projects with planted bugs: an audio
 package (``tests/audio``: ``sigkit``, ``SIGKIT_BUGS=1``) and a physics one (``tests/physics``:
 ``simkit``, ``SIMKIT_BUGS=1``), whose bugs need structure a vector draft lacks: a batch of
 matrices, overlapping frames, a gradient that arrives permuted over merged dims, a module's

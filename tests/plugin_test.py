@@ -152,7 +152,7 @@ class Segfault(Function):
 def test_a_segfaulting_target_is_its_own_error_not_the_sessions_end(suite, xdist):
     """Cases run in worker processes, as `gradverify check` runs them: a Function that
     segfaults fails its own items, and the session, its other targets and its JUnit report go
-    on (issue 35)."""
+    on."""
     suite.makepyfile(crash=SEGFAULT)
     suite.path.joinpath("specs/crash.yaml").write_text(
         "target: crash:Segfault\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")

@@ -186,7 +186,7 @@ time.sleep(120)
 def test_a_group_sigint_reaches_a_recorded_script_once(tmp_path):
     """SIGINT to record's whole process group (a terminal's Ctrl-C, ``kill -INT -PGID``): the
     script gets it from the group and from record, which cannot tell without a terminal; it
-    raises one KeyboardInterrupt, and the traceback is the script's alone (issue 35)."""
+    raises one KeyboardInterrupt, and the traceback is the script's alone."""
     from hostile import GRADVERIFY, make_project
 
     if not GRADVERIFY:

@@ -1,4 +1,4 @@
-"""Strong specs (issue 34): ``init`` and ``record`` perturb the case they drafted where its values
+"""Strong specs: ``init`` and ``record`` perturb the case they drafted where its values
 hide a bug, and never write one on which forward is not finite. The strengthening loop is tested
 on its own with a scorer of numbers; each mechanism (all rays miss, all clamped, an empty mask, a
 weight of ones, a gain of one, self-loop edges, ``n_steps: 0``, forward 0/0) with a Function of
@@ -159,7 +159,7 @@ def passes(function: type, spec: dict[str, Any]) -> bool:
 
 def old_and_new(name: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """The case init drafted for strongzoo's ``NameBug`` before strengthening (as it was
-    written before issue 34), the spec it writes now, and what it said."""
+    written before strengthening), the spec it writes now, and what it said."""
     info = introspect(getattr(strongzoo, name + "Bug", getattr(strongzoo, name)))
     guesses, attempt = search(info, first_guesses(info))
     assert attempt.ok

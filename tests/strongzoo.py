@@ -1,4 +1,4 @@
-"""Functions whose bugs hide behind weak inputs (issue 34), each a correct class and a ``...Bug``
+"""Functions whose bugs hide behind weak inputs, each a correct class and a ``...Bug``
 subclass whose backward is wrong: rays that all miss, values that are all clamped, a mask that
 selects nothing, a weight (a gain) of one, self-loop edges that make forward 0/0, a loop whose
 count defaults to 0, and a forward that is 0/0 whatever its inputs."""

@@ -1,4 +1,4 @@
-"""torch's own test databases as a peer's test suite (issue 26): every OpInfo entry of
+"""torch's own test databases as a peer's test suite: every OpInfo entry of
 ``torch.testing._internal.autograd_function_db``, ``custom_op_db`` and ``hop_db`` has a spec
 under ``tests/torchdb/`` (its own sample inputs; ``dbtargets.py`` for the OpInfos whose op is a
 lambda and the samples that need structure). Each target's expected verdict is written down

@@ -1,4 +1,4 @@
-"""Triton kernels under Triton's interpreter (issue 39): the suite's own kernels
+"""Triton kernels under Triton's interpreter: the suite's own kernels
 (``tests/triton_zoo``), float32 inside whatever they are handed, get the right verdicts. Every
 correct one passes (no float64-only failure), every planted bug is caught by the error-baseline
 rule, the tile boundaries or the layout check, and what the interpreter cannot run is a note.

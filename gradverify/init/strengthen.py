@@ -1,4 +1,4 @@
-"""Strong specs (issue 34): the drafted case of ``init`` or ``record``, perturbed where its
+"""Strong specs: the drafted case of ``init`` or ``record``, perturbed where its
 values can hide a bug, keeping each change that a scorer finds stronger.
 
 A case whose inputs run can still prove nothing: rays that all miss and values that are all

@@ -74,7 +74,7 @@ class Pool:
         self.timeout = options.timeout
         # an import is no case: bounded by --timeout where one is given, never below a floor
         # that any import takes (a tiny --timeout times out cases, not imports)
-        self.import_deadline = max(options.timeout, IMPORT_FLOOR) if options.timeout_set \
+        self.import_deadline = max(options.timeout, IMPORT_FLOOR) if options.is_set("timeout") \
             else IMPORT_DEADLINE
         self.start_deadline = START_DEADLINE
         self.workers: list[Worker] = []

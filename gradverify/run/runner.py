@@ -78,7 +78,7 @@ def run(plan: Plan, options: RunOptions,
     else:
         with caches.in_this_process():  # its imports may import torch's compiler
             plan = resolve_deferred(plan)  # (verify() and the plugin resolve none here)
-        if options.timeout_set:
+        if options.is_set("timeout"):
             plan.notes.append(IN_PROCESS_TIMEOUT)
         tasks = plan_tasks(plan.jobs, options)
         cache: dict[int, Any] = {}

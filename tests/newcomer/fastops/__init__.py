@@ -1,4 +1,4 @@
-"""A newcomer's package of fused kernels (issue 28): 13 targets in 8 submodules, re-exported
+"""A newcomer's package of fused kernels: 13 targets in 8 submodules, re-exported
 here as a user's package does. FASTOPS_BUGS=1 plants five bugs, each seen only where a spec keeps
 the meaning of its values (a weight that is not ones, a sequence longer than its block, an 8-bit
 quantizer checked at 8 bits, fewer experts chosen than there are, more tokens than a chunk)."""
