@@ -22,10 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return record
     if name in ("Report", "VerificationFailed"):
-        import importlib
-
         from gradverify import results
 
-        importlib.import_module("gradverify.report.registry")  # registers raise_for_failures' text
         return getattr(results, name)
     raise AttributeError(f"module 'gradverify' has no attribute {name!r}")

@@ -74,12 +74,10 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     several threads run one after another (torch's settings and ``sys.stdout`` are the
     process's), each with its own right verdict.
     """
-    import importlib
-
     from gradverify import config, torchstate
+    from gradverify.report.registry import plain_text
     from gradverify.syspath import ensure_cwd_on_path
 
-    importlib.import_module("gradverify.report.registry")  # registers raise_for_failures' text
     _check_spec_type(spec)
     loaded = config.load()
     options = RunOptions.from_config(
@@ -88,7 +86,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
         rtol=rtol, eps=eps, mutate=mutate, compose=compose)
     with torchstate.isolated():  # one call at a time: threads wait their turn
         ensure_cwd_on_path()
-        return _verify(function, spec, options, loaded, init_args)
+        return plain_text(_verify(function, spec, options, loaded, init_args))
 
 
 def _names(value: Any, argument: str) -> tuple[str, ...] | None:

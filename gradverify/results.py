@@ -1,8 +1,8 @@
 """The data model of a run, below the checks and the renderers: statuses, findings, the results
 of checks and cases, and the report with the one place that turns them into an exit code
 (``Report.exit_code``). Frozen dataclasses that the formatters render and never change; the
-report does not render itself (``raise_for_failures`` takes its text from the renderer that
-``gradverify.report.registry`` registers when imported).
+report does not render itself (``raise_for_failures`` takes its text from the renderer the
+API gives it: ``Report.text``).
 """
 from __future__ import annotations
 
@@ -341,6 +341,9 @@ class Report:
     mutants: tuple[MutationScore, ...] = ()
     """With ``--mutate``: each target's mutation score, per spec; never changes the exit
     code (a measure of the spec, not a defect of the target)."""
+    text: Callable[[Report], str] | None = field(default=None, compare=False, repr=False)
+    """The plain renderer, given by the API that returns the report (``verify()``): the
+    message of ``raise_for_failures``. The model imports no renderer."""
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status}
@@ -375,25 +378,15 @@ class Report:
     def raise_for_failures(self) -> None:
         """Raise ``VerificationFailed`` (an AssertionError) with the plain report if not ok."""
         if not self.ok:
-            raise VerificationFailed(_render(self))
+            raise VerificationFailed(self.text(self) if self.text else _failed_rows(self))
 
 
 class VerificationFailed(AssertionError):
     """Raised by ``Report.raise_for_failures``; its message is the plain-text report."""
 
 
-_RENDERER: list[Callable[[Report], str]] = []
-"""The plain-text renderer, set by ``gradverify.report.registry`` (above this model): the
-report never imports a renderer."""
-
-
-def set_text_renderer(render: Callable[[Report], str]) -> None:
-    _RENDERER[:] = [render]
-
-
-def _render(report: Report) -> str:
-    if _RENDERER:
-        return _RENDERER[0](report)
+def _failed_rows(report: Report) -> str:
+    """What failed, one line each: the message of a report built without a renderer."""
     return "\n".join(f"{case.target} :: {case.case}: {check.name} {check.status.value}"
                      for case in report.results for check in case.rows
                      if check.status in (Status.FAIL, Status.ERROR)) + \

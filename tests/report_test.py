@@ -57,11 +57,15 @@ def test_summary_line_reads_like_pytest():
     assert summary_line(_report()).plain() == "no checks ran in 1.50s"
 
 
-def test_raise_for_failures_is_an_assertion_with_the_report():
-    report = _report(Status.FAIL)
+def test_raise_for_failures_is_an_assertion_with_the_report_the_api_gave_its_text():
+    from gradverify.report.registry import plain_text
+
     with pytest.raises(AssertionError, match="1 failed"):
-        report.raise_for_failures()
-    _report(Status.PASS).raise_for_failures()
+        plain_text(_report(Status.FAIL)).raise_for_failures()
+    plain_text(_report(Status.PASS)).raise_for_failures()
+    with pytest.raises(AssertionError) as bare:  # the model alone: its failing rows
+        _report(Status.FAIL).raise_for_failures()
+    assert str(bare.value) == "m:F :: case: c0 fail"
 
 
 def _mask(text: str) -> str:

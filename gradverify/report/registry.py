@@ -1,13 +1,15 @@
 """Each report format's renderer, by the name ``--format`` takes (``formats.FORMATS``; a test
 keeps the two equal); each meets ``interface.Renderer`` and renders the report made ``safe``
-first (every text bounded, lone surrogates escaped). Importing it registers the plain
-renderer as the text of ``Report.raise_for_failures``."""
+first (every text bounded, lone surrogates escaped). ``plain_text`` is what the API gives a
+report as the text of ``Report.raise_for_failures``."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gradverify.report import console, github, html, jsonfmt, junit, markdown
 from gradverify.report.interface import Renderer, Verbosity
 from gradverify.report.safe import safe
-from gradverify.results import Report, set_text_renderer
+from gradverify.results import Report
 
 
 class _Safe:
@@ -35,6 +37,9 @@ _FORMATS: dict[str, Renderer] = {
 }
 RENDERERS: dict[str, Renderer] = {name: _Safe(renderer) for name, renderer in _FORMATS.items()}
 
-__all__ = ["RENDERERS", "Renderer", "Verbosity"]
+__all__ = ["RENDERERS", "Renderer", "Verbosity", "plain_text"]
 
-set_text_renderer(RENDERERS["plain"].render)
+
+def plain_text(report: Report) -> Report:
+    """``report`` with the plain renderer as its ``raise_for_failures`` text."""
+    return replace(report, text=RENDERERS["plain"].render)
