@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Option:
+class CheckOption:
     """A per-check option settable under a spec's ``checks:``."""
 
     name: str
@@ -75,7 +75,7 @@ class Check(abc.ABC):
     """One line: what the check verifies."""
     codes: ClassVar[tuple[Code, ...]] = ()
     """The codes it reports, documented; the registry collects them."""
-    options: ClassVar[tuple[Option, ...]] = ()
+    options: ClassVar[tuple[CheckOption, ...]] = ()
     """Options settable under ``checks:`` in a spec or ``[tool.gradverify]``."""
     traits: ClassVar[frozenset[Trait]] = frozenset({Trait.CALLS_BACKWARD})
     """What the check does with a case; the schedule decides from these."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
 from gradverify.checks import _compiled
-from gradverify.checks.base import Check, Option, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity, Status
 from gradverify.targets.model import Formula
@@ -82,9 +82,9 @@ class CompileCheck(Check):
     composition = True
     summary = "under torch.compile (aot_eager and inductor) it matches eager"
     codes = CODES
-    options = (Option("inductor", bool, "also compile with the inductor backend (default true; "
-                      "false saves its C++ compilation: seconds per target, more on a cold "
-                      "cache)"),)
+    options = (CheckOption("inductor", bool, "also compile with the inductor backend (default "
+                           "true; false saves its C++ compilation: seconds per target, more on "
+                           "a cold cache)"),)
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
 
     def run(self, ctx: CheckContext) -> Outcome:

@@ -21,7 +21,7 @@ from gradverify.checks._modes import (
     SMALLEST_SLOW_MAX_ENTRIES,
     resolve_mode,
 )
-from gradverify.checks.base import Check, Option, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import CheckResult, Evidence, Finding, Severity
 from gradverify.targets.model import Schema
@@ -106,8 +106,8 @@ class GradcheckCheck(Check):
         ("GV121", "not multiplied by the incoming gradient"): ("GV142", "GV144")})
     """A backward that ignores its incoming gradient also detaches it for double backward:
     one root cause, said once."""
-    options = (Option("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
-                      "override it)", MODES),)
+    options = (CheckOption("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
+                           "override it)", MODES),)
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
         """GV129/GV130 when the cases leave an input's gradient unexercised or an input

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES, resolve_mode
-from gradverify.checks.base import Check, Option, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Evidence, Finding, Severity
 
@@ -97,8 +97,8 @@ class GradgradcheckCheck(Check):
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS,
                         Trait.SECOND_ORDER})
-    options = (Option("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
-                      "override it)", MODES),)
+    options = (CheckOption("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
+                           "override it)", MODES),)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Option, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 
@@ -67,7 +67,7 @@ class PrecisionCheck(Check):
     summary = "the working dtype stays finite and close to float64"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
-    options = (Option("dtype", str, "working dtype to check (default: the spec's)", DTYPES),)
+    options = (CheckOption("dtype", str, "working dtype to check (default: the spec's)", DTYPES),)
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch

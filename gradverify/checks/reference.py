@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Option, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 
@@ -45,9 +45,9 @@ class ReferenceCheck(Check):
     needs_reference = True
     """Selected only for specs that name a reference."""
     judges_in_working_dtype = True
-    options = (Option("seeds", int, "seeds the error-baseline rule runs on (default 3)"),
-               Option("k", float, "how many times the reference's own error in the low "
-                                   "dtype the target may be off (default 2)"))
+    options = (CheckOption("seeds", int, "seeds the error-baseline rule runs on (default 3)"),
+               CheckOption("k", float, "how many times the reference's own error in the low "
+                                       "dtype the target may be off (default 2)"))
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _baseline as rule

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Option, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
@@ -51,9 +51,9 @@ class TilesCheck(Check):
     summary = "a tiled Triton kernel is right at the sizes around each tile"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
-    options = (Option("max_size", int, "largest size tried (default 4096)"),
-               Option("dim", str, "the named dim to vary (default: the one the last axis of "
-                                  "the first differentiable input names)"))
+    options = (CheckOption("max_size", int, "largest size tried (default 4096)"),
+               CheckOption("dim", str, "the named dim to vary (default: the one the last axis "
+                                       "of the first differentiable input names)"))
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.targets import triton_launches as _triton

@@ -11,7 +11,7 @@ from gradverify.spec.yamlio import Reader, join_key, kind_of
 from gradverify.specmodel import TOLERANCE_KEYS, CheckSetting, Tolerance
 
 if TYPE_CHECKING:
-    from gradverify.checks.base import Option
+    from gradverify.checks.base import CheckOption
 
 
 class SettingsReader(Reader):
@@ -57,7 +57,7 @@ class SettingsReader(Reader):
             result[name] = CheckSetting(enabled=enabled, options=parsed)
         return result
 
-    def option(self, option: Option, value: Any, line: int | None, key: str) -> Any:
+    def option(self, option: CheckOption, value: Any, line: int | None, key: str) -> Any:
         """The value of a check's option under ``checks:``."""
         if option.choices is not None:
             return self.choice(value, option.choices, line, key)
