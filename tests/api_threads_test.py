@@ -10,21 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GRADVERIFY, SIGN_BUG, make_project
+from hostile import SIGN_BUG, make_project, needs_command
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real threads in a fresh interpreter")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real threads in a fresh interpreter")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 THREADS = """

@@ -15,21 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GOOD, GRADVERIFY, NO_ROOT, digest, gv, make_project
+from hostile import GOOD, NO_ROOT, digest, gv, make_project, needs_command
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real links, devices and permissions")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real links, devices and permissions")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 def test_a_report_is_never_written_over_a_file_the_run_reads(project):

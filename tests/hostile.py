@@ -10,9 +10,22 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import functions
 
 GRADVERIFY = shutil.which("gradverify") or ""
+needs_command = pytest.mark.skipif(not GRADVERIFY,
+                                   reason="the gradverify command is not installed")
+"""``pytestmark`` of the tests that run the installed ``gradverify`` command."""
+
+
+def require_command() -> None:
+    """Skip the calling test where the ``gradverify`` command is not installed."""
+    if not GRADVERIFY:
+        pytest.skip("the gradverify command is not installed")
+
+
 GOOD = functions.module(functions.square("Good"))
 SIGN_BUG = functions.module(functions.square("SignBug", gradient="-2 * x * grad"))
 GOOD_SPEC = "target: good:Good\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n"

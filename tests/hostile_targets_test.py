@@ -12,21 +12,16 @@ from pathlib import Path
 import pytest
 
 import functions
-from hostile import GOOD, GRADVERIFY, SIGN_BUG, gv, make_project, unwrap
+from hostile import GOOD, SIGN_BUG, gv, make_project, needs_command, unwrap
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real processes")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real processes")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 def test_a_module_that_stubs_gradcheck_cannot_pass_another_target(project):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GRADVERIFY, gv
+from hostile import gv, needs_command
 
 NOISY = '''
 import os
@@ -35,10 +35,7 @@ class Noisy(Function):
 RAW = ("\x1b", "\x07", "\x9b", "\x9d")
 
 
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
+pytestmark = needs_command
 
 
 @pytest.fixture

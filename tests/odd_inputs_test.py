@@ -11,13 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GOOD, GRADVERIFY, gv, make_project, unwrap
+from hostile import GOOD, gv, make_project, needs_command, unwrap
 
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
+pytestmark = needs_command
 
 
 @pytest.fixture

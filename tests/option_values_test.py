@@ -8,13 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GRADVERIFY, SIGN_BUG, digest, gv, make_project, unwrap
+from hostile import SIGN_BUG, digest, gv, make_project, needs_command, unwrap
 
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
+pytestmark = needs_command
 
 
 @pytest.fixture

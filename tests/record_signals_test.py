@@ -14,21 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GRADVERIFY, make_project, marked_processes
+from hostile import GRADVERIFY, make_project, marked_processes, needs_command
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real signals and /proc")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real signals and /proc")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 LONGRUN = """

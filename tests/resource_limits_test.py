@@ -13,21 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GRADVERIFY, gv, make_project, unwrap
+from hostile import GRADVERIFY, gv, make_project, needs_command, unwrap
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real rlimits (prlimit)")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real rlimits (prlimit)")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 def _laughs(depth: int) -> str:

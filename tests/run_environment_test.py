@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gradverify import verify
-from hostile import GOOD, GRADVERIFY, gv, make_project, unwrap
+from hostile import GOOD, GRADVERIFY, gv, make_project, require_command, unwrap
 
 
 @pytest.fixture
@@ -22,14 +22,9 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
 
 
-def _installed() -> None:
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a deleted cwd as Linux has it")
 def test_a_deleted_working_directory_is_a_clear_error_not_a_bug(tmp_path):
-    _installed()
+    require_command()
     gone = tmp_path / "gone"
     gone.mkdir()
     # the script beside this interpreter: a shim (pyenv) cannot start from a deleted directory
@@ -45,7 +40,7 @@ def test_a_deleted_working_directory_is_a_clear_error_not_a_bug(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX locale as Linux has it")
 def test_a_non_ascii_target_under_a_posix_locale(project):
-    _installed()
+    require_command()
     (project / "ünï.py").write_text(GOOD.replace("class Good", "class Café"), encoding="utf-8")
     env = {"LC_ALL": "POSIX", "LANG": "", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     for target in ("ünï.py:Café", "ünï:Café"):
@@ -60,7 +55,7 @@ def test_a_non_ascii_target_under_a_posix_locale(project):
 
 
 def test_a_tiny_timeout_is_a_case_timeout_not_an_import_problem(project):
-    _installed()
+    require_command()
     result = gv(project, "check", "good:Good", "--timeout", "1e-9")
     assert result.returncode == 1, result.stdout
     assert "GV009" in result.stdout and "GV003" not in result.stdout
@@ -122,7 +117,7 @@ def test_non_ascii_folders_and_settings_under_a_posix_locale(project):
     """init writes its spec (a name Python read as surrogates is written back as its UTF-8
     bytes: once exit 4), and pyproject's folders are looked for as the file system names them
     (once: nothing selected)."""
-    _installed()
+    require_command()
     (project / "good.py").write_text(GOOD, encoding="utf-8")
     (project / "pyproject.toml").write_text('[tool.gradverify]\nspecs = ["spécs"]\n',
                                              encoding="utf-8")
@@ -142,7 +137,7 @@ def test_a_spec_naming_a_non_ascii_module_under_a_posix_locale_is_no_bug(project
     """The spec's ``ünï`` is text Python cannot give the file system in an ASCII locale:
     looking for its file to guard it from the report crashed (exit 4). Python cannot import it
     there either: the target's import error, exit 3."""
-    _installed()
+    require_command()
     (project / "ünï.py").write_text(GOOD.replace("class Good", "class Café"), encoding="utf-8")
     (project / "u.yaml").write_text(
         "target: ünï:Café\ncases:\n  - name: v\n    args: {x: {shape: [3]}}\n",

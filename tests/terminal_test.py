@@ -15,21 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GOOD, GRADVERIFY, SIGN_BUG, gv, make_project
+from hostile import GOOD, GRADVERIFY, SIGN_BUG, gv, make_project, needs_command
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real file descriptors and a shell")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real file descriptors and a shell")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 def shell(cwd: Path, line: str, env: dict[str, str] | None = None

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hostile import GRADVERIFY, digest, gv, make_project
+from hostile import GRADVERIFY, digest, gv, make_project, needs_command
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="core dumps and rlimits as Linux has them")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="core dumps and rlimits as Linux has them")]
 
 SEGFAULT = """
 import ctypes
@@ -32,12 +33,6 @@ class Segfault(Function):
         ctypes.string_at(0)
         return grad
 """
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 @pytest.fixture

@@ -13,21 +13,16 @@ from pathlib import Path
 import pytest
 
 import functions
-from hostile import GOOD, GRADVERIFY, NO_ROOT, gv, make_project, unwrap
+from hostile import GOOD, NO_ROOT, gv, make_project, needs_command, unwrap
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real permissions and paths")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real permissions and paths")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 def test_yaml_merge_keys_and_unicode_names(project):

@@ -17,21 +17,16 @@ from pathlib import Path
 import pytest
 
 import functions
-from hostile import GRADVERIFY, gv, make_project, processes_in, unwrap
+from hostile import gv, make_project, needs_command, processes_in, unwrap
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="real processes and /proc")
+pytestmark = [needs_command,
+              pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="real processes and /proc")]
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path)
-
-
-@pytest.fixture(autouse=True)
-def _installed():
-    if not GRADVERIFY:
-        pytest.skip("the gradverify command is not installed")
 
 
 def python_path(*folders: Path) -> dict[str, str]:
