@@ -5,6 +5,7 @@ registry collects them all for ``gradverify explain``. Codes are never renumbere
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 RANGES: dict[str, str | None] = {
@@ -22,6 +23,49 @@ RANGES: dict[str, str | None] = {
 own (None). A new check takes a free block."""
 
 
+class Symptom(enum.Enum):
+    """What a finding reports besides its own defect, which another check's finding can cause:
+    the consequence rules (``checks.base.Consequence``) reach findings by symptom, never by
+    another check's codes. A code declares the symptoms its findings always report
+    (``Code.reports``)."""
+
+    DETACHED = "double backward finds backward's result cut from the incoming gradient"
+    """A backward that ignores its incoming gradient (gradcheck's GV121) detaches it too."""
+    RUNS_DIFFER = "two runs of backward on the same inputs differ"
+    """What a nondeterministic backward (determinism's GV241) makes every comparison of runs
+    report."""
+    ASSUMES_GRADIENT = "premised on backward returning each input's true gradient"
+    """Wrong by its premise where the spec declares that backward is not the gradient."""
+    REFUSED_WRITE = "autograd refused an in-place write"
+    """The version-counter error and its kin, raised by a later backward after a write into
+    a saved tensor or the incoming gradient (mutation's GV222, GV223). Any code can report it:
+    it is read from torch's own words in the finding (``refuses_write``)."""
+
+
+_REFUSALS = (
+    "modified by an inplace operation",
+    # a view created inside a custom Function (or an input returned as-is), or one created in
+    # no_grad or inference mode (a kernel's x.reshape(-1, n) saved for backward), whose base
+    # was changed in place: "...its base or another view of its base has been modified
+    # inplace with grad mode enabled" / "... in normal mode", raised at the op or in backward
+    "its base or another view of its base has been modified inplace",
+    "is a view and is being modified inplace",
+    "a view of a leaf Variable that requires grad is being used in an in-place operation",
+    "a leaf Variable that requires grad is being used in an in-place operation",
+    "unsafe_view",
+    # a view made under no_grad or inference mode, or one of several views, changed in place
+    "is being modified inplace",
+    "output views to be modified inplace",
+    "Inplace update to inference tensor outside InferenceMode",
+)
+"""autograd's words for refusing an in-place change (at the op or at backward)."""
+
+
+def refuses_write(text: str) -> bool:
+    """A message that carries one of autograd's in-place refusals (``Symptom.REFUSED_WRITE``)."""
+    return any(words in text for words in _REFUSALS)
+
+
 @dataclass(frozen=True)
 class Code:
     code: str
@@ -33,6 +77,8 @@ class Code:
     fix: str = ""
     check: str | None = None
     """The check that reports it; set by the registry, which collects every check's codes."""
+    reports: frozenset[Symptom] = frozenset()
+    """The symptoms every finding of this code reports (``Symptom``)."""
 
 
 GENERAL = (

@@ -6,6 +6,7 @@ import textwrap
 from gradverify.codes import Code
 from gradverify.errors import UsageError, did_you_mean
 from gradverify.registry import BY_NAME, CODES, REGISTRY
+from gradverify.run import consequences
 
 
 def _wrap(text: str) -> str:
@@ -43,7 +44,7 @@ def explain_check(name: str) -> str:
              _wrap(check.summary)]
     if doc:
         parts += ["", _doc(doc)]
-    blockers = [other for other, c in REGISTRY.items() if c.blocks & check.traits]
+    blockers = consequences.blockers(check)
     if blockers:
         parts += ["", f"  Skipped when {', '.join(blockers)} failed."]
     if check.options:

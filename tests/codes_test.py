@@ -84,14 +84,27 @@ def test_check_modules_do_not_import_torch_at_import_time():
 
 
 def test_check_declarations_are_consistent():
-    from gradverify.checks.base import Trait
+    from gradverify.checks.base import Effect, Trait
 
     for name, check in REGISTRY.items():
-        assert set(check.traits) <= set(Trait) and set(check.blocks) <= set(Trait), name
-        assert set(check.invalidates) <= set(CODES), name
-        assert all(traits and traits <= set(Trait) for traits in check.invalidates.values())
-        assert {code for code, _ in check.explains} <= set(CODES), name
-        assert {c for later in check.explains.values() for c in later} <= set(CODES), name
+        own = {code.code for code in check.codes}
+        assert set(check.traits) <= set(Trait), name
+        for rule in check.consequences:  # a rule's cause is a code of its own check's
+            assert rule.codes <= own, (name, rule)
+            assert rule.reaches <= set(Trait), (name, rule)
+            assert not (rule.declared and rule.codes), (name, rule)
+            if rule.effect is Effect.SKIPS:  # what a skip reaches is said by trait
+                assert rule.reaches and rule.symptom is None, (name, rule)
+
+
+def test_every_symptom_is_reported_by_a_code_or_read_from_torch_and_reached_by_a_rule():
+    from gradverify.checks.base import Effect
+    from gradverify.codes import Symptom
+
+    reported = {s for code in CODES.values() for s in code.reports} | {Symptom.REFUSED_WRITE}
+    reached = {rule.symptom for check in REGISTRY.values() for rule in check.consequences
+               if rule.effect is Effect.MARKS}
+    assert reported == set(Symptom) == reached - {None}
 
 
 def test_every_format_has_a_renderer():

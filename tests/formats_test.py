@@ -187,9 +187,9 @@ def test_json_dumps_every_field_of_the_data_model():
     assert fields[ErrorEntry] <= set(dumped["errors"][0])
     assert fields[ReportSettings] <= set(dumped["settings"])
     # the report's own fields: settings, results, errors and notes as such; its duration in the
-    # summary, its versions at the top
+    # summary, its versions at the top (``text`` is how raise_for_failures renders it, no data)
     assert {f.name for f in dataclasses.fields(Report)} == {
-        "settings", "results", "errors", "notes", "duration_s", "versions", "mutants"}
+        "settings", "results", "errors", "notes", "duration_s", "versions", "mutants", "text"}
     # the mutation score (--mutate): as the issue gives it, a place as {"file", "line"}
     mutants = dumped["mutants"][0]
     assert {f.name for f in dataclasses.fields(MutationScore)} <= set(mutants)

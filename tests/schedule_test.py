@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gradverify.checks.base import REFUSES_FLOAT64, Trait
-from gradverify.registry import REGISTRY
+from gradverify.registry import CODES, REGISTRY
 from gradverify.results import CheckResult, Finding, Severity, Status
-from gradverify.run import schedule
+from gradverify.run import consequences, schedule
 from gradverify.targets.model import Capability
 
 CHECKS = Path(__file__).resolve().parents[1] / "gradverify" / "checks"
@@ -94,7 +94,7 @@ def test_an_earlier_finding_explains_a_later_one_on_the_same_input():
     later = [Finding("GV144", Severity.ERROR, "detached", input="x"),
              Finding("GV144", Severity.ERROR, "detached", input="y"),
              Finding("GV141", Severity.ERROR, "wrong", input="x")]
-    marked = schedule.explained(later, {"gradcheck": first})
+    marked = consequences.marked(REGISTRY["gradgradcheck"], later, {"gradcheck": first})
     assert [f.consequence_of for f in marked] == ["GV121 (gradcheck)", None, None]
 
 
@@ -134,8 +134,9 @@ NOT_CHECK_NAMES = {
 
 @pytest.mark.parametrize("path", sorted(CHECKS.glob("*.py")), ids=lambda p: p.name)
 def test_no_check_module_names_another_check(path):
-    """Checks relate through traits (``Check.traits``, ``blocks``, ``invalidates``,
-    ``explains``), never by name: a new check is its module, its registry line and tests."""
+    """Checks relate through traits (``Check.traits``, reached by ``Check.consequences``) and
+    symptoms (``Code.reports``), never by name or by another check's codes: a new check is its
+    module, its registry line and tests."""
     tree = ast.parse(path.read_text())
     own = {n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
            and any(isinstance(t, ast.Name) and t.id == "name" for t in n.targets)
@@ -143,6 +144,10 @@ def test_no_check_module_names_another_check(path):
     named = {(path.name, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
              and n.value in REGISTRY and n.value not in own}
     assert named <= NOT_CHECK_NAMES.keys(), sorted(named - NOT_CHECK_NAMES.keys())
+    owner = {code: c.check for code, c in CODES.items()}
+    others = sorted(n.value for n in ast.walk(tree) if own and isinstance(n, ast.Constant)
+                    and isinstance(n.value, str) and owner.get(n.value) not in (None, *own))
+    assert others == [], f"{path.name} names other checks' codes"  # (helpers make any check's)
     for node in ast.walk(tree):  # and no reading of another check's row by name
         if isinstance(node, ast.Attribute) and node.attr == "results":
             pytest.fail(f"{path.name}:{node.lineno} reads ctx.results; ask ctx.verdict(trait)")

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from gradverify.codes import refuses_write
+
 SPARSE_LAYOUTS = frozenset({torch.sparse_coo, torch.sparse_csr, torch.sparse_csc,
                             torch.sparse_bsr, torch.sparse_bsc})
 
@@ -254,35 +256,12 @@ def modify_in_place(t: torch.Tensor) -> None:
             t.add_(1)
 
 
-_PROTECTION = (
-    "modified by an inplace operation",
-    # a view created inside a custom Function (or an input returned as-is), or one created in
-    # no_grad or inference mode (a kernel's x.reshape(-1, n) saved for backward), whose base
-    # was changed in place: "...its base or another view of its base has been modified
-    # inplace with grad mode enabled" / "... in normal mode", raised at the op or in backward
-    "its base or another view of its base has been modified inplace",
-    "is a view and is being modified inplace",
-    "a view of a leaf Variable that requires grad is being used in an in-place operation",
-    "a leaf Variable that requires grad is being used in an in-place operation",
-    "unsafe_view",
-    # a view made under no_grad or inference mode, or one of several views, changed in place
-    "is being modified inplace",
-    "output views to be modified inplace",
-    "Inplace update to inference tensor outside InferenceMode",
-)
-
-
 def is_protection(exc: BaseException) -> bool:
     """autograd refused an in-place change (at the op or at backward): the version-counter
     error, the view+inplace errors (a view of a custom Function's output, one made in no_grad
     or inference mode, one of several views), the leaf errors. That is protection, not a
     defect."""
-    return isinstance(exc, RuntimeError) and is_protection_text(str(exc))
-
-
-def is_protection_text(text: str) -> bool:
-    """A message that carries one of autograd's in-place refusals."""
-    return any(p in text for p in _PROTECTION)
+    return isinstance(exc, RuntimeError) and refuses_write(str(exc))
 
 
 def noncontiguous(t: torch.Tensor, how: str) -> torch.Tensor | None:

@@ -16,7 +16,7 @@ from gradverify.results import CheckResult, Finding, Severity, Status
 
 if TYPE_CHECKING:
     from gradverify.case.context import CheckContext
-    from gradverify.codes import Code
+    from gradverify.codes import Code, Symptom
     from gradverify.targets import Capability, Target
 
 
@@ -31,10 +31,9 @@ class CheckOption:
 
 
 class Trait(enum.Enum):
-    """What a check does with a case, declared by the check (``Check.traits``). The schedule
-    (``gradverify.run.schedule``) reads them: a finding of an earlier check invalidates
-    traits (``Check.invalidates``), and a failed check blocks them (``Check.blocks``), so no
-    check names another."""
+    """What a check does with a case, declared by the check (``Check.traits``). The
+    consequence rules (``Check.consequences``) reach checks by trait, so no check names
+    another."""
 
     CALLS_BACKWARD = "calls backward"
     """Needs a backward whose result autograd accepts."""
@@ -48,9 +47,48 @@ class Trait(enum.Enum):
     SECOND_ORDER = "differentiates backward itself"
     JUDGES_GRADIENT = "compares backward's result with the true derivative"
     """A spec that declares such a check an expected failure declares that backward is not
-    the gradient (``Check.assumes_gradient``)."""
+    the gradient (``Consequence.declared``)."""
     ONCE_PER_TARGET = "reads the class, once per target"
     """Runs on a target's first case only, and even when forward raises."""
+
+
+class Effect(enum.Enum):
+    """What a consequence rule does to what it reaches."""
+
+    SKIPS = "skips"
+    """The checks it reaches do not run: each row says "skipped", pointing at the cause."""
+    MARKS = "marks"
+    """The warnings and errors it reaches are marked as consequences of the cause
+    (``Finding.consequence_of``): the root cause is said once, with its own advice."""
+
+
+@dataclass(frozen=True)
+class Consequence:
+    """One consequence rule of the check that declares it: which of its results (a finding of
+    ``codes``, the check failing, or the spec declaring it an expected failure) make which
+    other results (the checks with a trait of ``reaches``, the findings that report
+    ``symptom``) follow from it. ``gradverify.run.consequences`` applies every rule; a rule
+    names no other check and none of its codes."""
+
+    effect: Effect
+    codes: frozenset[str] = frozenset()
+    """The declaring check's codes whose finding is the cause; empty: the check ending FAIL,
+    ERROR or XFAIL (a backward result autograd rejects), unless ``declared``."""
+    reaches: frozenset[Trait] = frozenset()
+    """The checks it reaches, by what they do; empty: every check."""
+    pattern: str | None = None
+    """Only a cause finding whose Jacobian shows this pattern (``_jacobian.HINTS``' key)."""
+    symptom: Symptom | None = None
+    """Only the findings that report this (``codes.Symptom``); None: every warning and error."""
+    same_input: bool = False
+    """Only the findings about the cause's input."""
+    earlier_too: bool = False
+    """Reaches the checks that ran before the cause as well as after it, applied once the
+    case has ended: a write into the Function's own tensors corrupts every call on them."""
+    declared: bool = False
+    """The cause is the spec declaring the check an expected failure (its XFAIL row with a
+    reason): the findings reached say so, and a row of nothing else is an expected failure
+    too."""
 
 
 REFUSES_FLOAT64 = "refuses_float64"
@@ -79,30 +117,9 @@ class Check(abc.ABC):
     """Options settable under ``checks:`` in a spec or ``[tool.gradverify]``."""
     traits: ClassVar[frozenset[Trait]] = frozenset({Trait.CALLS_BACKWARD})
     """What the check does with a case; the schedule decides from these."""
-    blocks: ClassVar[frozenset[Trait]] = frozenset()
-    """Traits of the checks that cannot run once this one failed (expectedly or not): a
-    backward result autograd rejects blocks every check that calls backward."""
-    invalidates: ClassVar[Mapping[str, frozenset[Trait]]] = MappingProxyType({})
-    """Code -> traits of the later checks whose results would be consequences of that
-    finding: they are skipped, pointing at it."""
-    explains: ClassVar[Mapping[tuple[str, str | None], tuple[str, ...]]] = MappingProxyType({})
-    """(code, the finding's ``data["pattern"]`` or None) -> codes of later checks' findings on
-    the same input that follow from it: marked as its consequence, the root said once."""
-    explains_protection: ClassVar[tuple[str, ...]] = ()
-    """Codes whose defect makes autograd refuse a later backward (the version-counter error):
-    another check's finding that reports that refusal, in the same case, is marked as its
-    consequence (each root cause reported once)."""
-    explains_reruns: ClassVar[Mapping[str, frozenset[Trait]]] = MappingProxyType({})
-    """Code -> traits of the checks, run before it or after, whose warnings and errors in the
-    same case follow from that finding: a write into the inputs, a saved tensor or the
-    incoming gradient changes what every later call on those tensors computes (a raw kernel
-    write goes past autograd's version check), so each such check would blame something
-    else. Marked as its consequence, the root said once."""
-    assumes_gradient: ClassVar[tuple[str, ...]] = ()
-    """Codes whose premise is that backward returns each input's true gradient: where a check
-    that judges the gradient (``Trait.JUDGES_GRADIENT``) is declared an expected failure and
-    names the same input, such a finding is a consequence of that declaration, and a row of
-    nothing else an expected failure too."""
+    consequences: ClassVar[tuple[Consequence, ...]] = ()
+    """What its results make consequences of them (``Consequence``): the checks skipped, the
+    findings marked."""
     needs_reference: ClassVar[bool] = False
     """Runs only when the spec names a ``reference:``."""
     judges_in_working_dtype: ClassVar[bool] = False

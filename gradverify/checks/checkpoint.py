@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.codes import Code, Symptom
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
 
@@ -33,7 +33,8 @@ CODES = (
          "eager: the recomputed forward saved other values than the first.",
          "def forward(ctx, x):\n    _CALLS[0] += 1\n    ctx.save_for_backward(x * _CALLS[0])",
          "Make forward a function of its inputs only: no state that changes between calls "
-         "(counters, caches filled on the first call, a random generator of its own)."),
+         "(counters, caches filled on the first call, a random generator of its own).",
+         reports=frozenset({Symptom.RUNS_DIFFER})),
     Code("GV392", "checkpoint-raised",
          "Under torch.utils.checkpoint (non-reentrant), forward or backward raises where "
          "eager runs.",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability, Formula
@@ -110,7 +110,7 @@ class ContractCheck(Check):
     summary = "backward returns what autograd expects: count, types, shapes, dtypes, devices"
     codes = CODES
     traits = frozenset({Trait.DIFFERENTIATES})
-    blocks = frozenset({Trait.CALLS_BACKWARD})
+    consequences = (Consequence(Effect.SKIPS, reaches=frozenset({Trait.CALLS_BACKWARD})),)
     """A backward result autograd rejects: no check that calls backward can run."""
 
     def run(self, ctx: CheckContext) -> Outcome:

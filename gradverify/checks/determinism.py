@@ -6,11 +6,10 @@ memory (``torch.empty``) shows. Differences beyond ``tolerance.nondet_tol`` fail
 """
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
+from gradverify.codes import Code, Symptom
 from gradverify.results import Finding, Severity
 
 if TYPE_CHECKING:
@@ -33,7 +32,8 @@ class DeterminismCheck(Check):
     summary = "repeated forward/backward passes give identical gradients"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.COMPARES_RUNS})
-    explains = MappingProxyType({("GV241", None): ("GV391", "GV271")})
+    consequences = (Consequence(Effect.MARKS, frozenset({"GV241"}), symptom=Symptom.RUNS_DIFFER,
+                                same_input=True),)
     """A nondeterministic backward also differs between the runs that checkpoint and
     saved_hooks compare: said once, here."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks import _strength as strength
@@ -21,8 +20,8 @@ from gradverify.checks._modes import (
     SMALLEST_SLOW_MAX_ENTRIES,
     resolve_mode,
 )
-from gradverify.checks.base import Check, CheckOption, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.checks.base import Check, CheckOption, Consequence, Effect, Outcome, Trait
+from gradverify.codes import Code, Symptom
 from gradverify.results import CheckResult, Evidence, Finding, Severity
 from gradverify.targets.model import Schema
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from gradverify.checks._jacobian import Block
     from gradverify.checks._probes import Nonlinear
 
+IGNORES_INCOMING = "not multiplied by the incoming gradient"  # a pattern of gradcheck's GV121
 
 CODES = (
     Code("GV121", "jacobian-mismatch",
@@ -100,12 +100,13 @@ class GradcheckCheck(Check):
     summary = "first-order gradients match finite differences (float64), linear in grad_output"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.JUDGES_GRADIENT})
-    invalidates = MappingProxyType({"GV122": frozenset({Trait.SECOND_ORDER})})
-    """Inputs on a non-differentiable point: no second derivative to compare there."""
-    explains = MappingProxyType({
-        ("GV121", "not multiplied by the incoming gradient"): ("GV142", "GV144")})
-    """A backward that ignores its incoming gradient also detaches it for double backward:
-    one root cause, said once."""
+    consequences = (  # no second derivative on a non-differentiable point; a backward that
+        # ignores its incoming gradient detaches it too; a spec saying backward is not the
+        # gradient explains what assumes it is
+        Consequence(Effect.SKIPS, frozenset({"GV122"}), frozenset({Trait.SECOND_ORDER})),
+        Consequence(Effect.MARKS, frozenset({"GV121"}), pattern=IGNORES_INCOMING,
+                    symptom=Symptom.DETACHED, same_input=True),
+        Consequence(Effect.MARKS, symptom=Symptom.ASSUMES_GRADIENT, same_input=True, declared=True))
     options = (CheckOption("mode", str, "auto, slow or fast (over `mode =`; --fast/--slow "
                            "override it)", MODES),)
 
@@ -280,7 +281,7 @@ class GradcheckCheck(Check):
                 continue
             if block.input in by_input:
                 kind = by_input[block.input].kind
-                block.pattern = ("not multiplied by the incoming gradient"
+                block.pattern = (IGNORES_INCOMING
                                  if "does not depend" in kind or "does not scale" in kind
                                  else f"not linear in the incoming gradient: {kind}")
             reported.add(block.input)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.checks._modes import MODES, resolve_mode
 from gradverify.checks.base import Check, CheckOption, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.codes import Code, Symptom
 from gradverify.results import Evidence, Finding, Severity
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ CODES = (
          "second derivatives are zero.",
          "def backward(ctx, g):\n    return torch.from_numpy(np_grad(g.numpy()))",
          "Use torch ops on saved tensors; if double backward is truly unsupported, decorate "
-         "backward with @once_differentiable so that it raises instead of being silently wrong."),
+         "backward with @once_differentiable so that it raises instead of being silently wrong.",
+         reports=frozenset({Symptom.DETACHED})),
     Code("GV143", "once-differentiable",
          "backward is decorated @once_differentiable: double backward is unsupported (skip).",
          "Calling autograd through it with create_graph=True raises; torch.autograd.grad with "
@@ -86,7 +87,8 @@ CODES = (
          "and piecewise-linear ops, whose second derivative with respect to the inputs is zero "
          "and so cannot reveal it.",
          "def backward(ctx, grad):\n    return grad.detach() * 3",
-         "Use the incoming gradient itself: return grad * 3."),
+         "Use the incoming gradient itself: return grad * 3.",
+         reports=frozenset({Symptom.DETACHED})),
 )
 
 

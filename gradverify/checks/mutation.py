@@ -13,8 +13,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
+from gradverify.codes import Code, Symptom
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Schema
 
@@ -66,19 +66,21 @@ class MutationCheck(Check):
     summary = "no in-place writes to inputs (without mark_dirty), saved tensors or gradients"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS})
-    invalidates = MappingProxyType({"GV221": frozenset({Trait.COMPARES_RUNS})})
-    """A forward that writes into its input changes what every later run starts from: the
-    comparisons of these checks would blame layouts or precision for it."""
-    explains_protection = ("GV222", "GV223")
-    """A backward that writes into a saved tensor or its incoming gradient makes the next
-    backward on the same graph (gradcheck's, determinism's) fail autograd's version check."""
-    explains_reruns = MappingProxyType(dict.fromkeys(
-        ("GV221", "GV222", "GV223"),
-        frozenset({Trait.JUDGES_GRADIENT, Trait.SECOND_ORDER, Trait.REUSES_INPUTS,
-                   Trait.COMPARES_RUNS})))
-    """gradcheck and gradgradcheck call forward and backward again on the tensors the
-    Function wrote into (liger-kernel's SwiGLU backward writes its gradients into the saved
-    inputs: gradcheck then saw "squares the incoming gradient")."""
+    consequences = (
+        # A forward that writes into its input changes what every later run starts from:
+        # the comparisons of these checks would blame layouts or precision for it.
+        Consequence(Effect.SKIPS, frozenset({"GV221"}), frozenset({Trait.COMPARES_RUNS})),
+        # gradcheck and gradgradcheck call forward and backward again on the tensors the
+        # Function wrote into (liger-kernel's SwiGLU backward writes its gradients into the
+        # saved inputs: gradcheck then saw "squares the incoming gradient").
+        Consequence(Effect.MARKS, frozenset({"GV221", "GV222", "GV223"}), frozenset({
+            Trait.JUDGES_GRADIENT, Trait.SECOND_ORDER, Trait.REUSES_INPUTS,
+            Trait.COMPARES_RUNS}), earlier_too=True),
+        # A backward that writes into a saved tensor or its incoming gradient makes the next
+        # backward on the same graph (gradcheck's, determinism's) fail autograd's version
+        # check.
+        Consequence(Effect.MARKS, frozenset({"GV222", "GV223"}), symptom=Symptom.REFUSED_WRITE,
+                    earlier_too=True))
 
     def run(self, ctx: CheckContext) -> Outcome:
         import torch

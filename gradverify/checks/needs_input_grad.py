@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.codes import Code, Symptom
 from gradverify.results import CheckResult, Finding, Location, Severity
 from gradverify.targets.model import Capability
 from gradverify.targets.op_calls import needs_input_grad_index
@@ -56,7 +56,10 @@ CODES = (
          "That input silently gets no gradient: its parameters never train. Usually a wrong "
          "index into ctx.needs_input_grad.",
          "if ctx.needs_input_grad[0]:   # should be [1] for weight\n    grad_weight = ...",
-         "Use the position of the input in forward's signature (after ctx)."),
+         "Use the position of the input in forward's signature (after ctx).",
+         # "None for an input that needs a gradient": a Function declared not to return the
+         # gradient (a relevance rule) returns None on purpose
+         reports=frozenset({Symptom.ASSUMES_GRADIENT})),
     Code("GV203", "gradient-depends-on-requires-grad",
          "An input's gradient changes depending on which other inputs require grad.",
          "Gradients must not depend on what else is being trained; this usually means the "
@@ -95,9 +98,6 @@ class NeedsInputGradCheck(Check):
     summary = "backward handles inputs that do not require grad; forward runs without grad"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.DIFFERENTIATES, Trait.REUSES_INPUTS})
-    assumes_gradient = ("GV202",)
-    """"None for an input that needs a gradient": a Function declared not to return the
-    gradient (a relevance rule) returns None on purpose."""
 
     def across_cases(self, results: Sequence[CheckResult]) -> list[Finding]:
         return wasted_work_note(results)

@@ -9,11 +9,10 @@ raises), or a ``torch.library`` op whose outputs come back without a gradient.
 """
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Schema
@@ -50,9 +49,10 @@ class OpAutogradRegistrationCheck(Check):
     codes = CODES
     made_for = Capability.SCHEMA
     traits = frozenset()
-    invalidates = MappingProxyType({
-        "GV411": frozenset({Trait.DIFFERENTIATES, Trait.DIFFERENTIATES_FAKE}),
-        "GV412": frozenset({Trait.DIFFERENTIATES})})
+    consequences = (
+        Consequence(Effect.SKIPS, frozenset({"GV411"}),
+                    frozenset({Trait.DIFFERENTIATES, Trait.DIFFERENTIATES_FAKE})),
+        Consequence(Effect.SKIPS, frozenset({"GV412"}), frozenset({Trait.DIFFERENTIATES})))
     """Every check that differentiates through the op would fail for the same reason (and
     with autograd inside a backend kernel, so does running it on fake tensors)."""
 

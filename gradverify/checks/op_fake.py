@@ -7,11 +7,10 @@ output, what the fake implementation returns and what it should.
 from __future__ import annotations
 
 import re
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
-from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability, Schema
@@ -49,8 +48,8 @@ class OpFakeCheck(Check):
     codes = CODES
     made_for = Capability.SCHEMA
     traits = frozenset({Trait.DIFFERENTIATES_FAKE, Trait.TRACES})
-    invalidates = MappingProxyType({"GV421": frozenset({Trait.TRACES}),
-                                    "GV422": frozenset({Trait.TRACES})})
+    consequences = (
+        Consequence(Effect.SKIPS, frozenset({"GV421", "GV422"}), frozenset({Trait.TRACES})),)
     """Tracing for AOT dispatch runs the fake implementation: its failure would be this one."""
 
     def run(self, ctx: CheckContext) -> Outcome:

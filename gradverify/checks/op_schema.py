@@ -7,10 +7,9 @@ and the schema to write instead.
 from __future__ import annotations
 
 import re
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Schema
@@ -45,9 +44,10 @@ class OpSchemaCheck(Check):
     codes = CODES
     made_for = Capability.SCHEMA
     traits = frozenset()
-    invalidates = MappingProxyType({
-        "GV401": frozenset({Trait.REUSES_INPUTS, Trait.COMPARES_RUNS}),
-        "GV402": frozenset({Trait.TRACES})})
+    consequences = (
+        Consequence(Effect.SKIPS, frozenset({"GV401"}),
+                    frozenset({Trait.REUSES_INPUTS, Trait.COMPARES_RUNS})),
+        Consequence(Effect.SKIPS, frozenset({"GV402"}), frozenset({Trait.TRACES})))
     """The undeclared write is said once, here: mutation would say it again, and every later
     check that calls the op more than once on the same inputs would blame something else.
     An aliasing output fails opcheck's fake and AOT tests with the same message."""

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify.checks.base import Check, Outcome, Trait
-from gradverify.codes import Code
+from gradverify.codes import Code, Symptom
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability
 
@@ -33,7 +33,8 @@ CODES = (
          "storage computes another gradient.",
          "def backward(ctx, g):\n    y, = ctx.saved_tensors\n    "
          "return g * (2 if y.data_ptr() == ctx.ptr else 1)",
-         "Compute gradients from the saved tensors' values only."),
+         "Compute gradients from the saved tensors' values only.",
+         reports=frozenset({Symptom.RUNS_DIFFER})),
     Code("GV272", "saved-tensor-hooks-raised",
          "Under saved_tensors_hooks whose pack copies each saved tensor, forward or backward "
          "raises where eager runs (a backward reading an attribute set on a saved tensor).",

@@ -7,13 +7,11 @@ same case, of a deviation the spec declares, or perhaps of a value ``gradverify 
 guessed."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gradverify import torchstate
 from gradverify.case.binding import case_tensors
 from gradverify.case.context import CheckContext
-from gradverify.checks.base import Check, Trait
 from gradverify.results import CheckResult, Evidence, Finding, Location, Severity, Status
 from gradverify.run import leftovers
 from gradverify.specmodel import Spec
@@ -147,85 +145,6 @@ def state_changes(info: Target, changes: list[str], *, before: bool) -> list[Fin
             hint="use context managers (with torch.no_grad(): ...) instead of global setters "
                  "inside forward/backward, so the caller's settings survive the call"))
     return findings
-
-
-def consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
-    """Findings that report autograd refusing a backward because an earlier in-place write
-    changed what it saved, in a case where a check found that write (``explains_protection``),
-    marked as its consequence: the root cause is said once, with its own advice."""
-    from gradverify.checks._tensors import is_protection_text
-    from gradverify.registry import REGISTRY
-
-    rows = _rerun_consequences_marked(rows)
-    root = next((f"{f.code} ({row.name})" for row in rows if row.name in REGISTRY
-                 for f in row.findings if f.code in REGISTRY[row.name].explains_protection),
-                None)
-    if root is None:
-        return rows
-    return [_following(row, root, lambda f: not root.startswith(f.code)
-                       and is_protection_text(f.message)) for row in rows]
-
-
-def _rerun_consequences_marked(rows: list[CheckResult]) -> list[CheckResult]:
-    """Warnings and errors of the checks that a write into the Function's own tensors
-    corrupts (``Check.explains_reruns``), in a case where a check found that write, marked
-    as its consequence."""
-    from gradverify.registry import REGISTRY
-
-    found = next(((f"{f.code} ({row.name})", row.name, REGISTRY[row.name].explains_reruns[f.code])
-                  for row in rows if row.name in REGISTRY for f in row.findings
-                  if f.code in REGISTRY[row.name].explains_reruns), None)
-    if found is None:
-        return rows
-    root, origin, traits = found
-    return [_following(row, root) if row.name != origin and row.name in REGISTRY
-            and REGISTRY[row.name].traits & traits else row for row in rows]
-
-
-def _following(row: CheckResult, root: str,
-               applies: Callable[[Finding], bool] = lambda f: True) -> CheckResult:
-    """``row`` with its warnings and errors that ``applies`` to, and that follow from nothing
-    else yet, marked as consequences of ``root``."""
-    findings = tuple(f.following(root) if f.severity != Severity.INFO
-                     and f.consequence_of is None and applies(f) else f for f in row.findings)
-    return replace(row, findings=findings) if findings != row.findings else row
-
-
-def declared_consequences(check: Check, findings: list[Finding],
-                          results: Mapping[str, CheckResult]) -> tuple[list[Finding], str | None]:
-    """``check``'s findings that assume backward returns the true gradient of an input
-    (``assumes_gradient``), in a case whose spec declares a check that judges the gradient an
-    expected failure naming that input: marked as consequences of the declaration. Returns
-    the findings and, when every error among them is such a consequence, the reason that
-    makes the row an expected failure too (else None)."""
-    from gradverify.registry import REGISTRY
-
-    roots = {f.input: (f"{f.code} ({row.name})", row.name, row.expect)
-             for row in results.values() if row.status == Status.XFAIL and row.expect
-             and row.name in REGISTRY and Trait.JUDGES_GRADIENT in REGISTRY[row.name].traits
-             for f in row.findings if f.input is not None}
-    root_of = [roots.get(f.input or "") if f.code in check.assumes_gradient
-               and f.severity == Severity.ERROR and f.consequence_of is None else None
-               for f in findings]
-    marked = [f if root is None else _declared(f, *root)
-              for f, root in zip(findings, root_of, strict=True)]
-    errors = [root for f, root in zip(findings, root_of, strict=True)
-              if f.severity == Severity.ERROR]
-    if not errors or None in errors:
-        return marked, None
-    _, name, reason = next(root for root in errors if root is not None)
-    return marked, f"follows from the declared expected failure of {name} ({reason})"
-
-
-def _declared(finding: Finding, root: str, check: str, reason: str) -> Finding:
-    """``finding``, marked as a consequence of the spec declaring ``check`` (whose finding is
-    ``root``) an expected failure for ``reason``."""
-    return replace(
-        finding, consequence_of=root,
-        message=f"{finding.message}; a consequence of the spec declaring {check} an expected "
-                f"failure ({reason})",
-        hint=f"the spec says backward is not the gradient (expect: {check}); if it should "
-             f"return one for {finding.input!r}, remove that declaration")
 
 
 def unfinished_row(spec: Spec) -> list[CheckResult]:

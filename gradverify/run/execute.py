@@ -26,7 +26,7 @@ from gradverify.results import (
     Status,
     worst,
 )
-from gradverify.run import casenotes, classify, leftovers, schedule
+from gradverify.run import casenotes, classify, consequences, leftovers, schedule
 from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import MUTANTS, SHRINKING, Task, TaskOutcome, Unsupported
@@ -124,7 +124,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     except Exception as exc:  # noqa: BLE001 -- out of memory, or a bug of ours
         rows.setup_failed(casenotes.inputs_failed(exc, ctx), ctx)
     rows.restore()
-    marked = casenotes.guesses_marked(casenotes.consequences_marked(
+    marked = casenotes.guesses_marked(consequences.case_marked(
         [*rows.checks, *rows.about]), spec)
     checked, about = marked[:len(rows.checks)], marked[len(rows.checks):]
     about += casenotes.unfinished_row(spec)
@@ -289,14 +289,13 @@ def _run_one(ctx: CheckContext, check: Check, decision: schedule.Decision = sche
             raise
         except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
             outcome, error = classify.classify(exc, check.name, ctx.info)
-    outcome.findings = schedule.explained(outcome.findings, ctx.results)
+    outcome.findings = consequences.marked(check, outcome.findings, ctx.results)
     status = outcome.status if error is None else Status.ERROR
     if error is None and any(f.code == "GV016" for f in outcome.findings):
         status = Status.ERROR  # out of memory: the check could not run
     reason = ctx.case.expect.get(check.name) or ctx.spec.expect.get(check.name)
     if status == Status.FAIL and not reason:
-        outcome.findings, reason = casenotes.declared_consequences(check, outcome.findings,
-                                                                   ctx.results)
+        outcome.findings, reason = consequences.declared(check, outcome.findings, ctx.results)
     if reason and status == Status.FAIL:
         status = Status.XFAIL
     elif reason and status in (Status.PASS, Status.WARN):

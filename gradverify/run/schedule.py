@@ -1,8 +1,8 @@
 """The schedule of a case: which checks have a row, and for each, run it or skip it with its
-reason. Pure functions of what the checks declare (``Check.traits``, ``blocks``,
-``invalidates``, ``explains``), the spec, the case, the options, the target's capabilities and
-the rows so far; the runner and the pytest plugin both use them, and no check names another.
-Imports no torch."""
+reason. Pure functions of what the checks declare (``Check.traits``, their consequence rules,
+applied by ``run.consequences``), the spec, the case, the options, the target's capabilities
+and the rows so far; the runner and the pytest plugin both use them, and no check names
+another. Imports no torch."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
@@ -12,12 +12,9 @@ from gradverify.checks.base import REFUSES_FLOAT64, Check, Trait
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CheckResult, Finding, Status
+from gradverify.run import consequences
 from gradverify.specmodel import Case, Spec
 from gradverify.targets.model import Capability, Target
-
-FAILED = (Status.FAIL, Status.ERROR, Status.XFAIL)
-"""A check that ended so did not establish what it blocks (expectedly or not: autograd
-rejects backward's result either way)."""
 
 
 def rows(spec: Spec, case: Case, options: RunOptions, capabilities: Collection[Capability],
@@ -100,44 +97,8 @@ def decide(check: Check, info: Target, results: Mapping[str, CheckResult],
             return Decision(skip=f"skipped: {said} (see {forward.carrier})", forward=True)
     if lacking is not None:
         return Decision(skip=lacking)
-    reason = blocked(check, results)
+    reason = consequences.skip_reason(check, results)
     return RUN if reason is None else Decision(skip=reason)
-
-
-def blocked(check: Check, results: Mapping[str, CheckResult]) -> str | None:
-    """Why ``check`` cannot run after ``results``, or None: an earlier check that establishes
-    what it needs failed (``blocks``); or an earlier finding makes this check's results
-    consequences of it (``invalidates``: forward writing into its input, where every later
-    comparison of runs would blame something else)."""
-    for name, result in results.items():
-        earlier = REGISTRY.get(name)
-        if earlier is not None and result.status in FAILED and earlier.blocks & check.traits:
-            return f"skipped: {name} failed"
-    for name, result in results.items():
-        earlier = REGISTRY.get(name)
-        if earlier is None:
-            continue
-        for finding in result.findings:
-            if earlier.invalidates.get(finding.code, frozenset()) & check.traits:
-                return f"skipped: a consequence of {finding.code} (see {name})"
-    return None
-
-
-def explained(findings: list[Finding], results: Mapping[str, CheckResult]) -> list[Finding]:
-    """``findings`` of a check, each marked as the consequence of an earlier finding on the
-    same input that explains its code (``Check.explains``: gradcheck's "not multiplied by the
-    incoming gradient" explains double backward's detached incoming gradient)."""
-    roots: dict[tuple[str | None, str], str] = {}
-    for name, result in results.items():
-        earlier = REGISTRY.get(name)
-        if earlier is None:
-            continue
-        for f in result.findings:
-            for code in earlier.explains.get((f.code, f.data.get("pattern")), ()):
-                roots.setdefault((f.input, code), f"{f.code} ({name})")
-    return [f.following(roots[(f.input, f.code)])
-            if (f.input, f.code) in roots and f.consequence_of is None else f
-            for f in findings]
 
 
 def record(ctx_results: dict[str, CheckResult], verdicts: dict[Trait, Status], check: Check,
