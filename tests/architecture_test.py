@@ -450,6 +450,30 @@ def test_the_kind_finder_sees_comparisons_and_imports():
         ["line 1", "line 2", "line 3", "line 4"]
 
 
+def _schedule_reads(tree: ast.AST) -> list[str]:
+    """Where a check reads the schedule's state through its context (``ctx.results``,
+    ``ctx.earlier``, ``ctx.verdicts``) instead of asking ``ctx.verdict(trait)``."""
+    return [f"line {node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("results", "earlier", "verdicts")
+            and isinstance(node.value, ast.Name) and node.value.id == "ctx"]
+
+
+def test_checks_see_earlier_checks_only_by_trait():
+    """A check asks ``ctx.verdict(trait)``; the rows of earlier checks are the runner's, and
+    the context a check gets is frozen: nothing it does changes what the next one sees."""
+    import dataclasses
+
+    from gradverify.case.context import CheckContext
+
+    assert _found_outside(_schedule_reads, lambda name: not name.startswith("gradverify.checks")
+                          ) == {}
+    assert sorted(_schedule_reads(ast.parse(
+        "a = ctx.results['gradcheck']\nb = ctx.earlier\nc = ctx.verdict(JUDGES)\n"
+        "d = other.results\n"))) == ["line 1: ctx.results", "line 2: ctx.earlier"]
+    assert CheckContext.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert not {"results", "verdicts"} & {f.name for f in dataclasses.fields(CheckContext)}
+
+
 _FRAME_ATTRIBUTES = frozenset({
     "co_filename", "f_back", "f_lineno", "tb_frame", "tb_next", "tb_lineno",
     "extract_tb", "extract_stack", "walk_tb", "walk_stack", "_getframe", "currentframe",

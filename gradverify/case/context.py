@@ -1,14 +1,14 @@
 """What a check's ``run`` gets: the Function, the case, its inputs and the resolved settings."""
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gradverify import torchcompat
 from gradverify.case.inputs import Args, InputMaker, case_seed
-from gradverify.results import CheckResult, Location, Status
+from gradverify.results import Location, Status
 from gradverify.specmodel import Case, ResolvedTolerance, Spec
 from gradverify.targets import Capability, Target, location_of
 
@@ -18,8 +18,16 @@ if TYPE_CHECKING:
     from gradverify.checks.base import Trait
 
 
-@dataclass
+def _nothing() -> Mapping[Any, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
 class CheckContext:
+    """Frozen: a check cannot change what the next one sees. The runner makes one per check
+    (``dataclasses.replace`` with that check's ``options`` and ``mode``, and the verdicts so
+    far); the results of earlier checks stay the runner's."""
+
     info: Target
     spec: Spec
     case: Case
@@ -31,13 +39,11 @@ class CheckContext:
     a flag over the check's own option over ``mode =``)."""
     seed: int = 0
     device: str = "cpu"
-    options: Mapping[str, Any] = field(default_factory=dict)
-    """The options of the check being run (``RunOptions.check_options``)."""
-    results: dict[str, CheckResult] = field(default_factory=dict)
-    """Results of the checks already run on this case, by name."""
-    verdicts: dict[Trait, Status] = field(default_factory=dict)
-    """The status of the first check run on this case with each trait (the runner records
-    it with ``results``)."""
+    options: Mapping[str, Any] = field(default_factory=_nothing)
+    """The options of the check being run (``RunOptions.check_options``), read-only."""
+    earlier: Mapping[Trait, Status] = field(default_factory=_nothing, repr=False)
+    """The status of the first check run on this case with each trait, read-only: checks ask
+    through ``verdict``."""
     reference: Any = None
     """The spec's ``reference:`` function, resolved (None when the spec names none)."""
     computes_in: str | None = None
@@ -47,12 +53,15 @@ class CheckContext:
     such a target at float64's tolerances."""
     smallest: bool = False
     """The smallest case of its spec: gradcheck adds a slow-mode run when it chose fast mode."""
+    found: dict[str, Location | None] = field(default_factory=dict, repr=False, compare=False)
+    """What was found once for the case (``_inner``), shared by the contexts made from this
+    one: a cache, never read by checks."""
 
     def verdict(self, trait: Trait) -> Status | None:
         """The status of this case's first earlier check with ``trait`` (``JUDGES_GRADIENT``:
         whether the gradient itself is right), or None when none ran: checks ask by what a
         check does, never by its name."""
-        return self.verdicts.get(trait)
+        return self.earlier.get(trait)
 
     def args(self, role: str = "double") -> Args:
         """Fresh leaf copies of the case's arguments (``double`` or ``working`` dtype)."""
@@ -75,11 +84,14 @@ class CheckContext:
             return self.info.backward_location
         return self._inner
 
-    @functools.cached_property
+    @property
     def _inner(self) -> Location | None:
         """For a function or module: where the backward of the one custom Function its graph
-        holds is (else forward's ``def``), found once."""
-        return _inner_backward(self) or self.info.forward_location
+        holds is (else forward's ``def``), found once per case and target."""
+        key = self.info.target
+        if key not in self.found:
+            self.found[key] = _inner_backward(self) or self.info.forward_location
+        return self.found[key]
 
     @property
     def forward_location(self) -> Location | None:

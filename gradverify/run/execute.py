@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gradverify import torchstate
 from gradverify.case.binding import Bound
 from gradverify.case.context import CheckContext
 from gradverify.case.inputs import InputMaker, case_seed
-from gradverify.checks.base import REFUSES_FLOAT64, Check, Outcome
+from gradverify.checks.base import REFUSES_FLOAT64, Check, Outcome, Trait
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.results import (
@@ -115,7 +116,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
         ctx.args("double")  # both roles made up front: running out of memory is said once
         # an op's tensor lists spread into inputs of their own, known once the inputs are made
         ctx = dataclasses.replace(ctx, info=opcalls.for_case(info, ctx.maker.groups))
-        _run_checks(ctx, checks, options, on_check, rows)
+        ctx = _run_checks(ctx, checks, options, on_check, rows)
         rows.about += casenotes.nothing_verified_row(ctx, rows.nothing_verified)
         checked_all = True
     except InputError as exc:
@@ -144,8 +145,8 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
     return result, rows.internal
 
 
-def _computes_in(ctx: CheckContext, options: RunOptions) -> None:
-    """Sets the dtype the case's target computes in inside (the spec's ``computes_in:``,
+def _computes_in(ctx: CheckContext, options: RunOptions) -> CheckContext:
+    """``ctx`` with the dtype the case's target computes in inside (the spec's ``computes_in:``,
     else detected from a forward call) and, for float32 inside, the finite-difference
     defaults that suit it (``FLOAT32_INSIDE_TOLERANCE``)."""
     from gradverify.checks import _computes
@@ -154,10 +155,9 @@ def _computes_in(ctx: CheckContext, options: RunOptions) -> None:
     said = ctx.spec.computes_in
     inside = said if said is not None else _computes.detect(ctx.info, ctx.args("double"))
     if inside in (None, "float64"):
-        return
-    ctx.computes_in = inside
-    ctx.tolerance = options.tolerance_for(
-        ctx.spec, ctx.case, FLOAT32_INSIDE_TOLERANCE if inside == "float32" else None)
+        return ctx
+    return dataclasses.replace(ctx, computes_in=inside, tolerance=options.tolerance_for(
+        ctx.spec, ctx.case, FLOAT32_INSIDE_TOLERANCE if inside == "float32" else None))
 
 
 def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: _Rows
@@ -173,8 +173,7 @@ def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: 
 
     def rerun(info: Target) -> list[CheckResult]:
         rerun_rows = _Rows(state=[])
-        _run_checks(dataclasses.replace(ctx, info=info, results={}, verdicts={}), again, plain,
-                    None, rerun_rows)
+        _run_checks(dataclasses.replace(ctx, info=info), again, plain, None, rerun_rows)
         rerun_rows.restore()
         return rerun_rows.checks
 
@@ -228,34 +227,38 @@ class _Rows:
 
 
 def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
-                on_check: Callable[[str], None] | None, rows: _Rows) -> None:
+                on_check: Callable[[str], None] | None, rows: _Rows) -> CheckContext:
     """Each check of the case in order, after forward and backward were probed once (a raise,
     a value that is not finite, a refusal of float64: ``run.classify``), each on the baseline
     (torch's defaults), whatever the previous one's calls of the Function did; whether it
-    runs is the schedule's decision (``schedule.decide``)."""
+    runs is the schedule's decision (``schedule.decide``). Each check gets a context of its
+    own (its options and mode, the verdicts so far); the results stay here. Returns the
+    case's context (``computes_in`` found)."""
     if on_check:
         on_check("forward")  # a process that dies now dies in the Function's forward
     error = classify.forward_error(ctx)
     if error is not None and error.code == "GV025":  # the interpreter's limit: nothing runs
         rows.about.append(casenotes.interpreter_row(error))
-        return
+        return ctx
     if error is None:
         if on_check:
             on_check("backward")  # the same, in its backward
         error = classify.backward_refusal(ctx)
     if error is None:
-        _computes_in(ctx, options)
+        ctx = _computes_in(ctx, options)
     forward = schedule.Forward(
         error=error, not_finite=error is not None and error.code == "GV023",
         judged_in_working_dtype=error is not None and REFUSES_FLOAT64 in error.data
         and bool(ctx.spec.reference) and any(c.judges_in_working_dtype for c in checks))
     if forward.not_finite and error is not None:
         rows.about.append(casenotes.not_finite_row(error))
+    results: dict[str, CheckResult] = {}
+    verdicts: dict[Trait, Status] = {}
     for check in checks:
         if on_check and not forward.not_finite:
             on_check(check.name)
         rows.restore()
-        decision = schedule.decide(check, ctx.info, ctx.results, forward)
+        decision = schedule.decide(check, ctx.info, results, forward)
         if decision.carry and error is not None:
             forward = dataclasses.replace(forward, carrier=check.name)
             rows.add(ctx, schedule.carrier_row(check, error, _first_clause(error.message)),
@@ -264,19 +267,25 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
         if decision.skip is not None and decision.forward:
             rows.add(ctx, schedule.skipped_row(check, decision.skip), None)
             continue
-        ctx.options = options.check_options(check.name, ctx.spec, ctx.case)
-        ctx.mode = options.mode_for(check.name, ctx.spec, ctx.case)
-        result, outcome, internal = _run_one(ctx, check, decision)
+        own = dataclasses.replace(
+            ctx, options=MappingProxyType(dict(options.check_options(check.name, ctx.spec,
+                                                                     ctx.case))),
+            mode=options.mode_for(check.name, ctx.spec, ctx.case),
+            earlier=MappingProxyType(dict(verdicts)))
+        result, outcome, internal = _run_one(own, check, results, decision)
         if outcome.nothing_verified and rows.nothing_verified is None:
             rows.nothing_verified = outcome.summary
-        schedule.record(ctx.results, ctx.verdicts, check, result)
+        schedule.record(results, verdicts, check, result)
         rows.add(ctx, result, internal)
+    return ctx
 
 
-def _run_one(ctx: CheckContext, check: Check, decision: schedule.Decision = schedule.RUN
+def _run_one(ctx: CheckContext, check: Check, results: Mapping[str, CheckResult],
+             decision: schedule.Decision = schedule.RUN
              ) -> tuple[CheckResult, Outcome, str | None]:
     """One check: skipped when a prerequisite failed, its exceptions classified, its status
-    turned into xfail/xpass by the spec's ``expect:``. Returns the result, the check's own
+    turned into xfail/xpass by the spec's ``expect:``; ``results``, the earlier checks' rows,
+    decide which of its findings an earlier one explains. Returns the result, the check's own
     outcome and, for a bug of gradverify's, its traceback."""
     t0 = time.perf_counter()
     error = None
@@ -289,13 +298,13 @@ def _run_one(ctx: CheckContext, check: Check, decision: schedule.Decision = sche
             raise
         except BaseException as exc:  # noqa: BLE001 -- classified just below (SystemExit too)
             outcome, error = classify.classify(exc, check.name, ctx.info)
-    outcome.findings = consequences.marked(check, outcome.findings, ctx.results)
+    outcome.findings = consequences.marked(check, outcome.findings, results)
     status = outcome.status if error is None else Status.ERROR
     if error is None and any(f.code == "GV016" for f in outcome.findings):
         status = Status.ERROR  # out of memory: the check could not run
     reason = ctx.case.expect.get(check.name) or ctx.spec.expect.get(check.name)
     if status == Status.FAIL and not reason:
-        outcome.findings, reason = consequences.declared(check, outcome.findings, ctx.results)
+        outcome.findings, reason = consequences.declared(check, outcome.findings, results)
     if reason and status == Status.FAIL:
         status = Status.XFAIL
     elif reason and status in (Status.PASS, Status.WARN):
