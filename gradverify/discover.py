@@ -27,6 +27,7 @@ from gradverify.targets.names import (
     in_module,
     named_by,
     parse_target,
+    same_target_name,
 )
 
 
@@ -221,7 +222,7 @@ class Discoverer:
             return plan
         if name.named:  # imported by the run, after its spec's `imports:`
             ops: list[Spec | None] = [s for s in self.folder_specs()
-                                      if s.target and _same_op(s.target, target)]
+                                      if s.target and same_target_name(s.target, target)]
             plan.jobs.extend(Job(target, spec) for spec in ops or [None])
             return plan
         try:
@@ -246,7 +247,7 @@ class Discoverer:
     def _match(self, name: TargetName, specs: list[Spec]) -> Spec | None:
         """The spec of a ``--spec`` file for ``name``: one naming it, else the file's one
         untargeted (or only) spec."""
-        matching = [s for s in specs if s.target and _same_op(s.target, name.text)] \
+        matching = [s for s in specs if s.target and same_target_name(s.target, name.text)] \
             if name.named else self._matching(name.text, specs)
         if matching:
             return matching[0]
@@ -302,13 +303,6 @@ def _read_specs(files: tuple[tuple[Path, int, int], ...]) -> tuple[Spec, ...]:
     return tuple(specs)
 
 
-def _same_op(a: str, b: str) -> bool:
-    """Two op names of one op: equal, or one without an overload (``ns::op`` for
-    ``ns::op.default``)."""
-    return a == b or ((a.count(".") == 0 or b.count(".") == 0)
-                      and a.split(".")[0] == b.split(".")[0])
-
-
 def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bool:
     """Whether a spec's target resolves to ``obj`` (a spec that cannot be resolved does not).
     ``cache`` keeps what each spec target resolved to, for one discovery matching many targets
@@ -317,11 +311,11 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
 
     if spec.target is None:
         return False
-    if named_by(spec.target):  # an op named ns::op: the object is that op
-        from gradverify.targets import op_name_of
+    if named_by(spec.target):  # named in a kind's grammar (an op's ns::op): obj's own name
+        from gradverify.targets import grammar_name_of
 
-        name = op_name_of(obj)
-        return name is not None and _same_op(name, spec.target)
+        name = grammar_name_of(obj)
+        return name is not None and same_target_name(name, spec.target)
     cache = {} if cache is None else cache
     if spec.target not in cache:
         try:

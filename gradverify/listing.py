@@ -91,7 +91,8 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
     specs = Discoverer(config).folder_specs()
     for each in found:
         attr, obj = each.attr, each.obj
-        if "::" not in attr and not attr.isidentifier():
+        named = each.named  # an op registered by name (ns::op)
+        if not named and not attr.isidentifier():
             yield (f"{each.module}: {attr!r} cannot be named as a target (a target names "
                    "a module attribute by its Python name); bind it to a name in the module")
             continue
@@ -102,7 +103,7 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
         owner = next((spec.where for spec in specs if resolves_to(spec, obj)
                       or spec.target == target), None)
         init = f"gradverify init {target}" + (f" --import {each.module}"
-                                              if "::" in attr else "")
+                                              if named else "")
         yield (f"{target}  ({', '.join(traits)})  "
                f"{'spec: ' + owner if owner else f'no spec ({init})'}")
 

@@ -29,8 +29,16 @@ class Defined:
     obj: Any
 
     @property
+    def named(self) -> bool:
+        """Registered by a name of its kind's own grammar (an op's ``ns::op``), not held by
+        an attribute."""
+        from gradverify.targets.names import named_by
+
+        return named_by(self.attr) is not None
+
+    @property
     def target(self) -> str:
-        return self.attr if "::" in self.attr else f"{self.module}:{self.attr}"
+        return self.attr if self.named else f"{self.module}:{self.attr}"
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,9 @@ def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
     found: list[Defined] = []
     failed: list[Unimported] = []
     for each in [module, *submodules(module, failed)]:
-        found += [Defined(each.__name__, attr, obj) for attr, obj in targets_in(each)
-                  if not any(d.attr == attr and "::" in attr for d in found)]
+        found += [d for attr, obj in targets_in(each)
+                  if not any(f.attr == attr and f.named for f in found)
+                  for d in [Defined(each.__name__, attr, obj)]]
     return found, failed
 
 

@@ -438,6 +438,44 @@ def test_only_targets_knows_the_grammar_of_a_kinds_names():
     assert _name_grammar(ast.parse('import re\nOP = re.compile(r"^(\\w+)::(\\w+)$")\n'))
 
 
+_STRING_METHODS = frozenset({"split", "rsplit", "partition", "rpartition", "replace", "count",
+                             "startswith", "endswith", "find", "rfind", "index"})
+_OTHER_COLONS = {
+    "gradverify.pytest_plugin": "pytest's node ids, spec.yaml::Target::case",
+    "gradverify.report.line": "a CI runner's workflow commands, ::error",
+    "gradverify.checks.gradgradcheck": "the C++ names of torch's graph nodes",
+}
+"""Modules whose ``::`` is not a kind's grammar, and whose it is."""
+
+
+def _double_colons(tree: ast.AST) -> list[str]:
+    """Where code takes a name apart at ``::`` (an op's ``ns::op``): a string method called with
+    ``"::"``, or ``"::" in name``."""
+    def colons(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) \
+            and "::" in node.value
+
+    def apart(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            return node.func.attr in _STRING_METHODS and any(map(colons, node.args))
+        return isinstance(node, ast.Compare) and colons(node.left) \
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+
+    return [f"line {node.lineno}: {ast.unparse(node)[:80]}" for node in ast.walk(tree)
+            if apart(node)]
+
+
+def test_only_targets_takes_a_kinds_names_apart():
+    """An op's ``ns::op`` is its kind's grammar: other code asks ``Schema.short_name``,
+    ``targets.names`` (``named_by``, ``same_target_name``, ``file_stem``) or its kind
+    (``Kind.bare_call``)."""
+    assert _found_outside(_double_colons, lambda name: name.startswith("gradverify.targets")
+                          or name in _OTHER_COLONS) == {}
+    assert sorted(w.split(":")[0] for w in _double_colons(ast.parse(
+        'a = name.split("::")[-1]\nb = "::" in attr\nc = f"{x} :: {y}"\n'
+        'd = text.partition("::")\ne = "::" + x\n'))) == ["line 1", "line 2", "line 4"]
+
+
 def test_the_kind_finder_sees_comparisons_and_imports():
     names = {"custom op", "module"}
     code = ("from gradverify.targets.custom_op import op_of\n"

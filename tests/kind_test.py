@@ -1,9 +1,12 @@
-"""Adding a kind of target is one module, one line in ``KINDS`` and its tests: a small kind
-of our own (TorchScript functions, ``torch.jit.script``), registered for the test only, is
-detected, introspected, named in messages, skipped in its own words and checked, with no
-change outside ``gradverify/targets``."""
+"""Adding a kind of target is one module, one line in ``KINDS`` and its tests: two small kinds
+of our own, registered for the test only, with no change outside ``gradverify/targets``.
+TorchScript functions (``torch.jit.script``) are detected, introspected, named in messages,
+skipped in their own words and checked; gradient rules, objects with a backward of their own,
+get that backward mutated by ``--mutate`` and a bare-torch script from ``--repro``."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -13,13 +16,15 @@ import pytest
 import torch
 
 import gradverify.targets as targets
+from conftest import run_cli
 from gradverify import verify
 from gradverify.errors import TargetError
 from gradverify.registry import REGISTRY
 from gradverify.results import Status
 from gradverify.targets import kinds
+from gradverify.targets.holders import Holder
 from gradverify.targets.introspection import adapter, file_of, location_of
-from gradverify.targets.model import Capability, Param, Target, UnnamedKind
+from gradverify.targets.model import Capability, Formula, Param, Target, UnnamedKind
 
 
 @dataclass(frozen=True)
@@ -101,3 +106,153 @@ def test_a_kind_of_our_own_is_detected_described_and_checked(registered):
         assert reason in rows[name].summary or "TorchScript differentiates it" in \
             rows[name].summary
     assert report.ok
+
+
+RULES = '''
+import torch
+
+
+class Rule:
+    """f(x) = scale * x**2, with a gradient rule of its own (not an autograd.Function)."""
+
+    IS_RULE = True
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def value(self, x):
+        return self.scale * x * x
+
+    def gradient(self, ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * self.scale * x
+
+    def __call__(self, x):
+        return applied(self).apply(x)
+
+
+def applied(rule):
+    """The autograd.Function that calls the rule's value and (looked up when called) gradient."""
+
+    class Applied(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return rule.value(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return rule.gradient(ctx, grad)
+
+    return Applied
+
+
+class ForgetsTheTwo(Rule):
+    def gradient(self, ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * self.scale * x
+
+
+square = Rule(1.5)
+wrong_square = ForgetsTheTwo(1.5)
+'''
+"""A project whose targets are rule objects: a kind with a backward of its own."""
+
+
+@dataclass(frozen=True)
+class TheRule:
+    """The rule object a target of the rule kind is (a detail of its own)."""
+
+    rule: Any
+
+
+class RuleKind(UnnamedKind):
+    """Objects of a class with ``IS_RULE``: a forward (``value``) and a backward of their own
+    (``gradient(ctx, grad)``), looked up on the class when autograd calls it."""
+
+    name = "gradient rule"
+    plural = "gradient rules (objects with value and gradient)"
+    short = "gradient rules"
+    listed = True
+    capabilities = frozenset({Capability.OWN_AUTOGRAD, Capability.OWN_BACKWARD,
+                              Capability.OWN_CTX})
+    lacking: Mapping[Capability, str] = MappingProxyType({
+        Capability.CLASS_SOURCE: "it is an object, not an autograd.Function class",
+        Capability.FORWARD_AD: "a rule has no forward-mode formula"})
+
+    @staticmethod
+    def detect(obj: Any) -> bool:
+        return getattr(type(obj), "IS_RULE", False) is True
+
+    @staticmethod
+    def introspect(obj: Any, name: str, init_args: Mapping[str, Any]) -> Target:
+        cls = type(obj)
+        function = sys.modules[cls.__module__].applied(obj)
+        return Target(
+            function=function, target=name, params=(Param("x"),),
+            forward_location=location_of(cls.value), backward_location=location_of(cls.gradient),
+            source_file=file_of(cls), kind=RuleKind.name, capabilities=RuleKind.capabilities,
+            called=f"{cls.__name__}.value",
+            details=(Formula("ctx", backward_arity=1), TheRule(obj)))
+
+    @staticmethod
+    def defined_in(obj: Any, module: str) -> bool:
+        return type(obj).__module__ == module
+
+    @staticmethod
+    def listing(obj: Any, name: str) -> tuple[str, list[str]]:
+        return name, ["gradient rule"]
+
+    @staticmethod
+    def backward_holder(target: Target, node: Any) -> Holder | None:
+        """The rule's class: where autograd finds ``gradient`` (self and ctx before the
+        gradients)."""
+        owner = type(target.need(TheRule).rule)
+        for klass in owner.__mro__:
+            if "gradient" in vars(klass):
+                return Holder(owner, "gradient", vars(klass)["gradient"],
+                              "gradient" in vars(owner), 2)
+        return None
+
+
+@pytest.fixture
+def rules(project, monkeypatch):
+    """The rule kind's registry line and a project of rules (the current directory)."""
+    project.write("rules.py", RULES)
+    project.write("rule.yaml", "cases:\n  - name: c\n    args:\n      x: {shape: [4]}\n")
+    monkeypatch.syspath_prepend(str(project.root))
+    monkeypatch.setattr(kinds, "KINDS", (RuleKind(), *kinds.KINDS))
+    yield project
+    sys.modules.pop("rules", None)
+
+
+def test_a_kind_with_its_own_backward_gets_its_backward_mutated(rules, monkeypatch):
+    """``--mutate`` swaps the backward where its kind says it lives (``Kind.backward_holder``):
+    mutants of the rule's own source, each killed, and the original put back."""
+    report = verify("rules:square", spec="rule.yaml", mutate=True)
+    assert report.ok, report.text
+    (score,) = report.mutants
+    assert score.note is None  # not "no backward of its own: value mutants only"
+    assert score.total >= 3 and score.killed == score.total, score
+    rules_module = sys.modules["rules"]
+    assert "gradient" in vars(rules_module.Rule)  # put back
+    wrong = verify("rules:wrong_square", spec="rule.yaml", checks=["gradcheck"])
+    assert not wrong.ok
+    # without the kind's answer the backward cannot be reached: value mutants only, said so
+    monkeypatch.setattr(RuleKind, "backward_holder", staticmethod(lambda target, node: None))
+    (fewer,) = verify("rules:square", spec="rule.yaml", mutate=True).mutants
+    assert fewer.total < score.total and "cannot be reached" in (fewer.note or "")
+
+
+def test_a_kind_with_its_own_backward_gets_a_bare_torch_repro(rules):
+    """``--repro`` calls the target as its kind says a plain script calls it
+    (``Kind.bare_call``): the script fails under bare torch, on the rule's own bug."""
+    result = run_cli("check", "rules:wrong_square", "--spec", "rule.yaml", "--only",
+                     "gradcheck", "--repro", "repro", "--format", "plain")
+    assert result.code == 1, result.output
+    (script,) = (rules.root / "repro").iterdir()
+    assert "from rules import wrong_square" in script.read_text()
+    done = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True,
+                          cwd=rules.root, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED: torch.autograd.gradcheck on rules:wrong_square" in done.stderr

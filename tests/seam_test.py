@@ -13,7 +13,15 @@ import zoo
 from gradverify.config import load as load_config
 from gradverify.discover import Discoverer, files_read
 from gradverify.registry import REGISTRY
-from gradverify.targets import KINDS, Capability, Target, introspect, kind_of, parse_target
+from gradverify.targets import (
+    KINDS,
+    Capability,
+    Target,
+    introspect,
+    kind_of,
+    parse_target,
+    who_has,
+)
 from gradverify.targets import names as target_names
 from gradverify.targets.names import ATTRIBUTE, TargetName
 
@@ -51,7 +59,11 @@ def test_capabilities_are_distinct_members():
     """Enum members with equal values are one member under several names: a kind's reason for
     lacking one would be given for all of them (forward_ad's reason on saved_tensors)."""
     assert len(Capability.__members__) == len(list(Capability))
-    assert all(c.who for c in Capability)
+    assert all(who_has(c) for c in Capability)
+    # in the kinds' own words, qualified where only some of a kind's targets have it
+    assert who_has(Capability.OWN_BACKWARD) == \
+        "autograd.Function classes and custom ops with register_autograd"
+    assert who_has(Capability.KEYWORDS) == "plain functions and nn.Module classes"
 
 
 @pytest.mark.skipif(opzoo is None, reason="custom ops need torch>=2.4")

@@ -14,8 +14,7 @@ from gradverify.case.inputs import Args
 from gradverify.checks._tensors import is_inexact
 from gradverify.checks.base import Outcome
 from gradverify.results import Location
-from gradverify.targets import Target, registered_formula
-from gradverify.targets.model import Capability
+from gradverify.targets import Target, kind_for
 
 
 @dataclass
@@ -162,14 +161,9 @@ def randn_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 
 
 def no_own_backward(info: Target, applied: Applied) -> str | None:
-    """Why backward cannot be called raw on this call's graph, or None: a custom op whose
-    autograd kernel was written by hand at the Autograd key (not ``register_autograd``) has no
-    formula of its own to call; the engine-based checks still see its gradients."""
-    if not info.has(Capability.SCHEMA) or applied.node is None \
-            or registered_formula(applied.node) is not None:
-        return None
-    return ("not for this custom op: its autograd kernel is not a formula registered with "
-            "register_autograd, so there is no backward of its own to call")
+    """Why backward cannot be called raw on this call's graph, or None: its kind's answer
+    (``Kind.no_raw_backward``: a custom op whose autograd kernel was written by hand)."""
+    return kind_for(info).no_raw_backward(info, applied.node)
 
 
 def runs_in_working_dtype(ctx: Any, *, backward: bool = False) -> bool:

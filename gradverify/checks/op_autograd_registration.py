@@ -106,7 +106,7 @@ def _no_formula(ctx: CheckContext, first: str, applied: Any,
     without a gradient."""
 
     name = ctx.info.need(Schema).name
-    hint = (f"register one: {name.split('::')[-1]}.register_autograd(backward, "
+    hint = (f"register one: {ctx.info.need(Schema).short_name}.register_autograd(backward, "
             "setup_context=setup_context), or torch.library.register_autograd("
             f"{name!r}, backward, setup_context=...)")
     opdef = torchcompat.custom_op_def(name)

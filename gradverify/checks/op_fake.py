@@ -65,7 +65,7 @@ class OpFakeCheck(Check):
         text = _opcheck.messages(exc)
         location = _fake_location(ctx) or calls.user_location(exc, ctx.info)
         if "no fake impl" in text or "no abstract impl" in text.lower():
-            name = ctx.info.need(Schema).name.split("::")[-1]
+            name = ctx.info.need(Schema).short_name
             return Outcome(summary="no fake implementation", findings=[Finding(
                 "GV422", Severity.ERROR,
                 "the op has no fake implementation: torch.compile, export and FX tracing "

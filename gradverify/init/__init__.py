@@ -25,6 +25,7 @@ from gradverify.init.targets import Found, Skipped, find, guess_init_args
 from gradverify.report.text import escaped
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.targets import Built, Target
+from gradverify.targets.names import file_stem
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def _yaml(value: Any) -> str:
 def file_name(info: Target) -> str:
     """A spec's file name in a folder: ``Linear.yaml``, ``fusedkit.bias_gelu.yaml`` for the op
     ``fusedkit::bias_gelu`` (a colon breaks pytest's node ids, and Windows)."""
-    return re.sub(r"[^\w.-]", "_", info.name.replace(".", "_").replace("::", ".")) + ".yaml"
+    return file_stem(info.name) + ".yaml"
 
 
 def write(target: str, output: str | None, *, force: bool, imports: tuple[str, ...] = (),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.case.inputs import InputMaker, case_seed
 from gradverify.results import Finding
 from gradverify.specmodel import Case, ResolvedTolerance
-from gradverify.targets import Capability, Target
+from gradverify.targets import Capability, Target, kind_for
 from gradverify.targets.names import parse_target
 
 if TYPE_CHECKING:
@@ -146,16 +146,17 @@ def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
 def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
     """(the import lines, the expression of the callable), or None for a kind no plain call
     reaches (a module, keyword-only parameters)."""
-    if info.has(Capability.PARAMETERS) or any(p.kind in ("keyword_only", "var_keyword")
-                                              for p in info.params):
+    if any(p.kind in ("keyword_only", "var_keyword") for p in info.params):
         return None
-    if parse_target(info.target).named:
-        namespace, _, op = info.target.partition("::")
-        return (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
-                + "".join(f"import {module}\n" for module in imports)), \
-            f"torch.ops.{namespace}.{op}"
+    name, kind = parse_target(info.target), kind_for(info)
+    if name.named:
+        call = kind.bare_call(info, None)
+        return None if call is None else (
+            f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
+            + "".join(f"import {module}\n" for module in imports), call)
     module, _, attr = info.target.rpartition(":")
-    if not module or not attr:
+    call = kind.bare_call(info, attr) if module and attr else None
+    if call is None:
         return None
     head = attr.split(".")[0]
     if module.endswith(".py") or "/" in module or os.sep in module:
@@ -168,7 +169,6 @@ def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
     else:
         lines = (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
                  f"from {module} import {head}\n")
-    call = f"{attr}.apply" if info.has(Capability.CLASS_SOURCE) else attr
     return lines, call
 
 

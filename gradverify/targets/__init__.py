@@ -30,7 +30,7 @@ from gradverify.targets.model import (
     Target,
 )
 from gradverify.targets.module import ModuleParameter, module_parameter
-from gradverify.targets.names import TargetName, parse_target
+from gradverify.targets.names import TargetName, parse_target, same_target_name
 
 KINDS = kinds.KINDS
 """Every kind, in the order they are tried (a Function class is also a class): read here,
@@ -50,19 +50,22 @@ __all__ = [
     "TargetName",
     "described",
     "draws_random",
+    "grammar_name_of",
     "import_module",
     "introspect",
+    "kind_for",
     "kind_of",
     "location_of",
     "may_have",
     "module_parameter",
     "normalise",
-    "op_name_of",
     "parse_target",
     "registered_formula",
     "resolve",
     "resolve_object",
+    "same_target_name",
     "targets_in",
+    "who_has",
     "why_lacking",
 ]
 
@@ -90,13 +93,33 @@ def may_have(obj: Any, capability: Capability) -> bool:
     return kind is not None and capability in kind.capabilities
 
 
-def op_name_of(obj: Any) -> str | None:
-    """``ns::op`` when ``obj`` is a custom op (not a packet of several overloads), else None."""
+def kind_for(target: Target) -> Kind:
+    """The kind that introspected ``target``: what its backward, its bare call and its
+    names are is that kind's to say."""
+    return next(k for k in kinds.KINDS if k.name == target.kind)
+
+
+def grammar_name_of(obj: Any) -> str | None:
+    """``obj``'s name in its kind's own grammar (an op's ``ns::op``; not a packet of several
+    overloads), else None."""
     try:
-        is_op = custom_op.op_of(obj) is not None
-    except TargetError:  # several overloads: not one op
+        kind = kind_of(obj)
+    except TargetError:  # several overloads: no one name
         return None
-    return custom_op.op_name(obj) if is_op else None
+    return None if kind is None else kind.named(obj)
+
+
+_ANY_KIND = {Capability.TRITON: "targets whose forward or backward launches Triton kernels"}
+"""Capabilities a target of any kind may get (its code launches Triton kernels)."""
+
+
+def who_has(capability: Capability) -> str:
+    """The kinds of target that have ``capability``, in their own words, for messages."""
+    if capability in _ANY_KIND:
+        return _ANY_KIND[capability]
+    words = [f"{k.short} {k.qualified[capability]}" if capability in k.qualified else k.short
+             for k in kinds.KINDS if capability in k.capabilities and k.short]
+    return " and ".join(dict.fromkeys(words))
 
 
 def resolve(text: str, imports: tuple[str, ...] = (),
@@ -138,8 +161,7 @@ def _with_launches(target: Target) -> Target:
 
 def why_lacking(target: Target, capability: Capability) -> str:
     """Why ``target`` lacks ``capability``, in its kind's words."""
-    kind = next(k for k in kinds.KINDS if k.name == target.kind)
-    return kind.lacking.get(capability) or f"made for {capability.who} only"
+    return kind_for(target).lacking.get(capability) or f"made for {who_has(capability)} only"
 
 
 def draws_random(target: Target) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from gradverify import torchcompat
 from gradverify.errors import TargetError
 from gradverify.targets import op_calls
+from gradverify.targets.holders import Holder
 from gradverify.targets.introspection import SOURCE_ERRORS, adapter, file_of, location_of
 from gradverify.targets.load import import_module
 from gradverify.targets.model import MISSING, Capability, Formula, Param, Schema, Target
@@ -38,6 +39,10 @@ class CustomOpKind:
 
     name = "custom op"
     plural = "custom ops (torch.library.custom_op, or 'namespace::op')"
+    short = "custom ops"
+    qualified: Mapping[Capability, str] = MappingProxyType({
+        Capability.OWN_BACKWARD: "with register_autograd",
+        Capability.OWN_CTX: "with register_autograd"})
     listed = True
     capabilities = SCHEMA_CAPABILITIES | {Capability.OWN_BACKWARD, Capability.OWN_CTX}
     lacking: Mapping[Capability, str] = MappingProxyType({
@@ -82,6 +87,50 @@ class CustomOpKind:
         if info.vmap:
             traits.append("register_vmap")
         return info.target, traits
+
+    @staticmethod
+    def named(obj: Any) -> str | None:
+        try:
+            is_op = op_of(obj) is not None
+        except TargetError:  # several overloads: not one op
+            return None
+        return op_name(obj) if is_op else None
+
+    @staticmethod
+    def same_name(a: str, b: str) -> bool:
+        """Equal, or one without an overload (``ns::op`` for ``ns::op.default``)."""
+        return a == b or ((a.count(".") == 0 or b.count(".") == 0)
+                          and a.split(".")[0] == b.split(".")[0])
+
+    @staticmethod
+    def backward_holder(target: Target, node: Any) -> Holder | None:
+        """The op's definition, where ``register_autograd`` put its backward (found through
+        ``node`` for an op registered by name)."""
+        schema = target.detail(Schema)
+        if not target.has(Capability.OWN_BACKWARD) or schema is None:
+            return None
+        owner = torchcompat.custom_op_def(schema.name)
+        generated = registered_formula(node) if node is not None else None
+        if owner is None and generated is not None:
+            owner = torchcompat.registered_autograd(generated)
+        backward = getattr(owner, "_backward_fn", None)
+        return None if backward is None else Holder(owner, "_backward_fn", backward, True, 1)
+
+    @staticmethod
+    def bare_call(target: Target, attribute: str | None) -> str | None:
+        if attribute is not None:
+            return attribute
+        namespace, _, op = target.target.partition("::")
+        return f"torch.ops.{namespace}.{op}"
+
+    @staticmethod
+    def no_raw_backward(target: Target, node: Any) -> str | None:
+        """An autograd kernel written by hand at the Autograd key (not ``register_autograd``)
+        is no formula of its own to call; the engine-based checks still see its gradients."""
+        if node is None or registered_formula(node) is not None:
+            return None
+        return ("not for this custom op: its autograd kernel is not a formula registered with "
+                "register_autograd, so there is no backward of its own to call")
 
 
 KIND = CustomOpKind()

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.errors import TargetError
+from gradverify.targets.holders import Holder
 from gradverify.targets.introspection import (
     SOURCE_ERRORS,
     location_of,
@@ -30,6 +32,7 @@ class FunctionClassKind(UnnamedKind):
 
     name = "autograd.Function"
     plural = "torch.autograd.Function classes"
+    short = "autograd.Function classes"
     listed = True
     capabilities = CAPABILITIES
     lacking: Mapping[Capability, str] = MappingProxyType({})
@@ -58,6 +61,22 @@ class FunctionClassKind(UnnamedKind):
     @staticmethod
     def defined_in(obj: Any, module: str) -> bool:
         return getattr(obj, "__module__", None) == module
+
+    @staticmethod
+    def backward_holder(target: Target, node: Any) -> Holder | None:
+        """The class (or the base below torch's) that defines ``backward`` (else ``vjp``)."""
+        cls = target.function
+        for name in ("backward", "vjp"):
+            for klass in cls.__mro__:
+                if klass in torchcompat.function_machinery():
+                    break
+                if name in vars(klass):
+                    return Holder.of_class(cls, name)
+        return None
+
+    @staticmethod
+    def bare_call(target: Target, attribute: str | None) -> str | None:
+        return None if attribute is None else f"{attribute}.apply"
 
 
 KIND = FunctionClassKind()

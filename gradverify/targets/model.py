@@ -6,9 +6,13 @@ import enum
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gradverify.results import Location
+
+if TYPE_CHECKING:
+    from gradverify.targets.holders import Holder
 
 MISSING = inspect.Parameter.empty
 
@@ -28,7 +32,7 @@ class Param:
 class Capability(enum.Enum):
     """What a target has that some checks need. A check declares the ones it needs
     (``Check.needs``); a target that lacks one gets a skipped row that says why, in the words
-    of its kind (``gradverify.targets.why_lacking``). ``who`` names who has it. Each member's
+    of its kind (``gradverify.targets.why_lacking``), naming the kinds that have it. Each member's
     value is its own name: members with equal values would be one member under several names
     (and one kind's reason for lacking one would be given for all of them)."""
 
@@ -53,24 +57,6 @@ class Capability(enum.Enum):
     TRITON = "triton"
     """Its forward or backward launches Triton kernels (``targets.triton_launches``): tile
     boundaries to try."""
-
-    @property
-    def who(self) -> str:
-        """The kinds of target that have it, for messages."""
-        return _WHO[self]
-
-
-_WHO = {
-    Capability.OWN_AUTOGRAD: "autograd.Function classes and custom ops",
-    Capability.OWN_BACKWARD: "autograd.Function classes and custom ops with register_autograd",
-    Capability.CLASS_SOURCE: "autograd.Function classes",
-    Capability.OWN_CTX: "autograd.Function classes and custom ops with register_autograd",
-    Capability.FORWARD_AD: "autograd.Function classes",
-    Capability.SCHEMA: "custom ops",
-    Capability.PARAMETERS: "nn.Module classes",
-    Capability.KEYWORDS: "plain functions and nn.Module classes",
-    Capability.TRITON: "targets whose forward or backward launches Triton kernels",
-}
 
 
 @dataclass(frozen=True)
@@ -102,6 +88,11 @@ class Schema:
     def name(self) -> str:
         """``namespace::op``."""
         return str(self.op._name)
+
+    @property
+    def short_name(self) -> str:
+        """The op's own name, without its namespace: ``op`` of ``namespace::op``."""
+        return self.name.split("::")[-1]
 
 
 @dataclass(frozen=True)
@@ -227,13 +218,62 @@ class Kind(Protocol):
     def listing(self, obj: Any, name: str) -> tuple[str, list[str]]:
         """What ``gradverify list`` says of ``obj``: its target name and its traits."""
 
+    short: str
+    """How messages that say who has a capability name its targets: ``custom ops`` (empty:
+    they are named among another kind's)."""
+    qualified: Mapping[Capability, str]
+    """For a capability only some of its targets have, which: ``with register_autograd``."""
+
+    def named(self, obj: Any) -> str | None:
+        """``obj``'s name in this kind's own grammar (``ns::op``), or None (it has none)."""
+
+    def same_name(self, a: str, b: str) -> bool:
+        """Whether two names in this kind's grammar name one target (``ns::op`` and
+        ``ns::op.default``)."""
+
+    def backward_holder(self, target: Target, node: Any) -> Holder | None:
+        """Where ``target``'s own backward lives, so that ``--mutate`` can swap it, or None
+        (it has none of its own, or one that cannot be swapped). ``node``: a graph node of a
+        call of it (an op registered by name is found through it)."""
+
+    def bare_call(self, target: Target, attribute: str | None) -> str | None:
+        """The expression a bare-torch script (``--repro``) calls ``target`` by, having
+        imported ``attribute`` (None for a target named in the kind's grammar); None where no
+        plain call reaches it."""
+
+    def no_raw_backward(self, target: Target, node: Any) -> str | None:
+        """Why backward cannot be called raw on the graph of a call of ``target`` (``node``,
+        its output's), though it has its own autograd; None when it can (or has none)."""
+
 
 class UnnamedKind:
     """What a kind whose targets are only named ``module:attribute`` shares: no grammar of
-    its own."""
+    its own; and what a kind without a backward of its own shares."""
+
+    qualified: Mapping[Capability, str] = MappingProxyType({})
 
     @staticmethod
     def name_of(text: str) -> str | None:
+        return None
+
+    @staticmethod
+    def named(obj: Any) -> str | None:
+        return None
+
+    @staticmethod
+    def same_name(a: str, b: str) -> bool:
+        return a == b
+
+    @staticmethod
+    def backward_holder(target: Target, node: Any) -> Holder | None:
+        return None
+
+    @staticmethod
+    def bare_call(target: Target, attribute: str | None) -> str | None:
+        return attribute
+
+    @staticmethod
+    def no_raw_backward(target: Target, node: Any) -> str | None:
         return None
 
     @staticmethod

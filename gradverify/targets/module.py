@@ -26,6 +26,7 @@ class ModuleKind(UnnamedKind):
 
     name = "module"
     plural = "torch.nn.Module classes"
+    short = "nn.Module classes"
     listed = True
 
     @staticmethod
@@ -45,6 +46,10 @@ class ModuleKind(UnnamedKind):
     @staticmethod
     def introspect(obj: Any, name: str, init_args: Mapping[str, Any]) -> Target:
         return _module_target(obj, name, init_args)
+
+    @staticmethod
+    def bare_call(target: Target, attribute: str | None) -> str | None:
+        return None  # built from init_args, its parameters inputs: no plain call
 
     @staticmethod
     def defined_in(obj: Any, module: str) -> bool:

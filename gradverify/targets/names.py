@@ -98,6 +98,24 @@ def named_by(text: str) -> str | None:
     return next((kind.name for kind in KINDS if kind.name_of(text) == text), None)
 
 
+def same_target_name(a: str, b: str) -> bool:
+    """Whether two target names name one target: equal, or two spellings of one name in a
+    kind's own grammar (``ns::op`` and ``ns::op.default``: ``Kind.same_name``)."""
+    from gradverify.targets.kinds import KINDS
+
+    if a == b:
+        return True
+    kind = named_by(a)
+    return kind is not None and kind == named_by(b) \
+        and next(k for k in KINDS if k.name == kind).same_name(a, b)
+
+
+def file_stem(name: str) -> str:
+    """A target's name as a file's name: ``Outer_Inner`` for ``Outer.Inner``, the parts of an
+    op's ``ns::op`` joined by a dot (a colon breaks pytest's node ids, and Windows)."""
+    return re.sub(r"[^\w.-]", "_", name.replace(".", "_").replace("::", "."))
+
+
 def canonical_target(text: str) -> str:
     """A name in a kind's grammar as that kind spells it (``torch.ops.ns:op`` or
     ``torch.ops.ns.op[.overload]``, as Python spells an op, as ``ns::op[.overload]``); any

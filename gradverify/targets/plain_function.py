@@ -34,6 +34,7 @@ class PlainFunctionKind(UnnamedKind):
 
     name = "function"
     plural = "plain functions (mod:fn)"
+    short = "plain functions"
     listed = False
     capabilities = frozenset({Capability.KEYWORDS})
     lacking = composite_lacking("what it calls")

@@ -18,7 +18,7 @@ class TritonOpKind(custom_op.CustomOpKind):
     """``gradverify.targets.model.Kind`` of ``triton_op`` ops: a custom op's, named so."""
 
     name = custom_op.TRITON_OP
-    plural = ""
+    plural = short = ""
     """None of its own: messages that say what gradverify verifies name it among custom ops."""
     listed = False
 
