@@ -19,15 +19,13 @@ from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.specmodel import NAMED_SPEC_SUFFIXES, Spec
 from gradverify.targets.names import (
-    ATTRIBUTE,
-    MODULE,
-    NAMED,
-    SPECS,
+    Form,
     TargetName,
     in_module,
     named_by,
-    parse_target,
+    names_read,
     same_target_name,
+    unhandled,
 )
 
 
@@ -137,20 +135,24 @@ class Discoverer:
         return plan
 
     def _one(self, name: TargetName) -> Plan:
+        """The plan of one TARGET, by its form (``files_read`` reads what each form reads)."""
         path = Path(name.text)
-        if name.form == SPECS:  # a folder named like a spec file is a folder
-            return self._directory(path) if path.is_dir() else self._spec_file(path, explicit=True)
-        if name.form in (NAMED, ATTRIBUTE):
-            return self._class(name)
-        if name.form == MODULE:
-            return self._module(name)
-        target = name.text
-        plan = self.empty()
-        plan.errors.append(ErrorEntry(
-            target=target, spec=None, code="GV003",
-            message=f"{target}: not a spec file (.yaml, .yml or .json), a directory of specs, "
-                    "a module (pkg.mod, file.py) or a 'module:Name' target"))
-        return plan
+        match name.form:
+            case Form.SPECS:  # a folder named like a spec file is a folder
+                return self._directory(path) if path.is_dir() \
+                    else self._spec_file(path, explicit=True)
+            case Form.NAMED | Form.ATTRIBUTE:
+                return self._class(name)
+            case Form.MODULE:
+                return self._module(name)
+            case Form.UNKNOWN:
+                plan = self.empty()
+                plan.errors.append(ErrorEntry(
+                    target=name.text, spec=None, code="GV003",
+                    message=f"{name.text}: not a spec file (.yaml, .yml or .json), a directory "
+                            "of specs, a module (pkg.mod, file.py) or a 'module:Name' target"))
+                return plan
+        unhandled(name.form)
 
     def _directory(self, directory: Path) -> Plan:
         plan = self.empty()
@@ -332,20 +334,25 @@ def files_read(targets: Sequence[TargetName], config: Config, spec_file: str | N
     nearest pyproject.toml), the spec files, the changed files, and the modules of the
     targets, factories and references they name. Reports must never be written over them."""
     specs = [Path(f) for f in (spec_file, config.file, *changed) if f]
-    names_read: list[TargetName] = []
+    read: list[TargetName] = []
     folders: list[Path] = [] if targets else config.spec_dirs()
     for name in targets:
         path = Path(name.text)
-        if name.form == SPECS:  # a folder named like a spec file is a folder
-            (folders if path.is_dir() else specs).append(path)
-        elif name.form in (NAMED, ATTRIBUTE):
-            names_read.append(name)
-            folders += config.spec_dirs()  # a mod:Class target runs the specs naming it
-        elif name.text.endswith(".py"):
-            specs.append(path)  # not a spec, but read all the same
-        else:
-            names_read.append(in_module(name.text))
-            folders += config.spec_dirs()
+        match name.form:
+            case Form.SPECS:  # a folder named like a spec file is a folder
+                (folders if path.is_dir() else specs).append(path)
+            case Form.NAMED | Form.ATTRIBUTE:
+                read.append(name)
+                folders += config.spec_dirs()  # a mod:Class target runs the specs naming it
+            case Form.MODULE if name.text.endswith(".py"):
+                specs.append(path)  # not a spec, but read all the same
+            case Form.MODULE:
+                read.append(in_module(name.text))
+                folders += config.spec_dirs()
+            case Form.UNKNOWN:
+                specs.append(path)  # discovery refuses it (GV003); it is the user's file
+            case _:
+                unhandled(name.form)
     for folder in dict.fromkeys(folders):
         if folder.is_dir():
             specs += spec_files(folder, config)
@@ -356,9 +363,8 @@ def files_read(targets: Sequence[TargetName], config: Config, spec_file: str | N
         except InputError:
             continue
         for spec in loaded:
-            names_read += [parse_target(n) for n in (spec.target, spec.reference,
-                                                     *(c.factory for c in spec.cases)) if n]
-    found = [f for name in dict.fromkeys(names_read)
+            read += names_read(spec)
+    found = [f for name in dict.fromkeys(read)
              for f in target_files(name, config.root, search_path=True) if f.is_file()]
     return [*specs, *found]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from gradverify.errors import os_path
 from gradverify.files import stamp
 from gradverify.specmodel import Spec
-from gradverify.targets.names import ATTRIBUTE, TargetName, in_module, parse_target
+from gradverify.targets.names import Form, TargetName, names_read
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
@@ -166,7 +166,7 @@ class ImportGraph:
 def target_files(name: TargetName, root: Path, *, search_path: bool = False) -> set[Path]:
     """Files that may define a target's module, found from its name alone (no import): under
     the project root, its ``src/`` and the current directory (and ``sys.path``, if asked)."""
-    if name.form != ATTRIBUTE:  # an op's name names no file
+    if name.form != Form.ATTRIBUTE:  # an op's name names no file
         return set()
     module = os_path(name.module)  # read from a spec: as the file system names it
     if name.is_path:
@@ -206,9 +206,7 @@ class Readers:
         self._starts: list[frozenset[Path]] = []
         extra: list[Path] = []
         for spec in self.specs:
-            named = [parse_target(n) for n in (spec.target, spec.reference,
-                                               *(case.factory for case in spec.cases)) if n]
-            named += [in_module(module) for module in spec.imports]
+            named = names_read(spec)
             files = {n: target_files(n, root) for n in named}
             self._starts.append(frozenset().union(*files.values()))
             extra += [f.parent for n, found in files.items() if n.is_path

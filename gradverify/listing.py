@@ -9,7 +9,7 @@ from gradverify.config import Config, spec_files, unreadable_folder
 from gradverify.discover import Discoverer, resolves_to
 from gradverify.errors import InputError, SpecError, UsageError
 from gradverify.spec.file import load_file
-from gradverify.targets.names import ATTRIBUTE, SPECS, parse_target
+from gradverify.targets.names import Form, parse_target
 
 
 def _spec_lines(files: list[Path], errors: list[str]) -> Iterator[str]:
@@ -43,7 +43,7 @@ def list_items(where: list[str], config: Config, errors: list[str]) -> Iterator[
         return
     for item in where:
         path = Path(item)
-        if parse_target(item).form == SPECS:  # a folder named like a spec file is a folder
+        if parse_target(item).form == Form.SPECS:  # a folder named like a spec file is a folder
             yield from _spec_lines(_spec_files(path, config, errors) if path.is_dir() else [path],
                                    errors)
             continue
@@ -69,7 +69,7 @@ def _refuse_target(item: str) -> None:
         raise UsageError(f"{taken}, not an op name; list the module that registers it "
                          f"(gradverify list MODULE), or check the op: gradverify check "
                          f"{name.text}")
-    if name.form == ATTRIBUTE:
+    if name.form == Form.ATTRIBUTE:
         raise UsageError(f"{taken}, not a target; to list what {name.module} defines, run: "
                          f"gradverify list {name.module}")
 

@@ -23,7 +23,7 @@ from gradverify.targets import (
     who_has,
 )
 from gradverify.targets import names as target_names
-from gradverify.targets.names import ATTRIBUTE, TargetName
+from gradverify.targets.names import Form, TargetName
 
 sys.path.insert(0, str(Path(__file__).parent))
 opzoo = None
@@ -132,7 +132,7 @@ def test_parse_target_names_ops_attributes_modules_and_specs(tmp_path, monkeypat
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "a:b.py").write_text("")  # a file whose name has a colon is a file
-    forms = {text: (parse_target(text).form, parse_target(text).module) for text in [
+    forms = {text: (parse_target(text).form.value, parse_target(text).module) for text in [
         "ns::op", "ns::op.default", "torch.ops.ns.op", "pkg.mod:Name", "dir/ops.py:Name",
         "pkg.mod", "ops.py", "pkg", "specs", "more.yaml", "x.yml", "a:b.py", "no such/thing"]}
     assert forms == {
@@ -156,7 +156,7 @@ def test_discovery_returns_its_plan_and_keeps_nothing_between_runs(tmp_path, mon
     again = discoverer.run([parse_target(t) for t in ("specs", "mod:Thing", "nothing here/x")])
     assert [j.target for j in first.jobs] == ["zoo:Exp"] and len(first.errors) == 1
     assert [j.target for j in again.jobs] == ["zoo:Exp"]
-    assert again.deferred == [TargetName("mod:Thing", ATTRIBUTE)]
+    assert again.deferred == [TargetName("mod:Thing", Form.ATTRIBUTE)]
     assert [e.code for e in again.errors] == [first.errors[0].code, "GV003"]
     assert [j.target for j in discoverer.run([]).jobs] == ["zoo:Exp"]  # nothing accumulated
 
@@ -187,3 +187,27 @@ def test_a_target_is_parsed_once_and_its_value_used_by_discovery_and_files_read(
         read = {p.resolve() for p in files_read(names[1:], config)}
     assert (tmp_path / "mod.py").resolve() in read  # the target's module, found from its value
     assert (tmp_path / "specs" / "exp.yaml").resolve() in read  # a mod:Name runs folder specs
+
+
+def test_files_read_reads_what_a_run_of_each_form_of_target_reads(tmp_path, monkeypatch):
+    """The overwrite guard and discovery match on one ``Form`` (mypy flags a form either
+    leaves out): for a TARGET of each form, the files its run reads are among those no report
+    may be written over, the modules every spec it runs imports included."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "exp.yaml").write_text(
+        "target: mod:Exp\nreference: ref:exp\nimports: [registers]\n"
+        "cases:\n  - args: {x: {shape: [2]}}\n")
+    for name in ("mod.py", "ref.py", "registers.py", "notes.txt"):
+        (tmp_path / name).write_text("")
+    config = load_config(tmp_path)
+    spec_side = {"specs/exp.yaml", "mod.py", "ref.py", "registers.py"}
+    expected = {"specs": spec_side, "mod:Exp": spec_side, "mod": {"mod.py"} | spec_side,
+                "ns::op": spec_side, "notes.txt": {"notes.txt"}}
+    forms = set()
+    for text, files in expected.items():
+        name = parse_target(text)
+        forms.add(name.form)
+        read = {p.resolve() for p in files_read([name], config)}
+        assert {(tmp_path / f).resolve() for f in files} <= read, text
+    assert forms == set(Form)

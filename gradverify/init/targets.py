@@ -44,7 +44,7 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
         resolve,
         resolve_object,
     )
-    from gradverify.targets.names import ATTRIBUTE
+    from gradverify.targets.names import Form
 
     for module in imports:
         import_module(module)
@@ -58,7 +58,7 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
             raise TargetError("no operator of this name is registered: pass --import MODULE, "
                               "the module whose import registers it (the spec lists it under "
                               "imports:)", code=exc.code, where=target) from None
-    if name.form == ATTRIBUTE:
+    if name.form == Form.ATTRIBUTE:
         obj = resolve_object(target)
         init_args = guess_init_args(obj) if may_have(obj, Capability.PARAMETERS) else None
         return [Found(resolve(target, init_args=init_args))], []

@@ -5,19 +5,37 @@ folder of specs). Reads the file system only to tell a folder or file that exist
 name; imports nothing."""
 from __future__ import annotations
 
+import enum
 import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-from gradverify.specmodel import NAMED_SPEC_SUFFIXES, SPEC_SUFFIXES
+from gradverify.specmodel import NAMED_SPEC_SUFFIXES, SPEC_SUFFIXES, Spec
 
-NAMED = "named"
-ATTRIBUTE = "attribute"
-MODULE = "module"
-SPECS = "specs"
-UNKNOWN = "unknown"
+
+class Form(enum.Enum):
+    """What a TARGET names; code that acts on each form matches on it (``Discoverer._one`` and
+    ``files_read``: what a run reads is what its discovery reads), and mypy sees a form left
+    out (``unhandled``)."""
+
+    NAMED = "named"
+    """A name in a kind's own grammar (an op's ``ns::op``)."""
+    ATTRIBUTE = "attribute"
+    """``pkg.mod:Name`` or ``path/file.py:Name``."""
+    MODULE = "module"
+    """A whole module: ``pkg.mod``, ``file.py``, a package folder."""
+    SPECS = "specs"
+    """A spec file or a folder of specs."""
+    UNKNOWN = "unknown"
+    """A file of another kind, or nothing gradverify can name."""
+
+
+def unhandled(form: NoReturn) -> NoReturn:
+    """Where a ``match`` on a ``Form`` ends: mypy flags a form no case handles."""
+    raise AssertionError(f"unhandled target form {form!r}")
 
 
 @dataclass(frozen=True)
@@ -25,23 +43,21 @@ class TargetName:
     text: str
     """As given, with a name in a kind's own grammar spelt as that kind spells it (an op
     spelt as Python spells it, ``torch.ops.ns.op``, as ``ns::op``)."""
-    form: str
-    """``named`` (by a kind's own grammar), ``attribute``, ``module``, ``specs`` or
-    ``unknown``."""
+    form: Form
     kind: str | None = None
     """For a ``named`` target: the name of the kind whose grammar it is."""
 
     @property
     def named(self) -> bool:
         """Named by a kind's own grammar (an op's ``ns::op``), not ``module:attribute``."""
-        return self.form == NAMED
+        return self.form == Form.NAMED
 
     @property
     def module(self) -> str:
         """The module part: ``pkg.mod`` or ``path/file.py`` (an op's: empty)."""
-        if self.form == ATTRIBUTE:
+        if self.form == Form.ATTRIBUTE:
             return self.text.rpartition(":")[0]
-        return self.text if self.form == MODULE else ""
+        return self.text if self.form == Form.MODULE else ""
 
     @property
     def is_path(self) -> bool:
@@ -53,7 +69,7 @@ class TargetName:
 def in_module(module: str) -> TargetName:
     """A name in ``module`` (``pkg.mod:_``): what finds the files that may define a module
     named alone (a module TARGET, a spec's ``imports:``), as they are found for an attribute."""
-    return TargetName(f"{module}:_", ATTRIBUTE)
+    return TargetName(f"{module}:_", Form.ATTRIBUTE)
 
 
 def parse_target(text: str) -> TargetName:
@@ -64,17 +80,17 @@ def parse_target(text: str) -> TargetName:
     path = Path(text)
     kind = named_by(text)
     if kind is not None:
-        return TargetName(text, NAMED, kind)
+        return TargetName(text, Form.NAMED, kind)
     if path.is_dir() and not is_package_folder(text):
-        return TargetName(text, SPECS)
+        return TargetName(text, Form.SPECS)
     if text.endswith(NAMED_SPEC_SUFFIXES):
-        return TargetName(text, SPECS)
+        return TargetName(text, Form.SPECS)
     if ":" in text and not path.exists():
-        return TargetName(text, ATTRIBUTE)
+        return TargetName(text, Form.ATTRIBUTE)
     if text.endswith(".py") or (is_target_string(f"{text}:X") and "/" not in text
                                 and not path.is_file()):
-        return TargetName(text, MODULE)
-    return TargetName(text, UNKNOWN)  # a file of another kind (a name without .py or .yaml)
+        return TargetName(text, Form.MODULE)
+    return TargetName(text, Form.UNKNOWN)  # a file of another kind (no .py or .yaml)
 
 
 def is_package_folder(name: str) -> bool:
@@ -108,6 +124,15 @@ def same_target_name(a: str, b: str) -> bool:
     kind = named_by(a)
     return kind is not None and kind == named_by(b) \
         and next(k for k in KINDS if k.name == kind).same_name(a, b)
+
+
+def names_read(spec: Spec) -> list[TargetName]:
+    """What a run of ``spec`` imports: its target, its reference, its cases' factories and
+    its ``imports:`` modules. Discovery's overwrite guard (``discover.files_read``) and the
+    import graph (``importgraph.Readers``) both read a spec through this."""
+    named = [parse_target(n) for n in (spec.target, spec.reference,
+                                       *(case.factory for case in spec.cases)) if n]
+    return named + [in_module(module) for module in spec.imports]
 
 
 def file_stem(name: str) -> str:
