@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from gradverify.config import Config
     from gradverify.options import RunOptions
-    from gradverify.results import MutationScore
+    from gradverify.scores import MutationScore
 
 
 class GradverifyWarning(UserWarning):

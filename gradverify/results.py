@@ -9,7 +9,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gradverify.scores import MutantRun, MutationScore
 
 
 class ExitCode(enum.IntEnum):
@@ -147,6 +150,20 @@ class Evidence:
     """The text of the traceback that the finding is about (an internal error), if any."""
 
 
+def first_clause(message: str) -> str:
+    """A finding's message up to its first ``;``: what a check row's summary says of it, whole
+    (the console cuts it in a row, where the finding below says the rest)."""
+    return message.split("; ")[0]
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A check the spec declares an expected failure (``expect: {check: reason}``)."""
+
+    check: str
+    reason: str
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem (or note) found by a check."""
@@ -165,19 +182,32 @@ class Finding:
     location: Location | None = None
     """The Function's code concerned (usually backward's ``def``, or the line that raised)."""
     data: Mapping[str, Any] = field(default_factory=dict)
-    """Numbers behind the message (JSON-safe): the worst entry, counts, a pattern."""
+    """Numbers behind the message (JSON-safe): the worst entry, counts. Read by the renderers
+    only; what other layers read of a finding is a field of its own."""
+    pattern: str | None = None
+    """The shape of a mismatch of Jacobians (``checks._jacobian.recognise``: ``transposed``,
+    ``not multiplied by the incoming gradient``), which consequences match on."""
+    refuses_float64: str | None = None
+    """Forward's GV008 or backward's GV026 (``run.classify``): the target raises on the
+    float64 copies of a case's inputs but runs on the working-dtype ones, a kernel without
+    float64 support that only the checks judging in the working dtype can verify; what raised
+    (``backward raised KeyError: torch.float64``)."""
     consequence_of: str | None = None
     """``GV222 (mutation)``: this finding follows from that defect of the same case, reported
-    there; the message says so and the hint points at it instead of advice of its own."""
+    there; the renderers say so after the message, and point the hint at it instead of advice
+    of its own (``report.text.said``, ``advice``)."""
+    declared: Declaration | None = None
+    """With ``consequence_of``: the defect it follows from is one the spec declares an
+    expected failure (``expect:``), for this reason."""
     smallest: Smallest | None = None
     """For a failure: the smallest case that still fails so (and its repro, if asked)."""
     evidence: Evidence = field(default_factory=Evidence)
     """The numbers and text behind the message (``Evidence``), independent of verbosity."""
 
-    def following(self, root: str) -> Finding:
-        """This finding, marked as a consequence of ``root`` (``GV222 (mutation)``)."""
-        return replace(self, consequence_of=root, message=f"{self.message}; a consequence of "
-                       f"{root}", hint=f"fix {root} first: this follows from it")
+    def following(self, root: str, declared: Declaration | None = None) -> Finding:
+        """This finding, marked as a consequence of ``root`` (``GV222 (mutation)``), which
+        the spec may declare an expected failure."""
+        return replace(self, consequence_of=root, declared=declared)
 
 
 @dataclass(frozen=True)
@@ -202,55 +232,6 @@ class InputInfo:
     shape: tuple[int, ...] | None = None
     dtype: str | None = None
     requires_grad: bool | None = None
-
-
-@dataclass(frozen=True)
-class MutantRun:
-    """One mutant of a target's backward as one case saw it (``gradverify.mutants``)."""
-
-    key: str
-    """The mutant's name, the same in every case of the run."""
-    mutation: str
-    """What changed: ```grad * w` -> `grad```, ``gradient of 'x' negated``."""
-    location: Location | None
-    verdict: str
-    """``killed``, ``survived``, ``unexecuted`` (its line did not run), ``equivalent`` (the
-    same function, certainly) or ``inapplicable`` (nothing it could change in this case)."""
-    killed_by: str | None = None
-    """The check that failed (or warned) on it where the original did not."""
-    data: Mapping[str, Any] = field(default_factory=dict)
-    """The facts behind why it lived (JSON-safe): the operand a drop removed, the largest
-    difference from the original's gradients, the tolerance."""
-
-
-@dataclass(frozen=True)
-class MutantLine:
-    """A mutant that was not killed: what changed, where, and why it lived."""
-
-    mutation: str
-    location: Location | None
-    why: str
-    larger: bool = False
-    """A survivor a larger case may kill (``record`` grows such a case's dims towards theirs)."""
-    gap: str | None = None
-    """What no case exercised that this survivor needs (overlap, two blocks), in a few words."""
-
-
-@dataclass(frozen=True)
-class MutationScore:
-    """How much one spec proves about one target (``--mutate``): of ``total`` mutants of its
-    backward, ``killed`` made some check fail or warn where the original passed. Equivalent
-    mutants and those on lines no case runs are listed apart, not counted."""
-
-    target: str
-    spec: str | None
-    total: int
-    killed: int
-    survived: tuple[MutantLine, ...] = ()
-    equivalent: tuple[MutantLine, ...] = ()
-    unexecuted: tuple[MutantLine, ...] = ()
-    note: str | None = None
-    """What kind of mutants it got, when not every kind (``no source of backward``)."""
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                   "gradverify.report.formats")),
     ("the checks", ("gradverify.registry", "gradverify.checks")),
     ("a case", ("gradverify.case", "gradverify.targets", "gradverify.torchstate")),
-    ("the model", ("gradverify.results", "gradverify.codes", "gradverify.errors",
-                   "gradverify.specmodel", "gradverify.files",
+    ("the model", ("gradverify.results", "gradverify.scores", "gradverify.codes",
+                   "gradverify.errors", "gradverify.specmodel", "gradverify.files",
                    "gradverify._version", "gradverify.examples", "gradverify.torchcompat",
                    "gradverify.syspath", "gradverify.frames")),
 ]

@@ -9,7 +9,6 @@ import torch
 from torch.autograd import Function
 
 from gradverify import verify
-from gradverify.checks.base import REFUSES_FLOAT64
 from gradverify.results import Status
 
 _NO_FLOAT64 = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -86,7 +85,7 @@ def test_a_backward_that_refuses_float64_is_an_error_never_a_failure(selected):
     carrier = rows["contract" if not selected else "gradcheck"]
     assert result.status == carrier.status == Status.ERROR
     (finding,) = carrier.findings
-    assert finding.code == "GV026" and finding.data[REFUSES_FLOAT64] == (
+    assert finding.code == "GV026" and finding.refuses_float64 == (
         "backward raised KeyError: torch.float64")
     assert "reference: mod:fn" in (finding.hint or "")
     assert not [f.code for c in result.checks for f in c.findings if f.code != "GV026"]
@@ -101,7 +100,7 @@ def test_a_forward_that_refuses_float64_stays_an_error_naming_the_reference():
     result, rows = _rows(ForwardRefuses)
     assert result.status == Status.ERROR
     (finding,) = rows["contract"].findings
-    assert finding.code == "GV008" and finding.data[REFUSES_FLOAT64] == (
+    assert finding.code == "GV008" and finding.refuses_float64 == (
         "forward raised KeyError: torch.float64")
     assert "reference: mod:fn" in (finding.hint or "")
 

@@ -137,14 +137,8 @@ def test_json_dumps_every_field_of_the_data_model():
     import dataclasses
 
     from gradverify.report.jsonfmt import to_dict
-    from gradverify.results import (
-        Evidence,
-        InputInfo,
-        JacobianBlock,
-        MutantLine,
-        MutantRun,
-        MutationScore,
-    )
+    from gradverify.results import Evidence, InputInfo, JacobianBlock
+    from gradverify.scores import MutantLine, MutantRun, MutationScore
 
     finding = Finding("GV121", Severity.ERROR, "m", input="x", output=0, hint="h",
                       location=Location("f.py", 1), data={"k": 1},
@@ -275,7 +269,7 @@ def test_quiet_reaches_the_report_file(broken):
 def _scored() -> Report:
     from dataclasses import replace
 
-    from gradverify.results import MutantLine, MutationScore
+    from gradverify.scores import MutantLine, MutationScore
 
     lived = MutantLine("`grad * w` -> `grad`", Location("pkg/ops.py", 13),
                        "every case has w = 1; give w random values")

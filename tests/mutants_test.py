@@ -15,7 +15,8 @@ from gradverify.mutants import operators
 from gradverify.mutants.merge import merge, why
 from gradverify.mutants.plan import helpers
 from gradverify.mutants.source import BackwardSource, read_backward
-from gradverify.results import Location, MutantRun
+from gradverify.results import Location
+from gradverify.scores import MutantRun
 from tests.conftest import run_cli
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import ROOT
 from gradverify.report import Verbosity
-from gradverify.report.console import render_plain, summary_line
+from gradverify.report.console import render_plain
+from gradverify.report.summary import summary_line
 from gradverify.results import (
     CaseResult,
     CheckResult,
@@ -144,3 +145,20 @@ def test_strict_summary_says_warnings_fail():
     report = _report(Status.PASS, Status.WARN, strict=True)
     assert "(--strict: warnings and xpasses fail the run)" in summary_line(report).plain()
     assert "--strict" not in summary_line(_report(Status.PASS, Status.WARN)).plain()
+
+
+def test_a_row_that_repeats_its_finding_is_cut_and_the_finding_says_it_whole():
+    """The run keeps a row's summary whole (the finding's first clause, JSON has it all); the
+    console cuts it in the row, where the finding below says the rest."""
+    from gradverify.results import Finding, Severity, first_clause
+
+    message = "gradient for 'x' is wrong: " + "much too large " * 12 + "at the end; and more"
+    finding = Finding("GV121", Severity.ERROR, message)
+    row = CheckResult("gradcheck", Status.FAIL, 0.0, first_clause(message) + " (+1 more)",
+                      (finding,))
+    case = CaseResult("m:Bad", "specs/f.yaml", "a", Status.FAIL, 0.0, checks=(row,))
+    text = render_plain(Report(ReportSettings(), (case,)), width=200)
+    (row_line,) = [line for line in text.splitlines() if "FAIL   gradcheck" in line]
+    assert row_line.endswith("... (+1 more)") and "at the end" not in row_line
+    assert "at the end; and more" in text  # the finding, whole
+    assert row.summary.endswith("at the end (+1 more)")

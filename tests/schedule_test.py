@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gradverify.checks.base import REFUSES_FLOAT64, Trait
+from gradverify.checks.base import Trait
 from gradverify.registry import CODES, REGISTRY
 from gradverify.results import CheckResult, Finding, Severity, Status
 from gradverify.run import consequences, schedule
@@ -89,7 +89,7 @@ def test_a_check_the_target_cannot_have_is_skipped_in_its_words():
 
 def test_an_earlier_finding_explains_a_later_one_on_the_same_input():
     root = Finding("GV121", Severity.ERROR, "wrong", input="x",
-                   data={"pattern": "not multiplied by the incoming gradient"})
+                   pattern="not multiplied by the incoming gradient")
     first = CheckResult("gradcheck", Status.FAIL, 0.0, "", (root,))
     later = [Finding("GV144", Severity.ERROR, "detached", input="x"),
              Finding("GV144", Severity.ERROR, "detached", input="y"),
@@ -100,7 +100,7 @@ def test_an_earlier_finding_explains_a_later_one_on_the_same_input():
 
 def test_a_refusal_of_float64_skips_only_the_checks_that_need_float64():
     refused = Finding("GV026", Severity.ERROR, "backward raised E on ...",
-                      data={REFUSES_FLOAT64: "backward raised E"})
+                      refuses_float64="backward raised E")
     judged = schedule.Forward(error=refused, judged_in_working_dtype=True)
     skip = schedule.Decision(skip="skipped: needs float64, where backward raised E", forward=True)
     assert _decide("gradcheck", forward=judged) == _decide("vmap", forward=judged) == skip

@@ -16,6 +16,7 @@ import zoo
 from gradverify import torchcompat, verify
 from gradverify.case.binding import bind
 from gradverify.case.inputs import InputMaker, case_seed, fresh_leaf
+from gradverify.report.text import said
 from gradverify.results import CheckResult, Severity, Status
 from gradverify.spec import file as spec_mod
 from gradverify.targets import introspect
@@ -298,7 +299,7 @@ def test_none_for_a_needed_input_follows_from_a_declared_gradcheck_failure():
     marked = [f for f in row.findings if f.code == "GV202"]
     assert {f.input for f in marked} == {"weight", "bias"}
     assert all(f.consequence_of == "GV121 (gradcheck)" and "spec declaring gradcheck" in
-               f.message for f in marked)
+               said(f) for f in marked)
     spec = {**cls.SPEC, "expect": {"determinism": "not what this is about"}}
     row = _checks(verify(cls, spec=spec))["needs_input_grad"]
     assert row.status == Status.FAIL

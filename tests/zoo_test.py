@@ -12,6 +12,7 @@ import zoo
 from gradverify import verify
 from gradverify.registry import REGISTRY
 from gradverify.report.jsonfmt import to_dict
+from gradverify.report.text import advice, said
 from gradverify.results import Location, Severity, Status
 
 
@@ -344,8 +345,10 @@ def test_findings_that_follow_from_another_say_so():
     assert findings["GV222"].consequence_of is None
     for code in ("GV121", "GV008"):
         assert findings[code].consequence_of == "GV222 (mutation)", findings[code]
-        assert "a consequence of GV222 (mutation)" in findings[code].message
-        assert findings[code].hint == "fix GV222 (mutation) first: this follows from it"
+        # the renderers say so (the finding keeps its own words and advice)
+        assert said(findings[code]).endswith("; a consequence of GV222 (mutation)")
+        assert advice(findings[code]) == "fix GV222 (mutation) first: this follows from it"
+        assert "consequence" not in findings[code].message
     report = verify(zoo.IgnoresIncomingGrad, spec=zoo.IgnoresIncomingGrad.SPEC)
     second = [f for case in report.results for c in case.checks if c.name == "gradgradcheck"
               for f in c.findings]
@@ -365,6 +368,6 @@ def test_what_a_write_into_the_incoming_gradient_corrupts_is_said_to_follow_from
         assert checks[name].status == Status.FAIL
         errors = [f for f in checks[name].findings if f.severity == Severity.ERROR]
         assert errors and all(f.consequence_of == "GV223 (mutation)" for f in errors), name
-        assert all("a consequence of GV223 (mutation)" in f.message for f in errors)
+        assert all("a consequence of GV223 (mutation)" in said(f) for f in errors)
     # a check that reads backward's result once says nothing that follows from the write
     assert not any(f.consequence_of for f in checks["contract"].findings)

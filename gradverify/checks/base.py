@@ -91,13 +91,6 @@ class Consequence:
     too."""
 
 
-REFUSES_FLOAT64 = "refuses_float64"
-"""Key of a finding's data (forward's GV008, backward's GV026, from ``run.classify``): the
-target raises on the float64 copies of a case's inputs but runs on the working-dtype ones, a
-kernel without float64 support that only the checks judging in the working dtype can verify.
-Its value says what raised ("backward raised KeyError: torch.float64")."""
-
-
 class Check(abc.ABC):
     """Base of every check: what the runner needs to know about it is declared here, with its
     default, and each check module's class overrides what differs. ``run`` is the check."""

@@ -12,7 +12,7 @@ from gradverify.init.measure import scorer_for
 from gradverify.init.probe import spec_dict
 from gradverify.init.strengthen import Edit, Strength, apply_edit, strengthen
 from gradverify.mutants.merge import ARM
-from gradverify.results import MutantLine, MutationScore
+from gradverify.scores import MutantLine, MutationScore
 from gradverify.spec.file import from_dict
 from gradverify.targets import Target
 

@@ -18,7 +18,8 @@ from gradverify.mutants.jacobians import (
 )
 from gradverify.mutants.plan import Mutant, Plan, plan
 from gradverify.mutants.source import SourceMutant
-from gradverify.results import CheckResult, MutantRun, Status
+from gradverify.results import CheckResult, Status
+from gradverify.scores import MutantRun
 from gradverify.targets import Schema, Target
 
 Rerun = Callable[[Target], Sequence[CheckResult]]

@@ -7,7 +7,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gradverify.results import Location, MutantLine, MutantRun, MutationScore
+from gradverify.results import Location
+from gradverify.scores import MutantLine, MutantRun, MutationScore
 
 
 def merge(target: str, spec: str | None, runs: Iterable[MutantRun]) -> MutationScore:

@@ -14,6 +14,7 @@ Lines are wrapped at word boundaries to the width (the terminal's, or ``COLUMNS`
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -21,12 +22,15 @@ from typing import TYPE_CHECKING
 from gradverify.report import heatmap
 from gradverify.report.interface import Verbosity
 from gradverify.report.line import Line, plain
+from gradverify.report.summary import STYLE, summary_line
 from gradverify.report.text import (
     CHAR,
     LABEL,
+    advice,
     finding_line,
     jacobian_cell,
     mutation_lines,
+    said,
     smallest_lines,
 )
 from gradverify.results import (
@@ -38,6 +42,7 @@ from gradverify.results import (
     InputInfo,
     Severity,
     Status,
+    first_clause,
 )
 
 if TYPE_CHECKING:
@@ -46,10 +51,6 @@ if TYPE_CHECKING:
 
 WIDTH = 100
 
-STYLE = {
-    Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red",
-    Status.WARN: "yellow", Status.SKIP: "dim", Status.XFAIL: "cyan", Status.XPASS: "magenta",
-}
 SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
 
 
@@ -191,15 +192,15 @@ class _Writer:
         for check in case.rows:
             for finding in check.findings:
                 if finding.severity == Severity.INFO:
-                    said = (case.target, finding.code, finding.location, finding.message)
-                    if said in self.noted or (self.verbosity != Verbosity.VERBOSE
-                                              and check.status == Status.PASS):
+                    noted = (case.target, finding.code, finding.location, said(finding))
+                    if noted in self.noted or (self.verbosity != Verbosity.VERBOSE
+                                               and check.status == Status.PASS):
                         continue
-                    self.noted.add(said)
+                    self.noted.add(noted)
                 yield from self.finding(check, finding)
 
     def check_row(self, check: CheckResult, name_width: int) -> Iterator[Line]:
-        summary = check.summary
+        summary = _row_summary(check)
         if check.expect and check.status in (Status.XFAIL, Status.XPASS):
             summary = f"{summary} (expected: {check.expect})"
         if ", " in check.name:  # skipped together: the names, then the reason
@@ -234,8 +235,8 @@ class _Writer:
                     (tag if first.endswith(tag) else "", "dim"))
         for rest in body[1:]:
             yield Line((rest.removesuffix(tag), ""), (tag if rest.endswith(tag) else "", "dim"))
-        if finding.hint:
-            hint = self.wrap("  note: " + finding.hint, "        ")
+        if advice(finding):
+            hint = self.wrap("  note: " + str(advice(finding)), "        ")
             yield Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
             for rest in hint[1:]:
                 yield plain(rest)
@@ -280,6 +281,23 @@ class _Writer:
             for row in rows:
                 cells = " ".join(jacobian_cell(x) for x in row[start:start + per])
                 yield plain("    " + cells, "dim")
+
+
+_MORE = re.compile(r" \(\+\d+ more\)\Z")
+ROW_CLAUSE = 120
+"""How long a row's summary that repeats a finding shown below it may be (it is cut at a word:
+the finding says the rest)."""
+
+
+def _row_summary(check: CheckResult) -> str:
+    """A row's summary: whole, unless it repeats the first clause of one of the row's findings
+    (``results.first_clause``), which is cut to ``ROW_CLAUSE`` characters, its ``(+N more)``
+    kept."""
+    more = _MORE.search(check.summary)
+    text, tail = (check.summary[:more.start()], more.group()) if more else (check.summary, "")
+    if len(text) <= ROW_CLAUSE or text not in {first_clause(f.message) for f in check.findings}:
+        return check.summary
+    return text[:ROW_CLAUSE - 3].rsplit(" ", 1)[0] + "..." + tail
 
 
 def _grouped_skips(rows: list[CheckResult]) -> list[CheckResult]:
@@ -335,32 +353,6 @@ def _input(info: InputInfo) -> str:
         grad = "" if info.requires_grad else ", no grad"
         return f"{info.name} [{shape}] {info.dtype}{grad}"
     return f"{info.name}: {info.kind}"
-
-
-def summary_line(report: Report) -> Line:
-    counts = report.counts()
-    errors = counts["error"] + len(report.errors)
-    words = [
-        (counts["pass"], "passed", STYLE[Status.PASS]),
-        (counts["fail"], "failed", STYLE[Status.FAIL]),
-        (counts["warn"], "warnings" if counts["warn"] != 1 else "warning", STYLE[Status.WARN]),
-        (counts["skip"], "skipped", STYLE[Status.SKIP]),
-        (counts["xfail"], "xfailed", STYLE[Status.XFAIL]),
-        (counts["xpass"], "xpassed", STYLE[Status.XPASS]),
-        (errors, "errors" if errors != 1 else "error", STYLE[Status.ERROR]),
-    ]
-    segments: list[tuple[str, str]] = []
-    for n, word, style in words:
-        if n:
-            if segments:
-                segments.append((", ", ""))
-            segments.append((f"{n} {word}", style))
-    if not segments:
-        segments.append(("no checks ran", "yellow"))
-    segments.append((f" in {report.duration_s:.2f}s", ""))
-    if report.settings.strict and (counts["warn"] or counts["xpass"]):
-        segments.append((" (--strict: warnings and xpasses fail the run)", "bold red"))
-    return Line(*segments)
 
 
 def lines(report: Report, verbosity: Verbosity = Verbosity.NORMAL,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.report.console import summary_line
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import escaped
+from gradverify.report.summary import summary_line
+from gradverify.report.text import advice, escaped, said
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -62,9 +62,9 @@ def _render(report: Report) -> str:
                 # messages carry user text (a crash's last output, an exception): escaped, so
                 # that no escape sequence reaches the log raw
                 message = f"{escaped(case.target)} [{escaped(case.case)}] {check.name}: " \
-                          f"{_text(f.message)}"
-                if f.hint:
-                    message += f"\nfix: {_text(f.hint)} (gradverify explain {f.code})"
+                          f"{_text(said(f))}"
+                if advice(f):
+                    message += f"\nfix: {_text(str(advice(f)))} (gradverify explain {f.code})"
                 lines.append(_annotation(kind, f.location, f"{f.code} {check.name}", message))
     for score in report.mutants:  # --mutate: a survivor is a weakness of the spec, a notice
         for survivor in score.survived:

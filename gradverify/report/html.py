@@ -10,9 +10,9 @@ import re
 from typing import TYPE_CHECKING
 
 from gradverify.report import heatmap
-from gradverify.report.console import summary_line
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import LABEL, escaped, score_line
+from gradverify.report.summary import summary_line
+from gradverify.report.text import LABEL, advice, escaped, said, score_line
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -123,10 +123,10 @@ def _finding(case: CaseResult, check: CheckResult, finding: Finding) -> list[str
         finding.severity == Severity.ERROR else LABEL[finding.severity]
     parts = [f'<div class="finding {finding.severity.value}">',
              f"<p><b>{_h(case.target)}</b> :: {_h(case.case)} ({_h(check.name)})</p>",
-             f"<p>{_where(finding.location)}{_h(label)}: {_h(finding.message)} "
+             f"<p>{_where(finding.location)}{_h(label)}: {_h(said(finding))} "
              f"[{_h(finding.code)} {_h(check.name)}]</p>"]
-    if finding.hint:
-        parts.append(f'<p class="hint">note: {_h(finding.hint)} '
+    if advice(finding):
+        parts.append(f'<p class="hint">note: {_h(str(advice(finding)))} '
                      f"(<code>gradverify explain {_h(finding.code)}</code>)</p>")
     parts += [_figure(block) for block in finding.evidence.blocks if block.analytical]
     if finding.smallest is not None:

@@ -9,15 +9,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gradverify.report.interface import Verbosity
-from gradverify.results import (
-    CaseResult,
-    CheckResult,
-    Evidence,
-    Finding,
-    MutantLine,
-    MutationScore,
-    Smallest,
-)
+from gradverify.report.text import advice, said
+from gradverify.results import CaseResult, CheckResult, Evidence, Finding, Smallest
+from gradverify.scores import MutantLine, MutationScore
 
 if TYPE_CHECKING:
     from gradverify.results import Location, Report
@@ -41,10 +35,20 @@ def _location(location: Location | None) -> str | None:
     return str(location) if location else None
 
 
+def _data(f: Finding) -> dict[str, Any]:
+    """A finding's numbers, with the facts other layers read as fields (its pattern, what
+    refused float64) where schema 2 has always had them."""
+    typed = {"pattern": f.pattern, "refuses_float64": f.refuses_float64}
+    return {**f.data, **{key: value for key, value in typed.items() if value is not None}}
+
+
 def _finding(f: Finding) -> dict[str, Any]:
-    return {"code": f.code, "severity": f.severity.value, "message": f.message, "input": f.input,
-            "output": f.output, "hint": f.hint, "location": _location(f.location),
-            "data": _clean(dict(f.data)), "consequence_of": f.consequence_of,
+    return {"code": f.code, "severity": f.severity.value, "message": said(f), "input": f.input,
+            "output": f.output, "hint": advice(f), "location": _location(f.location),
+            "data": _clean(_data(f)), "pattern": f.pattern,
+            "refuses_float64": f.refuses_float64, "consequence_of": f.consequence_of,
+            "declared": None if f.declared is None else {"check": f.declared.check,
+                                                         "reason": f.declared.reason},
             "smallest": _smallest(f.smallest), "evidence": _evidence(f.evidence)}
 
 

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import escaped, finding_text
+from gradverify.report.text import escaped, finding_text, said
 from gradverify.results import CheckResult, Status, failing
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def _testcase(suite: ET.Element, classname: str, case: str, check: CheckResult,
     text = "\n".join(finding_text(f, check.name, expected=check.status == Status.XFAIL)
                      for f in check.findings)
     first = next((f for f in check.findings if f.severity.value == "error"), None)
-    message = f"{first.code}: {first.message}" if first else check.summary
+    message = f"{first.code}: {said(first)}" if first else check.summary
     if check.status != Status.ERROR and failing(check.status, strict):
         ET.SubElement(element, "failure", message=message,
                       type=first.code if first else check.status.value).text = text

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradverify.report.console import summary_line
 from gradverify.report.interface import Verbosity
-from gradverify.report.text import escaped
+from gradverify.report.summary import summary_line
+from gradverify.report.text import advice, escaped, said
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -47,9 +47,9 @@ def _render(report: Report) -> str:
         for case, check, f in details:
             where = f" — `{f.location}`" if f.location else ""
             lines.append(f"- **{f.code}** `{_cell(case.target)}` {_cell(case.case)} "
-                         f"({check.name}){where}: {_cell(f.message)}")
-            if f.hint:
-                lines.append(f"  - fix: {_cell(f.hint)} (`gradverify explain {f.code}`)")
+                         f"({check.name}){where}: {_cell(said(f))}")
+            if advice(f):
+                lines.append(f"  - fix: {_cell(str(advice(f)))} (`gradverify explain {f.code}`)")
     if report.mutants:  # --mutate
         lines += ["", "### Mutation score", "", "| spec | target | killed | not killed |",
                   "|---|---|---|---|"]

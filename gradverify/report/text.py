@@ -7,7 +7,8 @@ import re
 import textwrap
 from collections.abc import Sequence
 
-from gradverify.results import Finding, MutantLine, MutationScore, Severity, Status
+from gradverify.results import Finding, Severity, Status
+from gradverify.scores import MutantLine, MutationScore
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 """Control characters and line breaks (the tab excepted)."""
@@ -21,6 +22,29 @@ def escaped(text: str) -> str:
     return _CONTROL.sub(lambda m: _NAMED.get(m.group()) or (
         f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"),
         text)
+
+
+def said(finding: Finding) -> str:
+    """A finding's message as every format says it: a consequence says what it follows from
+    (``Finding.consequence_of``)."""
+    if finding.consequence_of is None:
+        return finding.message
+    if finding.declared is not None:
+        return (f"{finding.message}; a consequence of the spec declaring "
+                f"{finding.declared.check} an expected failure ({finding.declared.reason})")
+    return f"{finding.message}; a consequence of {finding.consequence_of}"
+
+
+def advice(finding: Finding) -> str | None:
+    """A finding's hint as every format says it: a consequence points at what it follows
+    from instead of advice of its own."""
+    if finding.consequence_of is None:
+        return finding.hint
+    if finding.declared is not None:
+        return (f"the spec says backward is not the gradient (expect: "
+                f"{finding.declared.check}); if it should return one for {finding.input!r}, "
+                "remove that declaration")
+    return f"fix {finding.consequence_of} first: this follows from it"
 
 
 LABEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -37,11 +61,12 @@ def finding_line(finding: Finding, check: str | None = None, *, expected: bool =
     label = "expected failure" if expected and finding.severity == Severity.ERROR else \
         LABEL[finding.severity]
     tag = f"{finding.code} {check}" if check else finding.code
-    return escaped(f"{where}{label}: {finding.message}  [{tag}]")
+    return escaped(f"{where}{label}: {said(finding)}  [{tag}]")
 
 
 def hint_line(finding: Finding) -> str | None:
-    return escaped(f"note: {finding.hint}") if finding.hint else None
+    hint = advice(finding)
+    return escaped(f"note: {hint}") if hint else None
 
 
 def finding_text(finding: Finding, check: str | None = None, *, expected: bool = False,
@@ -49,7 +74,7 @@ def finding_text(finding: Finding, check: str | None = None, *, expected: bool =
     """The finding line and, indented below it, its note (and, with ``explain``, the command
     that explains its code): what the JUnit XML and the pytest plugin show of a finding."""
     lines = [finding_line(finding, check, expected=expected)]
-    if finding.hint:
+    if advice(finding):
         lines.append(f"  {hint_line(finding)}")
         if explain:
             lines.append(f"  explain: gradverify explain {finding.code}")

@@ -12,7 +12,15 @@ from dataclasses import replace
 from gradverify import torchstate
 from gradverify.case.binding import case_tensors
 from gradverify.case.context import CheckContext
-from gradverify.results import CheckResult, Evidence, Finding, Location, Severity, Status
+from gradverify.results import (
+    CheckResult,
+    Evidence,
+    Finding,
+    Location,
+    Severity,
+    Status,
+    first_clause,
+)
 from gradverify.run import leftovers
 from gradverify.specmodel import Spec
 from gradverify.targets import Target
@@ -81,7 +89,7 @@ def inputs_failed(exc: BaseException, ctx: CheckContext) -> CheckResult:
                           hint="this is a bug in gradverify; please report it with the traceback",
                           evidence=Evidence(
                               traceback="".join(traceback.format_exception(exc))))
-    return CheckResult("inputs", Status.ERROR, 0.0, finding.message[:80], (finding,))
+    return CheckResult("inputs", Status.ERROR, 0.0, first_clause(finding.message), (finding,))
 
 
 def out_of_memory(exc: BaseException) -> bool:
@@ -157,7 +165,7 @@ def unfinished_row(spec: Spec) -> list[CheckResult]:
         name="spec", status=Status.WARN, duration_s=0.0, summary="the spec is unfinished",
         findings=(Finding(
             "GV019", Severity.WARNING,
-            f"the spec is unfinished: it still holds `{text[:120]}`; what it checks was "
+            f"the spec is unfinished: it still holds `{text}`; what it checks was "
             "guessed, so a failure may come from a guess rather than from the code",
             location=where,
             hint="set the shapes and values forward expects (the spec's comments say what was "

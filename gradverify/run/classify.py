@@ -7,7 +7,7 @@ import traceback
 
 from gradverify import frames
 from gradverify.case.context import CheckContext
-from gradverify.checks.base import REFUSES_FLOAT64, Outcome
+from gradverify.checks.base import Outcome
 from gradverify.results import Evidence, Finding, Severity
 from gradverify.run import casenotes
 from gradverify.targets import Capability, Target
@@ -47,7 +47,7 @@ def forward_error(ctx: CheckContext) -> Finding | None:
                        f"{said} on the inputs of case "
                        f"{ctx.case.name!r} ({shapes})",
                        location=calls.user_location(exc, ctx.info) or ctx.forward_location,
-                       hint=hint, data={REFUSES_FLOAT64: said} if refuses else {})
+                       hint=hint, refuses_float64=said if refuses else None)
     found = _not_finite(ctx, applied.outputs, 0.0)
     for shift in (ctx.tolerance.eps, -ctx.tolerance.eps):
         if found is None:
@@ -81,7 +81,7 @@ def backward_refusal(ctx: CheckContext) -> Finding | None:
                        hint="name a plain-PyTorch `reference: mod:fn` in the spec (the same "
                             "math as forward): the reference check judges outputs and "
                             "gradients in the working dtype",
-                       data={REFUSES_FLOAT64: said})
+                       refuses_float64=said)
     return None
 
 

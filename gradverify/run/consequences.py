@@ -12,7 +12,7 @@ from dataclasses import replace
 from gradverify.checks.base import Check, Consequence, Effect
 from gradverify.codes import Symptom, refuses_write
 from gradverify.registry import CODES, REGISTRY
-from gradverify.results import CheckResult, Finding, Severity, Status
+from gradverify.results import CheckResult, Declaration, Finding, Severity, Status
 
 FAILED = (Status.FAIL, Status.ERROR, Status.XFAIL)
 """A check that ended so did not establish what it blocks (expectedly or not: autograd
@@ -35,7 +35,7 @@ def _reaches(rule: Consequence, check: Check | None) -> bool:
 def _causes(rule: Consequence, row: CheckResult) -> Iterator[Finding]:
     """The findings of ``row`` that cause ``rule`` (a finding of its codes, with its pattern)."""
     return (f for f in row.findings if f.code in rule.codes
-            and (rule.pattern is None or f.data.get("pattern") == rule.pattern))
+            and (rule.pattern is None or f.pattern == rule.pattern))
 
 
 def reports(finding: Finding, symptom: Symptom | None) -> bool:
@@ -127,12 +127,7 @@ def declared(check: Check, findings: list[Finding], results: Mapping[str, CheckR
 def _declared(finding: Finding, root: str, check: str, reason: str) -> Finding:
     """``finding``, marked as a consequence of the spec declaring ``check`` (whose finding is
     ``root``) an expected failure for ``reason``."""
-    return replace(
-        finding, consequence_of=root,
-        message=f"{finding.message}; a consequence of the spec declaring {check} an expected "
-                f"failure ({reason})",
-        hint=f"the spec says backward is not the gradient (expect: {check}); if it should "
-             f"return one for {finding.input!r}, remove that declaration")
+    return finding.following(root, Declaration(check, reason))
 
 
 def case_marked(rows: list[CheckResult]) -> list[CheckResult]:

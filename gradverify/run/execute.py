@@ -14,7 +14,7 @@ from gradverify import torchstate
 from gradverify.case.binding import Bound
 from gradverify.case.context import CheckContext
 from gradverify.case.inputs import InputMaker, case_seed
-from gradverify.checks.base import REFUSES_FLOAT64, Check, Outcome, Trait
+from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.results import (
@@ -22,15 +22,16 @@ from gradverify.results import (
     CheckResult,
     ErrorEntry,
     Finding,
-    MutantRun,
     Severity,
     Status,
+    first_clause,
     worst,
 )
 from gradverify.run import casenotes, classify, consequences, leftovers, schedule
 from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import MUTANTS, SHRINKING, Task, TaskOutcome, Unsupported
+from gradverify.scores import MutantRun
 from gradverify.specmodel import Case, Spec
 from gradverify.targets import Target
 from gradverify.targets import op_calls as opcalls
@@ -186,9 +187,9 @@ def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: 
 
 
 def _one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` (cut: a report renders it)."""
+    """``Type: first line of the message``."""
     text = str(exc).strip().splitlines()
-    return type(exc).__name__ + (f": {text[0][:200]}" if text else "")
+    return type(exc).__name__ + (f": {text[0]}" if text else "")
 
 
 @dataclass
@@ -248,7 +249,7 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
         ctx = _computes_in(ctx, options)
     forward = schedule.Forward(
         error=error, not_finite=error is not None and error.code == "GV023",
-        judged_in_working_dtype=error is not None and REFUSES_FLOAT64 in error.data
+        judged_in_working_dtype=error is not None and error.refuses_float64 is not None
         and bool(ctx.spec.reference) and any(c.judges_in_working_dtype for c in checks))
     if forward.not_finite and error is not None:
         rows.about.append(casenotes.not_finite_row(error))
@@ -261,7 +262,7 @@ def _run_checks(ctx: CheckContext, checks: list[Check], options: RunOptions,
         decision = schedule.decide(check, ctx.info, results, forward)
         if decision.carry and error is not None:
             forward = dataclasses.replace(forward, carrier=check.name)
-            rows.add(ctx, schedule.carrier_row(check, error, _first_clause(error.message)),
+            rows.add(ctx, schedule.carrier_row(check, error, first_clause(error.message)),
                      None)
             continue
         if decision.skip is not None and decision.forward:
@@ -317,12 +318,6 @@ def _run_one(ctx: CheckContext, check: Check, results: Mapping[str, CheckResult]
         data=outcome.data), outcome, error
 
 
-def _first_clause(message: str, limit: int = 120) -> str:
-    """A finding's message up to its first ``;``: what a check row's summary says."""
-    clause = message.split("; ")[0]
-    return clause if len(clause) <= limit else clause[: limit - 3].rsplit(" ", 1)[0] + "..."
-
-
 def _failure_summary(status: Status, outcome: Outcome) -> str | None:
     """What a row that did not pass says: its first error (or warning) finding, so that a FAIL
     row never says things went fine."""
@@ -331,6 +326,6 @@ def _failure_summary(status: Status, outcome: Outcome) -> str | None:
     if not found or status in (Status.PASS, Status.SKIP, Status.XPASS):
         return None
     more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-    return _first_clause(found[0].message) + more
+    return first_clause(found[0].message) + more
 
 

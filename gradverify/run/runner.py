@@ -28,6 +28,7 @@ from gradverify.results import (
     ReportSettings,
     Severity,
     Status,
+    first_clause,
     worst,
 )
 from gradverify.run import caches
@@ -262,6 +263,5 @@ def _with_findings(row: CheckResult, found: tuple[Finding, ...]) -> CheckResult:
     warning = next((f for f in found if f.severity == Severity.WARNING), None)
     if warning is None or row.status != Status.PASS:
         return replace(row, findings=row.findings + found)
-    clause = warning.message.split("; ")[0]
-    summary = clause if len(clause) <= 120 else clause[:117].rsplit(" ", 1)[0] + "..."
-    return replace(row, findings=row.findings + found, status=Status.WARN, summary=summary)
+    return replace(row, findings=row.findings + found, status=Status.WARN,
+                   summary=first_clause(warning.message))

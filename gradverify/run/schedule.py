@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
-from gradverify.checks.base import REFUSES_FLOAT64, Check, Trait
+from gradverify.checks.base import Check, Trait
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
 from gradverify.results import CheckResult, Finding, Status
@@ -53,9 +53,9 @@ class Forward:
     not_finite: bool = False
     carrier: str | None = None
     judged_in_working_dtype: bool = False
-    """forward or backward refuses float64 only (``REFUSES_FLOAT64``) and a check that judges
-    in the working dtype runs: it is the case's verdict, and the checks that need float64
-    skip."""
+    """forward or backward refuses float64 only (``Finding.refuses_float64``) and a check that
+    judges in the working dtype runs: it is the case's verdict, and the checks that need
+    float64 skip."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def decide(check: Check, info: Target, results: Mapping[str, CheckResult],
                         forward=True)
     lacking = check.not_applicable(info)
     if forward.error is not None and not check.static and lacking is None:
-        refused = forward.error.data.get(REFUSES_FLOAT64)
+        refused = forward.error.refuses_float64
         if forward.judged_in_working_dtype:
             if not check.judges_in_working_dtype:
                 return Decision(skip=f"skipped: needs float64, where {refused}", forward=True)

@@ -6,9 +6,9 @@ from dataclasses import replace
 from gradverify.case.binding import bind
 from gradverify.mutants.merge import merge
 from gradverify.options import RunOptions
-from gradverify.results import MutantRun, MutationScore
 from gradverify.run.execute import run_case
 from gradverify.run.runner import selected_case
+from gradverify.scores import MutantRun, MutationScore
 from gradverify.specmodel import Spec
 from gradverify.targets import Target, resolve_object
 
