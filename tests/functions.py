@@ -88,3 +88,29 @@ class {name}(Function):
             gx[..., i * ctx.hop:i * ctx.hop + w] += g[..., i, :] * window
         return gx, (g * x.unfold(-1, w, ctx.hop)).sum(dim=(0, 1)), None
 '''
+
+
+SEGFAULTS = "ctypes.string_at(0)  # reads address 0: SIGSEGV, like a bad kernel"
+"""A statement that ends the process as a crashing kernel does (``import ctypes`` first)."""
+HANGS = "time.sleep(600)"
+"""A statement that never ends within a test (``import time`` first)."""
+
+
+def one_input(name: str, forward: str = "return x * 2", backward: str = "return grad * 2"
+              ) -> str:
+    """``name(x)``, a Function of one input whose forward and backward run these statements
+    (lines of their own, joined by ``\\n``): a crash or a hang (``SEGFAULTS``, ``HANGS``) where
+    the test wants it, x * 2 elsewhere."""
+    def body(statements: str) -> str:
+        return "\n".join(f"        {line}" for line in statements.split("\n"))
+
+    return f'''
+class {name}(Function):
+    @staticmethod
+    def forward(ctx, x):
+{body(forward)}
+
+    @staticmethod
+    def backward(ctx, grad):
+{body(backward)}
+'''

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from newcomer_test import caught, errors_by_target, gv
+from planted import caught, errors_by_target, gv
 
 HERE = Path(__file__).parent / "graphics"
 FLAG = "RAYKIT_BUGS"

@@ -5,46 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+import functions
 from conftest import run_cli
 from gradverify.init import bounded
 
-CRASHY = """
-import ctypes
-import time
-from torch.autograd import Function
-
-
-class Crashes(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctypes.string_at(0)
-        return x
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
-
-
-class Hangs(Function):
-    @staticmethod
-    def forward(ctx, x):
-        time.sleep(600)
-        return x
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
-
-
-class Fine(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return 2 * g
-"""
+CRASHY = functions.module(
+    functions.one_input("Crashes", forward=f"{functions.SEGFAULTS}\nreturn x",
+                        backward="return grad"),
+    functions.one_input("Hangs", forward=f"{functions.HANGS}\nreturn x", backward="return grad"),
+    functions.one_input("Fine"),
+    header="import ctypes\nimport time\nfrom torch.autograd import Function\n")
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import torchversions
-from newcomer_test import caught, errors_by_target, gv
+from planted import caught, errors_by_target, gv
 
 torchversions.require_custom_ops(module=True)  # each project defines a custom op
 

@@ -131,21 +131,9 @@ def test_case_level_findings_and_strict_are_the_command_lines(pytester):
                                  "*FAILED specs/leaky.yaml::leaky:Leaky::basic::case*"])
 
 
-SEGFAULT = '''
-import ctypes
-from torch.autograd import Function
-
-
-class Segfault(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        ctypes.string_at(0)
-        return grad
-'''
+SEGFAULT = functions.module(
+    functions.one_input("Segfault", backward=f"{functions.SEGFAULTS}\nreturn grad"),
+    header="import ctypes\nfrom torch.autograd import Function\n")
 
 
 @pytest.mark.parametrize("xdist", [(), ("-n", "2", "--dist", "loadscope")], ids=["one", "xdist"])

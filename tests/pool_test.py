@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+import functions
 from conftest import run_cli
 from gradverify.discover import Job, Plan
 from gradverify.options import RunOptions
@@ -20,64 +21,13 @@ from gradverify.run import messages, pool
 from gradverify.run.tasks import Task
 from gradverify.targets.names import parse_target
 
-OPS = """
-import ctypes, os, sys, time
-import torch
-from torch.autograd import Function
-
-
-class Good(Function):
-    @staticmethod
-    def forward(ctx, x):
-        print("noise from forward")
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2
-
-
-class Segfault(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        ctypes.string_at(0)   # reads address 0: SIGSEGV, like a bad kernel
-        return grad
-
-
-class Aborts(Function):
-    @staticmethod
-    def forward(ctx, x):
-        os.abort()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-class Hangs(Function):
-    @staticmethod
-    def forward(ctx, x):
-        time.sleep(600)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-class Exits(Function):
-    @staticmethod
-    def forward(ctx, x):
-        sys.exit(3)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-"""
+OPS = functions.module(
+    functions.one_input("Good", forward='print("noise from forward")\nreturn x * 2'),
+    functions.one_input("Segfault", backward=f"{functions.SEGFAULTS}\nreturn grad"),
+    functions.one_input("Aborts", forward="os.abort()", backward="return grad"),
+    functions.one_input("Hangs", forward=f"{functions.HANGS}\nreturn x", backward="return grad"),
+    functions.one_input("Exits", forward="sys.exit(3)", backward="return grad"),
+    header="import ctypes, os, sys, time\nimport torch\nfrom torch.autograd import Function\n")
 
 
 def spec(target: str, cases: int = 1) -> str:

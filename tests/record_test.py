@@ -102,7 +102,7 @@ def test_record_check_runs_the_check_and_exit_codes_pass_through(training):
 
 def test_existing_specs_are_never_overwritten(training):
     """Without shrinking (no probe process per run): which cases are new is decided on the
-    recorded calls; newcomer_test.py appends with shrinking."""
+    recorded calls; package_project_test.py appends with shrinking."""
     (training / "a.py").write_text("import torch\nfrom ops import SortPair\n"
                                    "SortPair.apply(torch.randn(6, 4))\n")
     (training / "b.py").write_text("import torch\nfrom ops import SortPair\n"

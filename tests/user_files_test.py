@@ -11,28 +11,16 @@ from pathlib import Path
 
 import pytest
 
+import functions
 from hostile import GRADVERIFY, digest, gv, make_project, needs_command
 
 pytestmark = [needs_command,
               pytest.mark.skipif(not sys.platform.startswith("linux"),
                                  reason="core dumps and rlimits as Linux has them")]
 
-SEGFAULT = """
-import ctypes
-import torch
-from torch.autograd import Function
-
-
-class Segfault(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        ctypes.string_at(0)
-        return grad
-"""
+SEGFAULT = functions.module(
+    functions.one_input("Segfault", backward=f"{functions.SEGFAULTS}\nreturn grad"),
+    header="import ctypes\nimport torch\nfrom torch.autograd import Function\n")
 
 
 @pytest.fixture
