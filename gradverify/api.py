@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.config import Config
 from gradverify.options import RunOptions
+from gradverify.optiontable import KEYWORDS, keyword_given
 from gradverify.results import Report
 
 if TYPE_CHECKING:
@@ -78,34 +79,13 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     from gradverify.report.registry import plain_text
     from gradverify.syspath import ensure_cwd_on_path
 
+    given = keyword_given({k: v for k, v in locals().items() if k in KEYWORDS})
     _check_spec_type(spec)
     loaded = config.load()
-    options = RunOptions.from_config(
-        loaded, only=_names(checks, "checks"), skip=_names(skip, "skip"), seed=seed,
-        device=device, mode=mode, cases=_names(cases, "cases") or (), strict=strict, atol=atol,
-        rtol=rtol, eps=eps, mutate=mutate, compose=compose)
+    options = RunOptions.from_config(loaded, **given)
     with torchstate.isolated():  # one call at a time: threads wait their turn
         ensure_cwd_on_path()
         return plain_text(_verify(function, spec, options, loaded, init_args))
-
-
-def _names(value: Any, argument: str) -> tuple[str, ...] | None:
-    """``checks=``, ``skip=``, ``cases=``: one name (a string is one name, never its letters)
-    or an iterable of names; None stays None (not given)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    try:
-        names = tuple(value)
-    except TypeError:
-        raise TypeError(f"verify({argument}=...) takes a name or an iterable of names, got "
-                        f"{type(value).__name__}") from None
-    wrong = next((n for n in names if not isinstance(n, str)), None)
-    if wrong is not None:
-        raise TypeError(f"verify({argument}=...) takes names (strings), got "
-                        f"{type(wrong).__name__} {wrong!r} among them")
-    return names
 
 
 def _check_spec_type(spec: Any) -> None:

@@ -89,6 +89,9 @@ class Option:
     convert: Callable[[Any], Any] | None = None
     """The flag's value (any but None) as a run takes it: ``--fast`` as ``"fast"``,
     ``--no-isolate`` as ``isolate=False``; None: as given."""
+    from_keyword: Callable[[Any], Any] | None = None
+    """The ``verify()`` keyword's value (any but None) as a run takes it: ``checks="gradcheck"``
+    as one name; None: as given."""
     run: bool = True
     """A ``RunOptions`` field taken by ``from_config`` (else: the command line's or the
     configuration's alone)."""
@@ -166,14 +169,17 @@ OPTIONS: tuple[Option, ...] = (
            ("--spec",), FILE, not_empty=True, run=False),
     Option("cases", "Only cases whose name matches (glob; repeatable).", ("--case",),
            {"multiple": True, "metavar": "NAME"}, keyword="cases", default=(),
+           from_keyword=lambda given: keyword_names(given, "cases"),
            shown_default="every case"),
     Option("only", "Run only these checks.", ("--only",),
            {"multiple": True, "metavar": "CHECK,..."}, keys=("only",), read=_names,
            keyword="checks", convert=lambda given: _flag_checks(given, "--only"),
+           from_keyword=lambda given: keyword_names(given, "checks"),
            check=_unknown_checks, shown_default="the default checks"),
     Option("skip", "Do not run these checks.", ("--skip",),
            {"multiple": True, "metavar": "CHECK,..."}, keys=("skip",), read=_names,
            keyword="skip", convert=lambda given: _flag_checks(given, "--skip"),
+           from_keyword=lambda given: keyword_names(given, "skip"),
            check=_unknown_checks, default=(), shown_default="none"),
     Option("checks", "Checks on or off, or a check's options, as in a spec: under every spec.",
            keys=("checks",), read=lambda r, v, k: r.checks(v, None, k), run=False,
@@ -327,6 +333,35 @@ def command_line(given: Mapping[str, Any]) -> dict[str, Any]:
             continue
         values[option.name] = option.convert(value) if option.convert is not None else value
     return values
+
+
+def keyword_given(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options ``verify()``'s keywords give (``given``: by keyword), each row's
+    ``from_keyword`` applied; a keyword not given (None) is left out, to
+    ``[tool.gradverify]``."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = given.get(option.keyword) if option.keyword and option.run else None
+        if value is not None:
+            values[option.name] = option.from_keyword(value) if option.from_keyword else value
+    return values
+
+
+def keyword_names(value: Any, argument: str) -> tuple[str, ...]:
+    """``verify(checks=...)``, ``skip=``, ``cases=``: one name (a string is one name, never its
+    letters) or an iterable of names; TypeError in verify's words otherwise."""
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise TypeError(f"verify({argument}=...) takes a name or an iterable of names, got "
+                        f"{type(value).__name__}") from None
+    wrong = next((n for n in names if not isinstance(n, str)), None)
+    if wrong is not None:
+        raise TypeError(f"verify({argument}=...) takes names (strings), got "
+                        f"{type(wrong).__name__} {wrong!r} among them")
+    return names
 
 
 def pytest_given(getoption: Callable[[str], Any]) -> dict[str, Any]:
