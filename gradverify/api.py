@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gradverify.config import Config
-from gradverify.options import RunOptions
+from gradverify.options import FLAGS, RunOptions
 from gradverify.optiontable import KEYWORDS, keyword_given
 from gradverify.results import Report
 
@@ -82,7 +82,7 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     given = keyword_given({k: v for k, v in locals().items() if k in KEYWORDS})
     _check_spec_type(spec)
     loaded = config.load()
-    options = RunOptions.from_config(loaded, **given)
+    options = RunOptions.from_config(loaded, **{k: v for k, v in given.items() if k in FLAGS})
     with torchstate.isolated():  # one call at a time: threads wait their turn
         ensure_cwd_on_path()
         return plain_text(_verify(function, spec, options, loaded, init_args))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from typing import Any
 
 from gradverify.errors import UsageError, did_you_mean, one_of
 
@@ -104,3 +105,20 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise UsageError(f"--shard: expected K/N with 1 <= K <= N, like 2/4; got {value!r}")
     return int(k), int(n)
+
+
+def keyword_names(value: Any, argument: str) -> tuple[str, ...]:
+    """``verify(checks=...)``, ``skip=``, ``cases=``: one name (a string is one name, never its
+    letters) or an iterable of names; TypeError in verify's words otherwise."""
+    if isinstance(value, str):
+        return (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise TypeError(f"verify({argument}=...) takes a name or an iterable of names, got "
+                        f"{type(value).__name__}") from None
+    wrong = next((n for n in names if not isinstance(n, str)), None)
+    if wrong is not None:
+        raise TypeError(f"verify({argument}=...) takes names (strings), got "
+                        f"{type(wrong).__name__} {wrong!r} among them")
+    return names

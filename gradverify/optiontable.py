@@ -29,6 +29,7 @@ from gradverify.choices import (
     check_timeout,
     check_tolerance,
     choice,
+    keyword_names,
     parse_jobs,
     parse_shard,
 )
@@ -336,32 +337,15 @@ def command_line(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def keyword_given(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The run options ``verify()``'s keywords give (``given``: by keyword), each row's
-    ``from_keyword`` applied; a keyword not given (None) is left out, to
+    """The options ``verify()``'s keywords give (``given``: by keyword), by option name, each
+    row's ``from_keyword`` applied; a keyword not given (None) is left out, to
     ``[tool.gradverify]``."""
     values: dict[str, Any] = {}
     for option in OPTIONS:
-        value = given.get(option.keyword) if option.keyword and option.run else None
+        value = given.get(option.keyword) if option.keyword else None
         if value is not None:
             values[option.name] = option.from_keyword(value) if option.from_keyword else value
     return values
-
-
-def keyword_names(value: Any, argument: str) -> tuple[str, ...]:
-    """``verify(checks=...)``, ``skip=``, ``cases=``: one name (a string is one name, never its
-    letters) or an iterable of names; TypeError in verify's words otherwise."""
-    if isinstance(value, str):
-        return (value,)
-    try:
-        names = tuple(value)
-    except TypeError:
-        raise TypeError(f"verify({argument}=...) takes a name or an iterable of names, got "
-                        f"{type(value).__name__}") from None
-    wrong = next((n for n in names if not isinstance(n, str)), None)
-    if wrong is not None:
-        raise TypeError(f"verify({argument}=...) takes names (strings), got "
-                        f"{type(wrong).__name__} {wrong!r} among them")
-    return names
 
 
 def pytest_given(getoption: Callable[[str], Any]) -> dict[str, Any]:
