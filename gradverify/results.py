@@ -182,8 +182,8 @@ class Finding:
     location: Location | None = None
     """The Function's code concerned (usually backward's ``def``, or the line that raised)."""
     data: Mapping[str, Any] = field(default_factory=dict)
-    """Numbers behind the message (JSON-safe): the worst entry, counts. Read by the renderers
-    only; what other layers read of a finding is a field of its own."""
+    """Numbers behind the message (JSON-safe): the worst entry, counts; for the renderers and
+    the check that made it. What other layers read of a finding is a field of its own."""
     pattern: str | None = None
     """The shape of a mismatch of Jacobians (``checks._jacobian.recognise``: ``transposed``,
     ``not multiplied by the incoming gradient``), which consequences match on."""
@@ -199,6 +199,9 @@ class Finding:
     declared: Declaration | None = None
     """With ``consequence_of``: the defect it follows from is one the spec declares an
     expected failure (``expect:``), for this reason."""
+    suspect: str | None = None
+    """A guess of the spec's that may cause it (a value ``gradverify init`` guessed, where it
+    is): the renderers say it before the hint (``report.text.advice``)."""
     smallest: Smallest | None = None
     """For a failure: the smallest case that still fails so (and its repro, if asked)."""
     evidence: Evidence = field(default_factory=Evidence)

@@ -39,6 +39,7 @@ class ScriptFunctionKind(UnnamedKind):
 
     name = "TorchScript function"
     plural = "TorchScript functions (torch.jit.script)"
+    short = "TorchScript functions"
     listed = True
     capabilities = frozenset()
     lacking: Mapping[Capability, str] = MappingProxyType(

@@ -1,6 +1,7 @@
 """The report model: exit codes from one place, counts, the closing line, golden output."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -162,3 +163,24 @@ def test_a_row_that_repeats_its_finding_is_cut_and_the_finding_says_it_whole():
     assert row_line.endswith("... (+1 more)") and "at the end" not in row_line
     assert "at the end; and more" in text  # the finding, whole
     assert row.summary.endswith("at the end (+1 more)")
+
+
+def test_a_consequence_keeps_the_guess_that_may_cause_it_before_its_advice():
+    """A finding's own words stay its own; every format says what it follows from and, first,
+    the guess of the spec's that may cause it (``suspect``), through one pair of helpers."""
+    from gradverify.report.text import advice, said
+    from gradverify.results import Declaration, Finding, Severity
+
+    plain = Finding("GV201", Severity.ERROR, "backward returned 1 gradient", hint="return 2")
+    assert said(plain) == plain.message and advice(plain) == "return 2"
+    guessed = dataclasses.replace(plain, suspect="'x' was guessed by gradverify init")
+    assert advice(guessed) == "'x' was guessed by gradverify init; if it is right: return 2"
+    follows = guessed.following("GV222 (mutation)")
+    assert follows.message == plain.message and follows.hint == plain.hint
+    assert said(follows) == "backward returned 1 gradient; a consequence of GV222 (mutation)"
+    assert advice(follows) == ("'x' was guessed by gradverify init; if it is right: "
+                               "fix GV222 (mutation) first: this follows from it")
+    declared = plain.following("GV121 (gradcheck)", Declaration("gradcheck", "a surrogate"))
+    assert said(declared).endswith("the spec declaring gradcheck an expected failure "
+                                   "(a surrogate)")
+    assert advice(declared).startswith("the spec says backward is not the gradient")

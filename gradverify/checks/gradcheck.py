@@ -291,7 +291,7 @@ class GradcheckCheck(Check):
                                      "wrong", name, f"output {out}"),
                 input=name, output=out, location=ctx.location,
                 hint=hint or jac.pattern_hint(block.pattern, name),
-                data=dict(block.data), pattern=block.pattern,
+                data={**block.data, "pattern": block.pattern}, pattern=block.pattern,
                 evidence=_evidence(block, name, f"output {out}")))
         for item in nonlinear:
             if item.input not in reported:

@@ -230,7 +230,7 @@ def _report_mismatch(ctx: CheckContext, view: DifferentiableView, grad_outputs: 
             jac.mismatch_message(block, f"second derivative d(grad {of!r})/d({wrt!r}) is wrong",
                                  wrt, f"grad {of!r}"),
             input=wrt, location=ctx.location, hint=hint,
-            data={**block.data, "of": of}, pattern=block.pattern,
+            data={**block.data, "of": of, "pattern": block.pattern}, pattern=block.pattern,
             evidence=Evidence(blocks=(jac.evidence(block, wrt, f"grad {of!r}"),))))
     if not outcome.findings:
         outcome.add(_undiagnosed(failure, names, view.outputs, ctx, hint))

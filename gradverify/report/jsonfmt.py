@@ -36,10 +36,9 @@ def _location(location: Location | None) -> str | None:
 
 
 def _data(f: Finding) -> dict[str, Any]:
-    """A finding's numbers, with the facts other layers read as fields (its pattern, what
-    refused float64) where schema 2 has always had them."""
-    typed = {"pattern": f.pattern, "refuses_float64": f.refuses_float64}
-    return {**f.data, **{key: value for key, value in typed.items() if value is not None}}
+    """A finding's numbers, with what refused float64 where schema 2 has always had it."""
+    refused = {} if f.refuses_float64 is None else {"refuses_float64": f.refuses_float64}
+    return {**f.data, **refused}
 
 
 def _finding(f: Finding) -> dict[str, Any]:
@@ -49,6 +48,7 @@ def _finding(f: Finding) -> dict[str, Any]:
             "refuses_float64": f.refuses_float64, "consequence_of": f.consequence_of,
             "declared": None if f.declared is None else {"check": f.declared.check,
                                                          "reason": f.declared.reason},
+            "suspect": f.suspect,
             "smallest": _smallest(f.smallest), "evidence": _evidence(f.evidence)}
 
 

@@ -37,14 +37,17 @@ def said(finding: Finding) -> str:
 
 def advice(finding: Finding) -> str | None:
     """A finding's hint as every format says it: a consequence points at what it follows
-    from instead of advice of its own."""
-    if finding.consequence_of is None:
-        return finding.hint
+    from instead of advice of its own; a guess that may cause it comes first."""
+    hint = finding.hint
     if finding.declared is not None:
-        return (f"the spec says backward is not the gradient (expect: "
+        hint = (f"the spec says backward is not the gradient (expect: "
                 f"{finding.declared.check}); if it should return one for {finding.input!r}, "
                 "remove that declaration")
-    return f"fix {finding.consequence_of} first: this follows from it"
+    elif finding.consequence_of is not None:
+        hint = f"fix {finding.consequence_of} first: this follows from it"
+    if finding.suspect is None:
+        return hint
+    return f"{finding.suspect}; if it is right: {hint}" if hint else finding.suspect
 
 
 LABEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}

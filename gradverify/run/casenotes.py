@@ -196,5 +196,4 @@ def _guess_hint(finding: Finding, spec: Spec) -> Finding:
         cause = "the spec is unfinished (GV019): its guessed inputs may cause this"
     else:
         return finding
-    return replace(finding, hint=f"{cause}; if it is right: {finding.hint}" if finding.hint
-                   else cause)
+    return replace(finding, suspect=cause)

@@ -187,9 +187,10 @@ def _mutants(ctx: CheckContext, checks: list[Check], options: RunOptions, rows: 
 
 
 def _one_line(exc: BaseException) -> str:
-    """``Type: first line of the message``."""
+    """``Type: first line of the message`` (cut: it becomes a score's note, one line in a
+    table)."""
     text = str(exc).strip().splitlines()
-    return type(exc).__name__ + (f": {text[0]}" if text else "")
+    return type(exc).__name__ + (f": {text[0][:200]}" if text else "")
 
 
 @dataclass

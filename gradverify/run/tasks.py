@@ -9,7 +9,15 @@ from dataclasses import dataclass
 
 from gradverify.discover import Job
 from gradverify.errors import Interrupted
-from gradverify.results import CaseResult, CheckResult, ErrorEntry, Finding, Severity, Status
+from gradverify.results import (
+    CaseResult,
+    CheckResult,
+    ErrorEntry,
+    Finding,
+    Severity,
+    Status,
+    first_clause,
+)
 from gradverify.specmodel import Spec
 
 
@@ -34,7 +42,7 @@ def failed_case(task: Task, check: str | None, code: str, message: str, hint: st
 
     finding = Finding(code, Severity.ERROR, message, hint=hint)
     spec = task.job.spec
-    row = (CheckResult(check or "run", Status.ERROR, 0.0, message[:80], (finding,)),)
+    row = (CheckResult(check or "run", Status.ERROR, 0.0, first_clause(message), (finding,)),)
     ran = check in REGISTRY
     return CaseResult(target=task.job.target, spec=spec.path if spec else None, case=task.case,
                       status=Status.ERROR, duration_s=0.0, checks=row if ran else (),
