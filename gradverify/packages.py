@@ -56,9 +56,8 @@ def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
     found: list[Defined] = []
     failed: list[Unimported] = []
     for each in [module, *submodules(module, failed)]:
-        found += [d for attr, obj in targets_in(each)
-                  if not any(f.attr == attr and f.named for f in found)
-                  for d in [Defined(each.__name__, attr, obj)]]
+        found += [d for d in (Defined(each.__name__, attr, obj) for attr, obj in targets_in(each))
+                  if not (d.named and any(f.attr == d.attr for f in found))]
     return found, failed
 
 

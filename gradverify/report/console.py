@@ -235,8 +235,8 @@ class _Writer:
                     (tag if first.endswith(tag) else "", "dim"))
         for rest in body[1:]:
             yield Line((rest.removesuffix(tag), ""), (tag if rest.endswith(tag) else "", "dim"))
-        if advice(finding):
-            hint = self.wrap("  note: " + str(advice(finding)), "        ")
+        if note := advice(finding):
+            hint = self.wrap("  note: " + note, "        ")
             yield Line(("  note: ", "blue"), (hint[0][len("  note: "):], ""))
             for rest in hint[1:]:
                 yield plain(rest)

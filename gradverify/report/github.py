@@ -63,8 +63,8 @@ def _render(report: Report) -> str:
                 # that no escape sequence reaches the log raw
                 message = f"{escaped(case.target)} [{escaped(case.case)}] {check.name}: " \
                           f"{_text(said(f))}"
-                if advice(f):
-                    message += f"\nfix: {_text(str(advice(f)))} (gradverify explain {f.code})"
+                if hint := advice(f):
+                    message += f"\nfix: {_text(hint)} (gradverify explain {f.code})"
                 lines.append(_annotation(kind, f.location, f"{f.code} {check.name}", message))
     for score in report.mutants:  # --mutate: a survivor is a weakness of the spec, a notice
         for survivor in score.survived:

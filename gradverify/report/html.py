@@ -125,8 +125,8 @@ def _finding(case: CaseResult, check: CheckResult, finding: Finding) -> list[str
              f"<p><b>{_h(case.target)}</b> :: {_h(case.case)} ({_h(check.name)})</p>",
              f"<p>{_where(finding.location)}{_h(label)}: {_h(said(finding))} "
              f"[{_h(finding.code)} {_h(check.name)}]</p>"]
-    if advice(finding):
-        parts.append(f'<p class="hint">note: {_h(str(advice(finding)))} '
+    if hint := advice(finding):
+        parts.append(f'<p class="hint">note: {_h(hint)} '
                      f"(<code>gradverify explain {_h(finding.code)}</code>)</p>")
     parts += [_figure(block) for block in finding.evidence.blocks if block.analytical]
     if finding.smallest is not None:

@@ -48,8 +48,8 @@ def _render(report: Report) -> str:
             where = f" — `{f.location}`" if f.location else ""
             lines.append(f"- **{f.code}** `{_cell(case.target)}` {_cell(case.case)} "
                          f"({check.name}){where}: {_cell(said(f))}")
-            if advice(f):
-                lines.append(f"  - fix: {_cell(str(advice(f)))} (`gradverify explain {f.code}`)")
+            if hint := advice(f):
+                lines.append(f"  - fix: {_cell(hint)} (`gradverify explain {f.code}`)")
     if report.mutants:  # --mutate
         lines += ["", "### Mutation score", "", "| spec | target | killed | not killed |",
                   "|---|---|---|---|"]

@@ -77,8 +77,8 @@ def finding_text(finding: Finding, check: str | None = None, *, expected: bool =
     """The finding line and, indented below it, its note (and, with ``explain``, the command
     that explains its code): what the JUnit XML and the pytest plugin show of a finding."""
     lines = [finding_line(finding, check, expected=expected)]
-    if advice(finding):
-        lines.append(f"  {hint_line(finding)}")
+    if (note := hint_line(finding)) is not None:
+        lines.append(f"  {note}")
         if explain:
             lines.append(f"  explain: gradverify explain {finding.code}")
     lines += smallest_lines(finding)

@@ -96,7 +96,7 @@ def may_have(obj: Any, capability: Capability) -> bool:
 def kind_for(target: Target) -> Kind:
     """The kind that introspected ``target``: what its backward, its bare call and its
     names are is that kind's to say."""
-    return next(k for k in kinds.KINDS if k.name == target.kind)
+    return kinds.named(target.kind)
 
 
 def grammar_name_of(obj: Any) -> str | None:
@@ -129,7 +129,8 @@ def resolve(text: str, imports: tuple[str, ...] = (),
     ``imports``; a module class is built from ``init_args``."""
     name = parse_target(text)
     if name.named:
-        kind = next(k for k in kinds.KINDS if k.name == name.kind)
+        assert name.kind is not None  # named: in its kind's own grammar
+        kind = kinds.named(name.kind)
         return _with_launches(kind.by_name(name.text, imports))
     obj, shown = resolve_named(name.text)
     return introspect(obj, shown, init_args)

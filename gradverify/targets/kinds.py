@@ -10,3 +10,8 @@ KINDS: tuple[Kind, ...] = (function_class.KIND, triton_op.KIND, custom_op.KIND,
                            plain_function.KIND, module.KIND)
 """Every kind, in the order they are tried (a Function class is also a class; a triton op
 is also a custom op)."""
+
+
+def named(name: str) -> Kind:
+    """The registered kind called ``name`` (``Target.kind``, ``TargetName.kind``)."""
+    return next(kind for kind in KINDS if kind.name == name)

@@ -117,13 +117,12 @@ def named_by(text: str) -> str | None:
 def same_target_name(a: str, b: str) -> bool:
     """Whether two target names name one target: equal, or two spellings of one name in a
     kind's own grammar (``ns::op`` and ``ns::op.default``: ``Kind.same_name``)."""
-    from gradverify.targets.kinds import KINDS
+    from gradverify.targets import kinds
 
     if a == b:
         return True
     kind = named_by(a)
-    return kind is not None and kind == named_by(b) \
-        and next(k for k in KINDS if k.name == kind).same_name(a, b)
+    return kind is not None and kind == named_by(b) and kinds.named(kind).same_name(a, b)
 
 
 def names_read(spec: Spec) -> list[TargetName]:
