@@ -6,10 +6,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gradverify import config, torchstate
 from gradverify.config import Config
+from gradverify.discover import Discoverer, Job, Plan, resolves_to
 from gradverify.options import FLAGS, RunOptions
 from gradverify.optiontable import KEYWORDS, keyword_given
+from gradverify.report.registry import plain_text
 from gradverify.results import Report
+from gradverify.run import caches
+from gradverify.run.pool import Pool
+from gradverify.run.runner import run
+from gradverify.spec import file as spec_mod
+from gradverify.specmodel import Spec
+from gradverify.syspath import ensure_cwd_on_path
+from gradverify.targets import Capability, introspect, may_have, normalise
+from gradverify.targets.names import parse_target
 
 if TYPE_CHECKING:
     from gradverify.targets.names import TargetName
@@ -21,10 +32,6 @@ def check_targets(targets: Sequence[TargetName], options: RunOptions, *, config:
     """What ``gradverify check TARGET...`` does: discover, run, report. ``targets``: the
     TARGET arguments, parsed once (``parse_target``); with ``--changed``, the ``changed``
     files instead."""
-    from gradverify.discover import Discoverer
-    from gradverify.run.runner import run
-    from gradverify.syspath import ensure_cwd_on_path
-
     started = time.perf_counter()
 
     def discover(defer: bool) -> Any:
@@ -32,17 +39,12 @@ def check_targets(targets: Sequence[TargetName], options: RunOptions, *, config:
         return discoverer.changed(list(changed)) if options.changed else discoverer.run(targets)
 
     if not options.isolate:
-        from gradverify import torchstate
-        from gradverify.run import caches
-
         ensure_cwd_on_path()  # only where user code is imported: workers do it for themselves
         # On torch's defaults, with the verification functions bound before any user module
         # is imported; this process's own state is given back afterwards. Discovery imports
         # the targets here, and an import may import torch's compiler, which makes its cache.
         with torchstate.isolated(), caches.in_this_process():
             return run(discover(False), options, progress)
-    from gradverify.run.pool import Pool
-
     with Pool(options) as pool:
         # One worker imports torch while specs are read here; the others start once the
         # number of cases is known (no more workers than cases).
@@ -75,10 +77,6 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
     several threads run one after another (torch's settings and ``sys.stdout`` are the
     process's), each with its own right verdict.
     """
-    from gradverify import config, torchstate
-    from gradverify.report.registry import plain_text
-    from gradverify.syspath import ensure_cwd_on_path
-
     given = keyword_given({k: v for k, v in locals().items() if k in KEYWORDS})
     _check_spec_type(spec)
     loaded = config.load()
@@ -89,8 +87,6 @@ def verify(function: Any, spec: str | Path | Mapping[str, Any] | Any = None, *,
 
 
 def _check_spec_type(spec: Any) -> None:
-    from gradverify.specmodel import Spec
-
     if spec is not None and not isinstance(spec, (str, Path, Mapping, Spec)):
         raise TypeError(f"verify(spec=...) takes a spec file's path, a mapping with the keys of "
                         f"the YAML format, a gradverify.spec.Spec or None, got "
@@ -99,12 +95,6 @@ def _check_spec_type(spec: Any) -> None:
 
 def _verify(function: Any, spec: Any, options: RunOptions, config: Config,
             init_args: Mapping[str, Any] | None = None) -> Report:
-    from gradverify.discover import Discoverer, Job, Plan, resolves_to
-    from gradverify.run.runner import run
-    from gradverify.spec import file as spec_mod
-    from gradverify.targets import Capability, introspect, may_have, normalise
-    from gradverify.targets.names import parse_target
-
     if isinstance(function, str):
         target, cls = function, None
     elif may_have(function, Capability.PARAMETERS):  # built when the run prepares it

@@ -26,9 +26,18 @@ from gradverify.errors import (
     UsageError,
     interrupt_exit_code,
 )
+from gradverify.explain import explain_topic
+from gradverify.options import FLAGS as RUN_FLAGS
+from gradverify.options import RunOptions
 from gradverify.optiontable import INIT_OPTIONS, RECORD_OPTIONS, command_line
+from gradverify.recording.launch import run_recorded
+from gradverify.report import Verbosity
 from gradverify.report.text import escaped
 from gradverify.results import ExitCode
+from gradverify.run.leftovers import adopt_orphans
+from gradverify.syspath import own_module_command
+from gradverify.targets.names import parse_target
+from gradverify.torchstate import import_torch
 
 if TYPE_CHECKING:
     pass
@@ -67,11 +76,6 @@ def check(targets: tuple[str, ...], **given: Any) -> int:
     Default: the spec folders (specs/)."""
     from gradverify import config as config_mod
     from gradverify.api import check_targets
-    from gradverify.options import FLAGS as RUN_FLAGS
-    from gradverify.options import RunOptions
-    from gradverify.report import Verbosity
-    from gradverify.targets.names import parse_target
-
     values = command_line(given)  # only the options given, each as its table row says
     config = config_mod.load()
     # each TARGET parsed once (what it names reads the file system); --changed: changed files
@@ -120,8 +124,6 @@ def init(target: str, output: str | None, force: bool, imports: tuple[str, ...],
     signature and source (an op's schema), then tried on forward and backward until they
     run."""
     from gradverify import init as init_mod
-    from gradverify.torchstate import import_torch
-
     import_torch()
     written, skipped = init_mod.write(target, output, force=force, imports=imports,
                                       timeout=timeout)
@@ -153,7 +155,6 @@ def record(output: str, include: tuple[str, ...], exclude: tuple[str, ...], limi
     fails. Shapes are shrunk to small sizes for gradient checking.
     """
 
-    from gradverify.recording.launch import run_recorded
 
     echo = terminal.err  # stdout is the script's
     code, written = run_recorded(command, Path(output), include=include, exclude=exclude,
@@ -174,8 +175,6 @@ def record(output: str, include: tuple[str, ...], exclude: tuple[str, ...], limi
         import subprocess
 
         echo("")
-        from gradverify.syspath import own_module_command
-
         checked = subprocess.call(own_module_command("gradverify", "check",
                                                      *map(str, written.paths)))
         return code or checked
@@ -203,8 +202,6 @@ def list_(where: tuple[str, ...]) -> int:
 @click.argument("topic", required=False)
 def explain(topic: str | None) -> int:
     """What a finding code (GV121) or a check (gradcheck) means, why it matters, how to fix it."""
-    from gradverify.explain import explain_topic
-
     terminal.out(explain_topic(topic) + "\n")
     return 0
 
@@ -271,7 +268,6 @@ def run() -> int:
     delay (``--no-isolate`` runs Functions in this process; GV015 reported them)."""
     import threading
 
-    from gradverify.run.leftovers import adopt_orphans
 
     # This process inherits what its descendants orphan (a daemon a Function starts with a
     # double fork), so that the end of the case or of the run finds and stops it.

@@ -15,9 +15,11 @@ from gradverify.config import SPEC_SUFFIXES, Config, spec_files, unreadable_fold
 from gradverify.errors import InputError, SpecError, shown_path
 from gradverify.files import stamp
 from gradverify.importgraph import Readers, target_files
+from gradverify.packages import defined_in
 from gradverify.results import ErrorEntry
 from gradverify.spec.file import load_file
 from gradverify.specmodel import NAMED_SPEC_SUFFIXES, Spec
+from gradverify.targets import grammar_name_of, import_module, resolve_object
 from gradverify.targets.names import (
     Form,
     TargetName,
@@ -203,8 +205,6 @@ class Discoverer:
         return self._folder_specs
 
     def _class(self, name: TargetName) -> Plan:
-        from gradverify.targets import resolve_object
-
         plan, target = self.empty(), name.text
         if self.defer_imports:
             plan.deferred.append(name)
@@ -240,8 +240,6 @@ class Discoverer:
 
     def _matching(self, target: str, specs: list[Spec]) -> list[Spec]:
         """The specs naming ``target``, by its spelling or by the class it resolves to."""
-        from gradverify.targets import resolve_object
-
         wanted = resolve_object(target)
         return [s for s in specs
                 if s.target == target or resolves_to(s, wanted, self._resolved)]
@@ -259,9 +257,6 @@ class Discoverer:
         return specs[0] if len(specs) == 1 else None
 
     def _module(self, target: TargetName) -> Plan:
-        from gradverify.packages import defined_in
-        from gradverify.targets import import_module
-
         plan, name = self.empty(), target.text
         if self.defer_imports:
             plan.deferred.append(target)
@@ -309,13 +304,9 @@ def resolves_to(spec: Spec, obj: Any, cache: dict[str, Any] | None = None) -> bo
     """Whether a spec's target resolves to ``obj`` (a spec that cannot be resolved does not).
     ``cache`` keeps what each spec target resolved to, for one discovery matching many targets
     against many specs."""
-    from gradverify.targets import resolve_object
-
     if spec.target is None:
         return False
     if named_by(spec.target):  # named in a kind's grammar (an op's ns::op): obj's own name
-        from gradverify.targets import grammar_name_of
-
         name = grammar_name_of(obj)
         return name is not None and same_target_name(name, spec.target)
     cache = {} if cache is None else cache

@@ -8,8 +8,12 @@ from pathlib import Path
 from gradverify.config import Config, spec_files, unreadable_folder
 from gradverify.discover import Discoverer, resolves_to
 from gradverify.errors import InputError, SpecError, UsageError
+from gradverify.packages import defined_in
 from gradverify.spec.file import load_file
+from gradverify.syspath import ensure_cwd_on_path
+from gradverify.targets import described, import_module, kind_of
 from gradverify.targets.names import Form, parse_target
+from gradverify.torchstate import import_torch
 
 
 def _spec_lines(files: list[Path], errors: list[str]) -> Iterator[str]:
@@ -75,11 +79,6 @@ def _refuse_target(item: str) -> None:
 
 
 def _module_lines(name: str, config: Config) -> Iterator[str]:
-    from gradverify.packages import defined_in
-    from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.targets import described, import_module
-    from gradverify.torchstate import import_torch
-
     import_torch()
     ensure_cwd_on_path()
     found, failed = defined_in(import_module(name))
@@ -110,8 +109,6 @@ def _module_lines(name: str, config: Config) -> Iterator[str]:
 
 def _describe(name: str, obj: object) -> tuple[str, list[str]]:
     """The target's name and what the listing says of it (no module is built)."""
-    from gradverify.targets import kind_of
-
     kind = kind_of(obj)
     assert kind is not None  # found as a module's target
     return kind.listing(obj, name)

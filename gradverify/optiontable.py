@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gradverify.checks._modes import MODES
 from gradverify.choices import (
     DEFAULT_DEVICE,
     DEFAULT_MODE,
@@ -34,6 +35,7 @@ from gradverify.choices import (
     parse_shard,
 )
 from gradverify.errors import UsageError
+from gradverify.registry import unknown_check
 from gradverify.report.formats import FORMATS
 
 if TYPE_CHECKING:  # the pytest plugin reads the table at start-up: nothing more is imported
@@ -133,14 +135,10 @@ def _jobs(read: SettingsReader, value: Any, key: str) -> str:
 
 
 def _mode(value: Any) -> str:
-    from gradverify.checks._modes import MODES
-
     return choice("mode", value, MODES)
 
 
 def _read_mode(read: SettingsReader, value: Any, key: str) -> Any:
-    from gradverify.checks._modes import MODES
-
     return read.choice(value, MODES, None, key)
 
 
@@ -155,8 +153,6 @@ def _flag_checks(values: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 
 def _unknown_checks(names: Any) -> Any:
-    from gradverify.registry import unknown_check
-
     for name in names or ():
         problem = unknown_check(name)
         if problem is not None:

@@ -15,6 +15,8 @@ from types import ModuleType
 from typing import Any
 
 from gradverify.errors import InputError
+from gradverify.targets import import_module, targets_in
+from gradverify.targets.names import named_by
 
 NEVER_IMPORTED = ("__main__", "conftest")
 
@@ -32,8 +34,6 @@ class Defined:
     def named(self) -> bool:
         """Registered by a name of its kind's own grammar (an op's ``ns::op``), not held by
         an attribute."""
-        from gradverify.targets.names import named_by
-
         return named_by(self.attr) is not None
 
     @property
@@ -51,8 +51,6 @@ class Unimported:
 
 def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
     """The targets ``module`` defines, and for a package those of its submodules."""
-    from gradverify.targets import targets_in
-
     found: list[Defined] = []
     failed: list[Unimported] = []
     for each in [module, *submodules(module, failed)]:
@@ -64,8 +62,6 @@ def defined_in(module: ModuleType) -> tuple[list[Defined], list[Unimported]]:
 def submodules(package: ModuleType, failed: list[Unimported]) -> list[ModuleType]:
     """Every module below a package (none for a plain module), imported, in name order; the
     ones that cannot be imported are added to ``failed``."""
-    from gradverify.targets import import_module
-
     path = getattr(package, "__path__", None)
     if path is None:
         return []

@@ -19,8 +19,22 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gradverify.report.safe import bounded
-from gradverify.results import IN_PROCESS_TIMEOUT, CheckResult, Severity, Status
+from gradverify import torchstate
+from gradverify.errors import InputError, SpecError, UsageError
+from gradverify.mutants.merge import scores
+from gradverify.report.safe import bounded, safe
+from gradverify.report.text import finding_text, score_lines
+from gradverify.results import (
+    IN_PROCESS_TIMEOUT,
+    CheckResult,
+    ErrorEntry,
+    Severity,
+    Status,
+    failing,
+    worst,
+)
+from gradverify.run import caches
+from gradverify.syspath import ensure_cwd_on_path
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr  # pytest's own type for repr_failure
@@ -72,7 +86,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     _forget_unloaded_submodules()
     from gradverify import config as config_mod
-    from gradverify.errors import InputError, UsageError
     from gradverify.options import RunOptions
     from gradverify.optiontable import pytest_given
 
@@ -158,10 +171,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 class SpecFile(pytest.File):
     def collect(self) -> Any:
-        from gradverify.errors import InputError, SpecError
         from gradverify.spec.file import load_file
-        from gradverify.syspath import ensure_cwd_on_path
-
         ensure_cwd_on_path()
         try:
             specs = load_file(self.path)
@@ -228,8 +238,6 @@ class TargetNode(pytest.Collector):
         from gradverify.run.runner import run_job
 
         if self._results is None:
-            from gradverify import torchstate
-
             options = _options(self.config)
             job = Job(self.spec.target, self.spec)
             if options.isolate:
@@ -238,8 +246,6 @@ class TargetNode(pytest.Collector):
                 with torchstate.isolated():
                     results, errors = run_job(job, options, {0: self.prepared()})
             self._results = ({r.case: r for r in results}, errors)
-            from gradverify.mutants.merge import scores
-
             self.config.stash[_SCORES].extend(scores(results))
         return self._results
 
@@ -248,19 +254,14 @@ class TargetNode(pytest.Collector):
         from gradverify.run.prepare import prepare
 
         if self._prepared is None:
-            from gradverify import torchstate
-
             # On torch's defaults, with the verification functions bound before this target's
             # module is imported; the session's own state is given back.
-            from gradverify.run import caches
-
             # (an import that imports torch's compiler makes its cache as it does)
             with torchstate.isolated(), caches.in_this_process():
                 self._prepared = prepare(Job(self.spec.target, self.spec))
         return self._prepared
 
     def collect(self) -> Any:
-        from gradverify.results import ErrorEntry
         from gradverify.run.schedule import rows
         from gradverify.run.tasks import Unsupported
 
@@ -342,9 +343,6 @@ class CheckItem(pytest.Item):
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """``--gradverify-mutate``: each spec's mutation score, after the tests."""
-    from gradverify.report.safe import safe
-    from gradverify.report.text import score_lines
-
     found: list[MutationScore] = config.stash.get(_SCORES, [])
     if found:
         terminalreporter.section("gradverify mutation score")
@@ -356,8 +354,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def _case_row(result: Any, checks: list[str]) -> CheckResult:
     """What a case found about itself as a whole (``CaseResult.about_case``), and any row no
     check item reports (a worker lost before its first check), as one row."""
-    from gradverify.results import worst
-
     own = [row for row in result.checks if row.name not in checks] + list(result.about_case)
     if not own:
         return CheckResult(CASE_ITEM, Status.PASS, 0.0, "nothing found about the case as a whole")
@@ -367,17 +363,12 @@ def _case_row(result: Any, checks: list[str]) -> CheckResult:
 
 
 def _text(check: CheckResult, severities: set[Severity]) -> str:
-    from gradverify.report.safe import safe
-    from gradverify.report.text import finding_text
-
     check = safe(check)  # whatever text user code put in it, bounded and encodable
     return "\n".join(finding_text(f, check.name, explain=True) for f in check.findings
                      if f.severity in severities) or check.summary
 
 
 def _report(check: CheckResult, strict: bool) -> None:
-    from gradverify.results import failing
-
     if check.status in (Status.FAIL, Status.ERROR):
         raise CheckFailed(_text(check, {Severity.ERROR}))
     if check.status == Status.SKIP:

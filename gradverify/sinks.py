@@ -7,8 +7,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gradverify import terminal
+from gradverify.errors import shown_path
+from gradverify.files import (
+    OutputError,
+    absolute,
+    check_folder,
+    refuse_overwriting,
+    refuse_shared,
+    write_text,
+)
+from gradverify.report import RENDERERS
 from gradverify.report.text import escaped
 from gradverify.results import Report
+from gradverify.run.repro import MARKER, file_names
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,8 +34,6 @@ def outputs(asked: dict[str, str | None], targets: Sequence[TargetName],
     that changes the working directory cannot move them. Refused before anything runs: two
     reports into one file, or a report over a file the run reads (``targets``, parsed; with
     ``--changed``, the ``changed`` files)."""
-    from gradverify.files import absolute, refuse_overwriting, refuse_shared
-
     outputs = [(option, absolute(path)) for option, path in asked.items() if path]
     if outputs:
         from gradverify.discover import files_read
@@ -42,9 +51,6 @@ def show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Pat
     (``--output /dev/stdout`` asks for that format there). A console that cannot be written
     (closed, full) costs nothing else: ``terminal.out`` never raises. The console gets the
     ``--format`` report, or the console report when that one goes to ``--output``."""
-    from gradverify.files import OutputError, write_text
-    from gradverify.report import RENDERERS
-
     to_file = dict(outputs)
     console = "rich" if color and fmt != "plain" else "plain"
     if fmt not in (None, "rich", "plain") and "--output" not in to_file:
@@ -66,8 +72,6 @@ def show_and_write(report: Report, fmt: str | None, outputs: list[tuple[str, Pat
 def repro_folder(folder: str | None) -> Path | None:
     """``--repro DIR`` as an absolute path, refused before the run (OutputError) when no file
     can be written there: DIR (or a folder above it) is a file, or is not writable."""
-    from gradverify.files import absolute, check_folder
-
     if folder is None:
         return None
     path = absolute(folder)
@@ -80,10 +84,6 @@ def write_repros(report: Report, folder: Path) -> bool:
     (a name of its own: ``repro.file_names``), said on stderr with its path escaped; whether
     one could not be written. A file there that is not a repro gradverify wrote (its first
     line) is never written over."""
-    from gradverify.errors import shown_path
-    from gradverify.files import OutputError, write_text
-    from gradverify.run.repro import MARKER, file_names
-
     scripts = {(case.target, case.case, check.name): (finding.code, finding.smallest.repro)
                for case in report.results for check in case.checks
                for finding in reversed(check.findings)  # the first finding's script

@@ -15,6 +15,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from gradverify.errors import Interrupted
+from gradverify.targets import load
+
 _LOST: list[str] = []
 """Why stdout could not be written (the first failure), said once on stderr at the end."""
 
@@ -23,9 +26,6 @@ _LOST: list[str] = []
 def terminations_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (CI cancelling a job, `timeout`, a closed terminal) stop a run as
     Ctrl-C does: the workers are stopped and the report files are written."""
-    from gradverify.errors import Interrupted
-    from gradverify.targets import load
-
     def interrupt(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
 

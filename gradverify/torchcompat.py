@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gradverify.specmodel import version_tuple
+
 CUSTOM_OPS_TORCH = (2, 4)
 """The first torch with ``torch.library.custom_op``, ``register_fake`` and opcheck."""
 
@@ -36,8 +38,6 @@ def version() -> str:
 def too_old(required: tuple[int, ...]) -> str | None:
     """What is missing when this torch is older than ``required`` (``(2, 4)``): "torch >= 2.4
     (this is torch 2.1.2)", to follow "needs"; None when it is not older."""
-    from gradverify.specmodel import version_tuple
-
     if version_tuple(version()) >= required:
         return None
     return f"torch >= {'.'.join(map(str, required))} (this is torch {version()})"

@@ -254,6 +254,129 @@ def test_importing_a_module_runs_its_packages_init_unless_lazily(tmp_path):
     assert import_graph(pkg)["pkg.low"] == {"pkg.sub.leaf"}
 
 
+START_UP = ("torch", "yaml", "click")
+"""What a lazy import of our own modules may defer: the libraries that cost start-up."""
+
+DEFERRED: dict[str, str] = {
+    # module imported in functions only -> what it loads that its light importers must not
+    "gradverify.api": "yaml", "gradverify.config": "yaml", "gradverify.discover": "yaml",
+    "gradverify.init": "yaml", "gradverify.listing": "yaml", "gradverify.spec.file": "yaml",
+    "gradverify.spec.yamlio": "yaml", "gradverify.run.shrink": "yaml",
+    "gradverify.recording.write": "yaml", "gradverify.run.pool": "yaml",
+    "gradverify.run.prepare": "yaml", "gradverify.run.runner": "yaml",
+    "gradverify.run.tasks": "yaml",
+    "gradverify.options": "click", "gradverify.optiontable": "click",
+    "gradverify.run.schedule": "click",
+    "gradverify.checks._calls": "torch", "gradverify.checks._compare": "torch",
+    "gradverify.checks._jacobian": "torch", "gradverify.checks._opcheck": "torch",
+    "gradverify.checks._probes": "torch", "gradverify.checks._saved_changes": "torch",
+    "gradverify.checks._tensors": "torch", "gradverify.mutants.engine": "torch",
+}
+"""The list of docs/contributing.md's rule: a function-level import of our own module is one of
+these, from a module that does not load what it loads at import time (the check modules, the
+command line and the pytest plugin start without torch; the plugin without click or yaml)."""
+
+
+def _runs_at_import(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when imported: outside functions and ``TYPE_CHECKING``."""
+    skipped = _type_checking_nodes(tree)
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and id(child) not in skipped:
+                found.append(child)
+            visit(child)
+    visit(tree)
+    return found
+
+
+def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom,
+              modules: dict[str, Path]) -> tuple[set[str], set[str]]:
+    """(our modules an import names, the other top-level names it imports); importing a module
+    runs its packages' inits too: ``start_up_loads`` counts them."""
+    if isinstance(node, ast.Import):
+        named = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            package = here[:len(here) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        named = [f"{base}.{a.name}" for a in node.names] if base.startswith("gradverify") \
+            else [base]
+    ours = {t if t in modules else t.rsplit(".", 1)[0] for t in named
+            if t.split(".")[0] == "gradverify"}
+    return ours - {name}, {t.split(".")[0] for t in named if t.split(".")[0] != "gradverify"}
+
+
+def start_up_loads(root: Path) -> dict[str, set[str]]:
+    """Module -> which of START_UP importing it loads (through our modules, transitively)."""
+    modules = _modules(root)
+    direct: dict[str, tuple[set[str], set[str]]] = {}
+    for name, path in modules.items():
+        ours: set[str] = set()
+        others: set[str] = set()
+        for node in _runs_at_import(ast.parse(path.read_text())):
+            o, e = _imported(name, path, node, modules)
+            ours, others = ours | o, others | e
+        parts = name.split(".")
+        ours |= {p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in modules}
+        direct[name] = (ours, others & set(START_UP))
+    loads = {name: set(others) for name, (_, others) in direct.items()}
+    changed = True
+    while changed:  # a fixed point: circles are another test's
+        changed = False
+        for name, (ours, _) in direct.items():
+            more = set().union(loads[name], *(loads[m] for m in ours))
+            changed, loads[name] = changed or more != loads[name], more
+    return loads
+
+
+def lazy_imports(root: Path) -> dict[str, set[str]]:
+    """Our module imported in a function -> what it loads that its importer does not; empty
+    where it defers nothing (hoist it). A package's ``__getattr__`` is a lazy re-export, and
+    ``TYPE_CHECKING`` imports never run."""
+    modules, loads = _modules(root), start_up_loads(root)
+    found: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        at_import = ({id(n) for n in _runs_at_import(tree)} | _type_checking_nodes(tree)
+                     | _lazy_reexport_nodes(tree, path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in at_import:
+                for module in _imported(name, path, node, modules)[0]:
+                    found.setdefault(f"{module} (in {name})", set()).update(
+                        loads[module] - loads[name])
+    return found
+
+
+def test_our_modules_are_imported_in_functions_only_to_defer_start_up():
+    """A function-level import hides a dependency and fails only on the rare path that runs it;
+    one of ours is there only to keep torch, yaml or click out of a light module's start-up."""
+    found = lazy_imports(PACKAGE)
+    assert len(found) > 20, "no function-level import was read"
+    defers_nothing = sorted(where for where, defers in found.items() if not defers)
+    assert defers_nothing == [], "import these at the top of their module"
+    lazily = {where.split(" (in ")[0] for where in found}
+    assert lazily == set(DEFERRED), "DEFERRED lists the modules imported in functions"
+    loads = start_up_loads(PACKAGE)
+    assert {m: why for m, why in DEFERRED.items() if why not in loads[m]} == {}
+
+
+def test_the_lazy_import_finder_sees_what_a_function_defers(tmp_path):
+    pkg = tmp_path / "gradverify"
+    pkg.mkdir()
+    for file, text in {"__init__.py": "", "heavy.py": "import torch\n", "light.py": "X = 1\n",
+                       "user.py": "def f():\n    from . import heavy, light\n    import torch\n"
+                       }.items():
+        (pkg / file).write_text(text)
+    assert lazy_imports(pkg) == {"gradverify.heavy (in gradverify.user)": {"torch"},
+                                 "gradverify.light (in gradverify.user)": set()}
+    assert start_up_loads(pkg)["gradverify.user"] == set()
+
 def test_no_module_is_long_without_saying_why():
     long = {name: n for name, path in _modules(PACKAGE).items()
             if (n := len(path.read_text().splitlines())) > MAX_LINES

@@ -40,6 +40,10 @@ BUGS = {  # spec -> (the check that owns the bug, its code, the argument or para
 }
 
 
+# one worker runs the module (--dist loadgroup), and so its report fixture once
+pytestmark = pytest.mark.xdist_group("targets-report")
+
+
 @pytest.fixture(scope="module")
 def report() -> dict:
     with pytest.MonkeyPatch.context() as patch:  # locations read as from tests/

@@ -76,7 +76,9 @@ def _documents() -> list[dict[str, Any]]:
     return documents
 
 
-pytestmark = pytest.mark.slow  # one command of about 40 s: started first (conftest.py)
+# one command of about 40 s: started first (conftest.py), on one worker (--dist loadgroup)
+# that runs the module's fixture once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("triton-zoo")]
 
 
 @pytest.fixture(scope="module")

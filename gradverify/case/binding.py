@@ -10,7 +10,7 @@ from typing import Any
 
 from gradverify.errors import SpecError, did_you_mean
 from gradverify.specmodel import COMPLEX, Case, SeqArg, Spec, TensorArg, ValueArg
-from gradverify.targets import MISSING, Capability, Param, Target
+from gradverify.targets import MISSING, Capability, ModuleParameter, Param, Target
 
 MAX_CASE_BYTES = 2 * 1024**3
 """A case's tensors may take at most this much memory in float64 (refused before allocating)."""
@@ -35,8 +35,6 @@ def bind(case: Case, info: Target, spec: Spec) -> Bound:
     A module target's parameters follow forward's arguments, bound to the module's values."""
     if not info.parameters:
         return _typed(_bind(case, info, spec), info, case, spec)
-    from gradverify.targets import ModuleParameter
-
     forward = replace(info, params=info.params[: len(info.params) - len(info.parameters)])
     bound = _typed(_bind(case, forward, spec), forward, case, spec)
     if case.factory:

@@ -10,7 +10,7 @@ from gradverify import torchcompat
 from gradverify.case.inputs import Args, InputMaker, case_seed
 from gradverify.results import Location, Status
 from gradverify.specmodel import Case, ResolvedTolerance, Spec
-from gradverify.targets import Capability, Target, location_of
+from gradverify.targets import Capability, Target, location_of, registered_formula
 
 if TYPE_CHECKING:
     import torch
@@ -109,7 +109,6 @@ def _inner_backward(ctx: CheckContext) -> Location | None:
     call of a function or module target, or None (none, several, or the call raised)."""
     import torch
 
-    from gradverify.targets import registered_formula
 
     try:
         out = ctx.info.function.apply(*ctx.args("double").values)

@@ -20,7 +20,8 @@ from gradverify.case.binding import Bound, Default, names_for, resolve_shape
 from gradverify.errors import InputError, did_you_mean
 from gradverify.results import InputInfo
 from gradverify.specmodel import COMPLEX, FLOATING, INITS, Case, SeqArg, TensorArg, ValueArg
-from gradverify.targets import MISSING, Target
+from gradverify.targets import MISSING, ModuleParameter, Target, module_parameter, resolve_object
+from gradverify.targets.op_calls import tensor_lists
 
 if TYPE_CHECKING:
     import torch
@@ -163,8 +164,6 @@ class InputMaker:
         """An op's ``Tensor[]`` arguments spread into one input per tensor, ``xs[0]``, ...
         (``op_calls.tensor_lists``, kept in ``groups``); ``items``: per argument, whether each
         of its elements is differentiable, when the spec says (else: floating ones are)."""
-        from gradverify.targets.op_calls import tensor_lists
-
         self.groups = tensor_lists(self.info, args.names, args.values)
         if all(g is None for g in self.groups):
             return args
@@ -217,7 +216,6 @@ class InputMaker:
         ``double`` role and in its own dtype for ``working``."""
         import torch
 
-        from gradverify.targets import module_parameter
 
         value = module_parameter(self.info, name).clone()
         if role == "double" and convert.inexact(value):
@@ -229,7 +227,6 @@ class InputMaker:
         (complex128 for a complex case) when it takes one; the working role rounds them."""
         import torch
 
-        from gradverify.targets import resolve_object
 
         factory_name = self.case.factory or ""
         try:
@@ -323,8 +320,6 @@ class InputMaker:
 
 
 def _is_parameter(value: Any) -> bool:
-    from gradverify.targets import ModuleParameter
-
     return isinstance(value, ModuleParameter)
 
 

@@ -20,6 +20,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gradverify.case.inputs import Args, InputMaker, case_seed
+from gradverify.checks.base import Outcome
+from gradverify.results import Finding, Severity
+from gradverify.targets import op_calls as opcalls
+
 if TYPE_CHECKING:
     import torch
 
@@ -155,8 +160,6 @@ def low_dtype(ctx: CheckContext) -> torch.dtype | None:
 def judge(ctx: CheckContext, low: torch.dtype) -> Outcome | None:
     """The rule on every seed; None when the reference cannot run in ``low`` (the caller
     then compares within the dtype's tolerance)."""
-    from gradverify.checks.base import Outcome
-
     seeds = max(1, int(ctx.options.get("seeds") or SEEDS))
     k = float(ctx.options.get("k") or K)
     tallies: dict[str, Tally] = {}
@@ -194,8 +197,6 @@ class BaselineUnavailable(Exception):
 def _seed_args(ctx: CheckContext, seed: int) -> Args:
     """The case's working-dtype arguments on seed 0; fresh ones, made the same way, on the
     others."""
-    from gradverify.case.inputs import InputMaker, case_seed
-
     if seed == 0:
         return ctx.args("working")
     maker = InputMaker(ctx.case, ctx.maker.bound, ctx.info,
@@ -209,7 +210,6 @@ def one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: f
     """The figures of every output and input gradient on one seed's arguments."""
     import torch
 
-    from gradverify.case.inputs import Args
     from gradverify.checks import _calls as calls
 
     values = [rounded(v, low) for v in working.values]
@@ -245,7 +245,6 @@ def reference_run(ctx: CheckContext, values: list[Any], grads: list[Any] | None,
     gradients of the leaves at ``diff`` for the incoming gradients ``grads``."""
     import torch
 
-    from gradverify.targets import op_calls as opcalls
 
     out = opcalls.flat_outputs(ctx.reference(*opcalls.op_values(ctx.info, values)))
     outs = list(out) if isinstance(out, tuple) else [out]
@@ -266,8 +265,6 @@ def _data(tally: Tally) -> dict[str, float]:
 
 def _finding(ctx: CheckContext, tally: Tally, label: str, output: int | None,
              name: str | None) -> Finding:
-    from gradverify.results import Finding, Severity
-
     worst = tally.worst
     broken, runs = len(tally.broken), len(tally.runs)
     seeds = f"on {broken} of {runs} seed(s)"

@@ -11,10 +11,11 @@ import torch
 
 from gradverify import frames
 from gradverify.case.inputs import Args
-from gradverify.checks._tensors import is_inexact
+from gradverify.checks._tensors import is_inexact, layout_copy
 from gradverify.checks.base import Outcome
 from gradverify.results import Location
 from gradverify.targets import Target, kind_for
+from gradverify.targets.model import Formula
 
 
 @dataclass
@@ -59,8 +60,6 @@ def apply(info: Target, args: Args, *, protect_inputs: bool = True) -> Applied:
     its inputs (``mark_dirty``, an op's ``mutates_args``) sees copies in the same layout, so
     the caller's tensors stay intact and every run compared starts from the same values
     (docs/checks.md, ``mutation``)."""
-    from gradverify.checks._tensors import layout_copy
-
     values = list(args.values)
     if protect_inputs and info.writes_inputs:
         values = [layout_copy(v) if isinstance(v, torch.Tensor) else v for v in values]
@@ -269,8 +268,6 @@ the checks of those transforms say it, each in its skip."""
 
 def old_style(info: Target) -> bool:
     """An autograd.Function whose forward takes ctx: torch.func refuses it."""
-    from gradverify.targets.model import Formula
-
     formula = info.detail(Formula)
     return formula is not None and formula.style == "ctx"
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks.base import Outcome
+
 if TYPE_CHECKING:
     import torch
 
@@ -88,8 +90,6 @@ def finite_differences_skip(ctx: CheckContext) -> Outcome | None:
     float16 or bfloat16 inside, where no finite-difference step works (its round-off, 1e-3
     of the values, swamps any step small enough for the derivative). Only a ``reference:``
     judges such a kernel; without one the case verifies nothing."""
-    from gradverify.checks.base import Outcome
-
     if ctx.computes_in in (None, "float32"):
         return None
     judged = (f"the reference check judges it against {ctx.spec.reference}"

@@ -7,14 +7,16 @@ from typing import Any
 
 import torch
 
+from gradverify.checks.base import Outcome
+from gradverify.results import Finding, Severity
+from gradverify.targets import triton_launches as _triton
 from gradverify.targets.model import Schema
+from gradverify.targets.op_calls import op_arguments, op_values
 
 
 def run_test(ctx: Any, test: str) -> BaseException | None:
     """What opcheck's ``test`` raised on the case's float64 arguments (differentiable ones
     requiring grad), or None when it passed. opcheck copies its inputs."""
-    from gradverify.targets.op_calls import op_arguments, op_values
-
     op = ctx.info.need(Schema).op
     positional, keyword = op_arguments(op, op_values(ctx.info, ctx.args("double").values))
     with warnings.catch_warnings():
@@ -31,10 +33,6 @@ def interpreter_limit(ctx: Any, test: str) -> Any:
     """The skip (with its GV025 note) of an opcheck test that failed on an op launching
     Triton kernels through Triton's interpreter, which runs them on real data where the test
     hands them fake tensors; None otherwise."""
-    from gradverify.checks.base import Outcome
-    from gradverify.results import Finding, Severity
-    from gradverify.targets import triton_launches as _triton
-
     if not _triton.interpreted():
         return None
     kernels = _triton.launches(ctx.info.function)

@@ -13,8 +13,10 @@ from typing import Any
 import torch
 
 from gradverify import frames, torchcompat
+from gradverify.checks._calls import randn_like
 from gradverify.checks._tensors import dense, unravel
 from gradverify.targets import Target
+from gradverify.targets.introspection import unwrap as _unwrap
 
 # ----------------------------------------------------------------------------- linearity
 
@@ -46,8 +48,6 @@ Function, and any sign pattern serves a test of linearity."""
 
 
 def _signed_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    from gradverify.checks._calls import randn_like
-
     n = t.numel()
     if n <= 16 * _BLOCK:
         return randn_like(t, generator)
@@ -156,8 +156,6 @@ def _what(outputs: Sequence[torch.Tensor], leaves: Sequence[torch.Tensor],
 def raised_in(exc: BaseException, info: Target) -> str | None:
     """``forward``, ``backward``, ``setup_context``, ``jvp`` or ``vmap``: the innermost of the
     Function's own methods on the traceback of ``exc``, or None when none is."""
-    from gradverify.targets.introspection import unwrap as _unwrap
-
     codes: dict[Any, str] = {}
     for name in ("forward", "backward", "vjp", "setup_context", "jvp", "vmap"):
         fn = _unwrap(getattr(info.function, name, None))

@@ -15,6 +15,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradverify import frames
+from gradverify.checks import _calls as calls
+from gradverify.checks import _rewrite
+from gradverify.checks import _tensors as tk
 from gradverify.checks._tensors import dense, version
 from gradverify.results import Location
 from gradverify.targets import Target
@@ -44,8 +47,6 @@ class SavedThenChanged:
     def hint(self) -> str:
         """How to fix it, quoting the write as written (``y /= s``). Saving an output is
         fine (backward may read what forward returns): only the order is at fault then."""
-        from gradverify.checks import _rewrite
-
         write = _rewrite.parse(self.changed_text)
         if self.label.startswith("output"):
             return ("saving an output is fine: call save_for_backward after its last in-place "
@@ -133,9 +134,6 @@ def _watching(watch: _Watch) -> Iterator[None]:
 def saved_then_changed(info: Target, args: Any) -> list[SavedThenChanged]:
     """The tensors one forward call (on ``args``, an ``inputs.Args``) changes in place after
     passing them to save_for_backward. mark_dirty Functions run on clones, as always."""
-    from gradverify.checks import _calls as calls
-    from gradverify.checks import _tensors as tk
-
     watch = _Watch(info)
     with _watching(watch):
         applied = calls.apply(info, args)
@@ -181,8 +179,6 @@ def directional_difference(info: Target, args: Any, grads: Sequence[Any],
                            ) -> tuple[float, list[torch.Tensor]]:
     """<g, J u> by a central difference along a random direction u over the differentiable
     inputs (two forward calls): what <backward(g), u> must equal. Returns it and u."""
-    from gradverify.checks import _calls as calls
-
     diff = args.diff_positions
     directions = [calls.randn_like(args.values[i], generator) for i in diff]
     fn = calls.tensor_function(info, args, diff, list(range(len(grads))))

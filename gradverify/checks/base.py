@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gradverify.results import CheckResult, Finding, Severity, Status
+from gradverify.targets import why_lacking
 
 if TYPE_CHECKING:
     from gradverify.case.context import CheckContext
@@ -136,8 +137,6 @@ class Check(abc.ABC):
 
     def not_applicable(self, info: Target) -> str | None:
         """Why this check does not apply to target ``info``, or None."""
-        from gradverify.targets import why_lacking
-
         wanted = [*self.needs.items(), *([(self.made_for, "")] if self.made_for else [])]
         for capability, reason in wanted:
             if not info.has(capability):

@@ -12,6 +12,7 @@ from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
 from gradverify.targets.model import Capability, Formula
+from gradverify.targets.op_calls import gradient_count
 
 if TYPE_CHECKING:
     import torch
@@ -115,8 +116,6 @@ class ContractCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
-        from gradverify.targets.op_calls import gradient_count
-
         info = ctx.info
         outcome = Outcome()
         applied = calls.differentiable_call(ctx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gradverify.case.inputs import InputMaker
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
@@ -40,7 +41,6 @@ class DeviceCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.case.inputs import InputMaker
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
 

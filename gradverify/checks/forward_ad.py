@@ -9,6 +9,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks import _computes as computes
+from gradverify.checks._modes import resolve_mode
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
@@ -51,10 +53,7 @@ class ForwardADCheck(Check):
         from torch.autograd.gradcheck import GradcheckError
 
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _computes as computes
         from gradverify.checks import _jacobian as jac
-        from gradverify.checks._modes import resolve_mode
-
         if not ((formula := ctx.info.detail(Formula)) and formula.has_jvp):
             return Outcome.skip("forward-mode AD unsupported: torch.func.jvp/jacfwd will fail "
                                 "(the Function defines no jvp)"

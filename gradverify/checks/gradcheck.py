@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks import _computes as computes
+from gradverify.checks import _defect as defect
 from gradverify.checks import _strength as strength
 from gradverify.checks._modes import (
     MODES,
@@ -126,7 +128,6 @@ class GradcheckCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
 
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _computes as computes
         from gradverify.checks import _jacobian as jac
         from gradverify.checks import _probes as probes
 
@@ -178,7 +179,6 @@ class GradcheckCheck(Check):
         that returns it, and the dtype of the outputs when that is the cause."""
         import torch
 
-        from gradverify.checks import _defect as defect
         from gradverify.checks import _jacobian as jac
 
         blocks = jac.diagnose(view.fn, view.inputs, atol=ctx.tolerance.atol,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gradverify.checks import _computes as computes
 from gradverify.checks._modes import MODES, resolve_mode
 from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code, Symptom
@@ -104,8 +105,6 @@ class GradgradcheckCheck(Check):
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
-        from gradverify.checks import _computes as computes
-
         skipped = _skip(ctx)
         if skipped is not None:
             return skipped
@@ -152,8 +151,6 @@ def _skip(ctx: CheckContext) -> Outcome | None:
     """The skip that applies before anything is differentiated, or None: double backward is
     declared unsupported (@once_differentiable), or forward computes in float16/bfloat16
     inside (``_computes``)."""
-    from gradverify.checks import _computes as computes
-
     skipped = computes.finite_differences_skip(ctx)
     if skipped is not None:
         return skipped

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
+from gradverify.targets import draws_random
 
 if TYPE_CHECKING:
     from gradverify.case.context import CheckContext
@@ -57,8 +58,6 @@ class LayoutCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
-        from gradverify.targets import draws_random
-
         if draws_random(ctx.info):
             return Outcome.skip("forward draws random numbers (dropout, noise): a strided input "
                                 "gets them in another order, so runs cannot be compared")

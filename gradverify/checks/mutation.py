@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from gradverify.case.inputs import Args
 from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code, Symptom
 from gradverify.results import Finding, Severity
@@ -85,7 +86,6 @@ class MutationCheck(Check):
     def run(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.case.inputs import Args
         from gradverify.checks import _calls as calls
         from gradverify.checks import _tensors as tk
 

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from gradverify import torchcompat
 from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
+from gradverify.errors import shown_path
 from gradverify.results import Finding, Location, Severity
+from gradverify.targets import location_of
 from gradverify.targets.model import Capability, Schema
 
 if TYPE_CHECKING:
@@ -130,8 +132,6 @@ def _fake_location(ctx: CheckContext) -> Location | None:
     """The op's fake implementation: a ``CustomOpDef``'s own function, else the kernel torch's
     registry recorded (read without adding an entry for the name)."""
 
-    from gradverify.errors import shown_path
-    from gradverify.targets import location_of
 
     opdef = torchcompat.custom_op_def(ctx.info.need(Schema).name)
     fake = getattr(opdef, "_abstract_fn", None)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
+from gradverify.targets import draws_random
 
 if TYPE_CHECKING:
     import torch
@@ -73,8 +74,6 @@ class PrecisionCheck(Check):
         import torch
 
         from gradverify.checks import _calls as calls
-        from gradverify.targets import draws_random
-
         if draws_random(ctx.info):
             return Outcome.skip("forward draws random numbers (dropout, noise): a float32 and a "
                                 "float64 run draw different ones, so they cannot be compared")

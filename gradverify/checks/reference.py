@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gradverify.checks import _baseline as rule
 from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
@@ -50,8 +51,6 @@ class ReferenceCheck(Check):
                                        "dtype the target may be off (default 2)"))
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.checks import _baseline as rule
-
         low = rule.low_dtype(ctx)
         if low is not None and ctx.reference is not None:
             outcome = rule.judge(ctx, low)
@@ -62,7 +61,6 @@ class ReferenceCheck(Check):
     def _within_tolerance(self, ctx: CheckContext) -> Outcome:
         import torch
 
-        from gradverify.checks import _baseline as rule
         from gradverify.checks import _calls as calls
         from gradverify.checks import _compare as cmp
 

@@ -17,9 +17,15 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from gradverify.case.binding import bind
+from gradverify.case.inputs import InputMaker
+from gradverify.checks import _baseline as rule
 from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
+from gradverify.errors import SpecError
 from gradverify.results import Finding, Severity
+from gradverify.specmodel import TensorArg
+from gradverify.targets import triton_launches as _triton
 from gradverify.targets.model import Capability
 
 if TYPE_CHECKING:
@@ -56,8 +62,6 @@ class TilesCheck(Check):
                                        "of the first differentiable input names)"))
 
     def run(self, ctx: CheckContext) -> Outcome:
-        from gradverify.targets import triton_launches as _triton
-
         if ctx.spec.cases and ctx.case.name != ctx.spec.cases[0].name:
             return Outcome.skip("runs on the spec's first case only")
         tiles = _triton.tile_sizes(ctx.info.function)
@@ -112,8 +116,6 @@ def _why_not(case: Case, dim: int | str | None) -> str:
 def _varied(case: Case) -> int | str | None:
     """The last axis of the case's first differentiable tensor input: a dim name or a literal
     size; None when there is none (a factory case)."""
-    from gradverify.specmodel import TensorArg
-
     for _, arg in case.args:
         if isinstance(arg, TensorArg) and arg.shape and arg.differentiable:
             return arg.shape[-1]
@@ -128,11 +130,7 @@ def _resized(case: Case, dim: str, size: int) -> Case:
 
 def _at(ctx: CheckContext, dim: str, size: int) -> Finding | None:
     """The case at one size, judged; a finding naming the size, or None."""
-    from gradverify.case.binding import bind
-    from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls as calls
-    from gradverify.errors import SpecError
-
     case = _resized(ctx.case, dim, size)
     try:
         bound = bind(case, ctx.info, ctx.spec)
@@ -161,8 +159,6 @@ def _at(ctx: CheckContext, dim: str, size: int) -> Finding | None:
 
 def _judged(ctx: CheckContext, maker: Any) -> tuple[str, str | None, int | None] | None:
     """What is wrong with the run at this size: (what, input, output), or None."""
-    from gradverify.checks import _baseline as rule
-
     low = rule.low_dtype(ctx)
     if low is not None and ctx.reference is not None:
         k = float(ctx.options.get("k") or rule.K)

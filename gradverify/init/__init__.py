@@ -14,6 +14,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from gradverify.errors import UsageError
+from gradverify.files import write_text, written_by_gradverify
 from gradverify.init.bounded import drafted
 from gradverify.init.branches import BranchCase, branch_cases
 from gradverify.init.guess import Guess, arg_value, first_guesses
@@ -217,7 +219,6 @@ def write(target: str, output: str | None, *, force: bool, imports: tuple[str, .
     import os
     from pathlib import Path
 
-    from gradverify.files import write_text
 
     folder = output is not None and is_folder(output, force=force)
     if folder and output is not None:
@@ -263,7 +264,6 @@ def is_folder(output: str, *, force: bool = False) -> bool:
     import os
     from pathlib import Path
 
-    from gradverify.errors import UsageError
 
     if output.endswith(("/", os.sep)) or Path(output).is_dir():
         return True
@@ -292,9 +292,6 @@ def _clear_for_folder(output: str, *, force: bool) -> None:
 
 def _replaceable(path: str, *, force: bool, why: str = "") -> None:
     """UsageError unless ``force`` and the existing ``path`` is a spec gradverify wrote."""
-    from gradverify.errors import UsageError
-    from gradverify.files import written_by_gradverify
-
     if not force:
         raise UsageError(f"{path} exists{why}; pass --force to overwrite it")
     if not written_by_gradverify(path):

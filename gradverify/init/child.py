@@ -7,21 +7,20 @@ import json
 import os
 import sys
 
+from gradverify.init import spec_for
+from gradverify.init.targets import find
+from gradverify.syspath import ensure_cwd_on_path
+from gradverify.torchstate import import_torch, warm_up
+
 
 def serve() -> None:
     # the request first, before any import: the parent writes it whole before it waits on
     # any deadline
     request = json.loads(sys.stdin.read())
-    from gradverify.init import spec_for
-    from gradverify.init.targets import find
-    from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.torchstate import import_torch, warm_up
-
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     import_torch()  # before the first "start": a target's deadline is for its own probe
     warm_up(checkpoint=True)  # the header's mutation score runs every default check
-    import gradverify.run.scoring  # noqa: F401 -- the header's mutation score, likewise
     ensure_cwd_on_path()
     for index, item in enumerate(request):
         print(json.dumps({"start": index}), file=answers, flush=True)

@@ -9,8 +9,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from gradverify.case.binding import bind
+from gradverify.case.inputs import InputMaker, case_seed
+from gradverify.choices import DEFAULT_SEED
 from gradverify.init.strengthen import CONSTANT_FLOATS, LOOP_NAMES, Case, Scorer, Strength
+from gradverify.spec.file import from_dict
 from gradverify.targets import Target
+from gradverify.targets.op_calls import for_case
 
 OTHER_SEEDS = (1, 2)
 """Inputs are drawn with the seed check draws this case with by default, and with each of
@@ -61,9 +66,6 @@ def measure(info: Target, case: Case, *, loops: frozenset[str] = frozenset()) ->
 def seeds(info: Target, case: Case) -> tuple[int, ...]:
     """The seed ``check`` draws the case with (its default seed, the target, the case's name),
     then ``OTHER_SEEDS``."""
-    from gradverify.case.inputs import case_seed
-    from gradverify.choices import DEFAULT_SEED
-
     return (case_seed(DEFAULT_SEED, info.target, str(case.get("name", ""))), *OTHER_SEEDS)
 
 
@@ -94,12 +96,7 @@ def _loop_counts(case: Case, loops: frozenset[str]) -> dict[str, int]:
 def _measure_once(info: Target, case: Case, seed: int) -> Strength:
     import torch
 
-    from gradverify.case.binding import bind
-    from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls as calls
-    from gradverify.spec.file import from_dict
-    from gradverify.targets.op_calls import for_case
-
     try:
         spec = from_dict({"target": info.target, "cases": [dict(case)]})
         one = spec.cases[0]

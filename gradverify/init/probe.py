@@ -13,11 +13,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify import frames
+from gradverify.case.binding import bind
+from gradverify.case.inputs import InputMaker
+from gradverify.errors import InputError
 from gradverify.init.asindex import TRIES_PER_ARGUMENT, as_index
 from gradverify.init.guess import SIZES, Guess, arg_value
 from gradverify.init.nearby import alternatives
+from gradverify.spec.file import from_dict
 from gradverify.targets import Target
 from gradverify.targets.model import Built
+from gradverify.targets.op_calls import for_case
 
 MAX_CALLS = 300
 """Candidate specs tried per Function at most: the bound that decides the spec, the same on a
@@ -114,13 +119,7 @@ def evaluate(info: Target, guesses: list[Guess]) -> Attempt:
 def _evaluate(info: Target, guesses: list[Guess], seed: int) -> Attempt:
     import torch
 
-    from gradverify.case.binding import bind
-    from gradverify.case.inputs import InputMaker
     from gradverify.checks import _calls as calls
-    from gradverify.errors import InputError
-    from gradverify.spec.file import from_dict
-    from gradverify.targets.op_calls import for_case
-
     try:
         spec = from_dict(spec_dict(guesses))
         case = spec.cases[0]

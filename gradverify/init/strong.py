@@ -12,6 +12,8 @@ from gradverify.init.measure import scorer_for
 from gradverify.init.probe import spec_dict
 from gradverify.init.strengthen import Edit, Strength, apply_edit, strengthen
 from gradverify.mutants.merge import ARM
+from gradverify.options import RunOptions
+from gradverify.run.scoring import score
 from gradverify.scores import MutantLine, MutationScore
 from gradverify.spec.file import from_dict
 from gradverify.targets import Target
@@ -72,9 +74,6 @@ def _scored(info: Target, cases: list[Mapping[str, Any]], strength: Strength
     if weakness(strength) is not None:
         return strength, None
     try:
-        from gradverify.options import RunOptions
-        from gradverify.run.scoring import score
-
         found = score(info, from_dict({"target": info.target,
                                        "cases": [dict(c) for c in cases]}),
                       RunOptions(skip=NOT_IN_HEADER_SCORE))

@@ -12,7 +12,19 @@ from types import ModuleType
 from typing import Any
 
 from gradverify.errors import InputError, TargetError
-from gradverify.targets import Target, described
+from gradverify.packages import defined_in
+from gradverify.targets import (
+    Capability,
+    Target,
+    described,
+    import_module,
+    introspect,
+    may_have,
+    parse_target,
+    resolve,
+    resolve_object,
+)
+from gradverify.targets.names import Form, named_by
 
 
 @dataclass(frozen=True)
@@ -36,15 +48,6 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
     """The targets a name gives, after importing ``imports``: ``mod:Name`` or ``ns::op`` (an
     error when it cannot be introspected), or every Function class, custom op, op registered
     with ``torch.library`` and ``nn.Module`` class of a module or ``.py`` file."""
-    from gradverify.targets import (
-        Capability,
-        import_module,
-        may_have,
-        parse_target,
-        resolve,
-        resolve_object,
-    )
-    from gradverify.targets.names import Form
 
     for module in imports:
         import_module(module)
@@ -76,10 +79,6 @@ def find(target: str, imports: tuple[str, ...] = ()) -> tuple[list[Found], list[
 
 def _in_module(module: ModuleType) -> tuple[list[Found], list[Skipped]]:
     """The targets of a module, or of a package and every module below it."""
-    from gradverify.packages import defined_in
-    from gradverify.targets import Capability, introspect, may_have
-    from gradverify.targets.names import named_by
-
     found: list[Found] = []
     defined, failed = defined_in(module)
     skipped = [Skipped(f.module, f"not imported: {f.reason}") for f in failed]
@@ -122,8 +121,6 @@ def guess_init_args(cls: type) -> dict[str, Any]:
 
 def _by_name(op: str, module: str, found: list[Found], skipped: list[Skipped]) -> None:
     """An op a module registers by name: its spec names it ``ns::op`` and imports the module."""
-    from gradverify.targets import resolve
-
     if module.startswith("_gradverify_user_"):
         skipped.append(Skipped(op, "its module was imported from a path outside the current "
                                    "directory, which a spec's imports: cannot name: run init "

@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from gradverify import frames, torchcompat
+from gradverify.errors import UsageError
+from gradverify.files import check_folder
 from gradverify.recording.capture import DEFAULT_LIMIT, Recorder, install
 from gradverify.recording.prober import Prober
 from gradverify.recording.spool import read_spool
+from gradverify.syspath import own_module_command
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 
@@ -25,8 +28,6 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
 def command_target(command: Sequence[str]) -> list[str]:
     """What to run from ``python train.py ARGS`` or ``python -m pkg.mod ARGS`` (the interpreter
     named is replaced by this one, which has gradverify); ``train.py ARGS`` works too."""
-    from gradverify.errors import UsageError
-
     rest = list(command)
     if rest and (_PYTHON.match(Path(rest[0]).name) or rest[0] == sys.executable):
         rest = rest[1:]
@@ -49,7 +50,6 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
                  ) -> tuple[int, Any]:
     """Run the command with recording on, in a child process whose output and exit code pass
     through; then write the specs. Returns (the command's exit code, ``write.Written``)."""
-    from gradverify.files import check_folder
     from gradverify.recording.write import write_specs  # not in the script's process
 
     target = command_target(command)
@@ -74,8 +74,6 @@ def run_recorded(command: Sequence[str], out: Path, *, include: Sequence[str] = 
 
 def _run_script(config: Path, target: list[str]) -> tuple[int, list[int]]:
     """Run the script with recording on: its exit code, and the signals this process got."""
-    from gradverify.syspath import own_module_command
-
     received: list[int] = []
     children: list[subprocess.Popen[bytes]] = []
     # handlers first: the script starts with each signal's default disposition, even where

@@ -20,10 +20,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradverify.recording.draft import Draft, case_dict, draft
+from gradverify.case.binding import bind
+from gradverify.case.inputs import InputMaker
+from gradverify.init.source import read_source
+from gradverify.recording.draft import Draft, case_dict, draft, without_grad
 from gradverify.recording.prober import ProbeFailed, Prober
 from gradverify.recording.spool import Observation
 from gradverify.recording.strong import strong_case, strong_draft
+from gradverify.spec.file import from_dict
+from gradverify.syspath import ensure_cwd_on_path
+from gradverify.targets import resolve
+from gradverify.torchstate import warm_up
 
 FUNCTION_SECONDS = 45.0
 """Seconds that making one Function's cases strong may take in all (its mutation score
@@ -94,14 +101,6 @@ def _serve() -> None:
     stdout; what the user's code prints goes to stderr."""
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    # imported before the first request: the process is started while the script runs
-    import gradverify.case.inputs
-    import gradverify.init.measure
-    import gradverify.run.scoring
-    import gradverify.targets  # noqa: F401
-    from gradverify.syspath import ensure_cwd_on_path
-    from gradverify.torchstate import warm_up
-
     warm_up(checkpoint=True)  # the mutation score runs every default check
 
     ensure_cwd_on_path()
@@ -116,8 +115,6 @@ def _serve() -> None:
 def _answer(request: Mapping[str, Any]) -> dict[str, Any]:
     """Import the target, and choose joins and sizes at which forward runs for each call; the
     cases are then made strong within ``request["seconds"]`` in all."""
-    from gradverify.targets import resolve
-
     started = time.monotonic()
     calls = [Observation(request["target"], tuple(c["args"]), c["grad_enabled"],
                          c.get("defaults", {})) for c in request["calls"]]
@@ -157,8 +154,6 @@ def branch_calls(info: Any, calls: Sequence[Observation]) -> list[tuple[Observat
     """Calls no one recorded, for forward's branches on a float tensor's rank (``if x.dim() ==
     3:``, read by ``init.ranks``) that no recorded call took: the first recorded call with
     leading dims of 2 added (or dropped); each with why it is there."""
-    from gradverify.init.source import read_source
-
     try:
         hints = read_source(info)
     except Exception:  # noqa: BLE001 -- a source we cannot read: no branch read
@@ -225,7 +220,6 @@ def gradients_computed(info: Any, call: Observation, joined: frozenset[str],
     computes (with every floating input requiring grad, backward returns a tensor for it)."""
     import torch
 
-    from gradverify.recording.draft import without_grad
 
     paths = without_grad(draft(call, joined))
     if not paths:
@@ -281,10 +275,6 @@ def search_sizes(shrunk: Mapping[str, int], recorded: Mapping[str, int],
 
 def _inputs(info: Any, case: dict[str, Any]) -> Any:
     """The double-precision arguments of a drafted case, as a check makes them."""
-    from gradverify.case.binding import bind
-    from gradverify.case.inputs import InputMaker
-    from gradverify.spec.file import from_dict
-
     spec = from_dict({"target": info.target, "cases": [case]})
     bound = bind(spec.cases[0], info, spec)
     return InputMaker(spec.cases[0], bound, info, 0, "cpu").args("double")

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from gradverify.init.measure import scorer_for
 from gradverify.init.strengthen import MAX_SECONDS, Edit, apply_edit, chain_edit, strengthen
+from gradverify.init.strong import grown, weakness
 from gradverify.recording.draft import KEPT_SIZE, Draft, case_dict, draft
 from gradverify.recording.spool import Observation
 
@@ -19,9 +21,6 @@ def strong_case(info: Any, call: Observation, joined: frozenset[str],
     """``{"edits": [...], "strength": line}`` for one recorded call at its chosen sizes, made
     strong within about ``seconds`` (strengthening first; the mutation score where time is
     left); a dim recorded at most ``KEPT_SIZE`` long keeps its size."""
-    from gradverify.init.measure import scorer_for
-    from gradverify.init.strong import grown, weakness
-
     started = time.monotonic()
     d = draft(call, joined)
     case = case_dict(d.args, d.dtype, sizes, "recorded")  # a spec's first case's name

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gradverify.errors import shown_path
+from gradverify.errors import InputError, shown_path
 from gradverify.files import write_text, written_by_gradverify
 from gradverify.recording.draft import Draft, case_dict, indexed_dim, initial_draft, is_dim
 from gradverify.recording.prober import Prober
 from gradverify.recording.shrink import back_off
 from gradverify.recording.spool import Observation, Spool
+from gradverify.spec.file import load_file
 from gradverify.spec.yamlio import flow_scalar
 from gradverify.targets.names import parse_target
 
@@ -268,9 +269,6 @@ def _recount(text: str) -> str:
 def _invalid(path: Path) -> str | None:
     """Why an existing spec file is not valid (it is never appended to: the new cases go to
     a file of their own), or None."""
-    from gradverify.errors import InputError
-    from gradverify.spec.file import load_file
-
     try:
         load_file(path)
     except InputError as exc:

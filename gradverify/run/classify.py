@@ -10,7 +10,7 @@ from gradverify.case.context import CheckContext
 from gradverify.checks.base import Outcome
 from gradverify.results import Evidence, Finding, Severity
 from gradverify.run import casenotes
-from gradverify.targets import Capability, Target
+from gradverify.targets import Capability, Target, triton_launches
 
 
 def forward_error(ctx: CheckContext) -> Finding | None:
@@ -90,8 +90,6 @@ def _interpreter_limit(ctx: CheckContext, exc: BaseException) -> Finding | None:
     runs a kernel's scalars as Python numbers and lacks parts of the language a GPU compiles:
     a limit of the interpreter until CUDA says otherwise, never the kernel's failure."""
     from gradverify.checks import _calls as calls
-    from gradverify.targets import triton_launches
-
     chain: list[BaseException] = []
     while exc is not None and exc not in chain:
         chain.append(exc)

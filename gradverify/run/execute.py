@@ -14,6 +14,7 @@ from gradverify import torchstate
 from gradverify.case.binding import Bound
 from gradverify.case.context import CheckContext
 from gradverify.case.inputs import InputMaker, case_seed
+from gradverify.checks import _computes
 from gradverify.checks.base import Check, Outcome, Trait
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
@@ -32,7 +33,7 @@ from gradverify.run.prepare import device_unavailable, prepare
 from gradverify.run.smallest import first_failure, with_smallest
 from gradverify.run.tasks import MUTANTS, SHRINKING, Task, TaskOutcome, Unsupported
 from gradverify.scores import MutantRun
-from gradverify.specmodel import Case, Spec
+from gradverify.specmodel import FLOAT32_INSIDE_TOLERANCE, Case, Spec
 from gradverify.targets import Target
 from gradverify.targets import op_calls as opcalls
 
@@ -150,9 +151,6 @@ def _computes_in(ctx: CheckContext, options: RunOptions) -> CheckContext:
     """``ctx`` with the dtype the case's target computes in inside (the spec's ``computes_in:``,
     else detected from a forward call) and, for float32 inside, the finite-difference
     defaults that suit it (``FLOAT32_INSIDE_TOLERANCE``)."""
-    from gradverify.checks import _computes
-    from gradverify.specmodel import FLOAT32_INSIDE_TOLERANCE
-
     said = ctx.spec.computes_in
     inside = said if said is not None else _computes.detect(ctx.info, ctx.args("double"))
     if inside in (None, "float64"):

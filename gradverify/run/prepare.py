@@ -15,7 +15,8 @@ from gradverify.errors import InputError, SpecError
 from gradverify.results import ErrorEntry
 from gradverify.run.tasks import Unsupported
 from gradverify.specmodel import Spec
-from gradverify.targets import Target
+from gradverify.targets import Capability, Target, introspect, resolve, resolve_object
+from gradverify.targets.module_calls import InitArgsError
 
 if TYPE_CHECKING:
     from gradverify.options import RunOptions
@@ -88,9 +89,6 @@ def prepare(job: Job) -> Prepared | ErrorEntry | Unsupported:
 
 def _introspect(job: Job) -> tuple[Target, Mapping[str, Any]] | ErrorEntry:
     """The job's target imported and introspected, with the ``init_args`` it is built with."""
-    from gradverify.targets import introspect, resolve
-    from gradverify.targets.module_calls import InitArgsError
-
     try:
         imports, init_args = (job.spec.imports, job.spec.init_args) if job.spec else ((), {})
         init_args = job.init_args if job.init_args is not None else init_args
@@ -107,8 +105,6 @@ def _introspect(job: Job) -> tuple[Target, Mapping[str, Any]] | ErrorEntry:
 
 def _init_args_refused(job: Job, info: Target, init_args: Mapping[str, Any]) -> ErrorEntry | None:
     """``init_args`` for a target that is not built (not an nn.Module): an error."""
-    from gradverify.targets import Capability
-
     if not init_args or info.has(Capability.PARAMETERS):
         return None
     where = f"{job.spec.where}: init_args: " if job.spec and job.init_args is None else ""
@@ -146,8 +142,6 @@ def _reference(spec: Spec) -> Any:
     """The spec's ``reference`` function, resolved, or None."""
     if not spec.reference:
         return None
-    from gradverify.targets import resolve_object
-
     reference = resolve_object(spec.reference)
     if not callable(reference):
         raise InputError(f"reference {spec.reference} is not callable", code="GV021",

@@ -18,6 +18,7 @@ from gradverify.discover import Job, Plan, resolve_deferred
 from gradverify.errors import RunInterrupted, interrupt_signal
 from gradverify.mutants.merge import scores
 from gradverify.options import RunOptions
+from gradverify.registry import REGISTRY
 from gradverify.results import (
     IN_PROCESS_TIMEOUT,
     CaseResult,
@@ -33,6 +34,7 @@ from gradverify.results import (
 )
 from gradverify.run import caches
 from gradverify.run.execute import execute
+from gradverify.run.pool import Pool
 from gradverify.run.tasks import (
     UNSUPPORTED_ROW,
     Task,
@@ -61,8 +63,6 @@ def run(plan: Plan, options: RunOptions,
     started = time.perf_counter() if started is None else started
     outcomes: TaskOutcomes = {}
     if options.isolate:
-        from gradverify.run.pool import Pool
-
         with contextlib.nullcontext(pool) if pool is not None else Pool(options) as pool:
             plan = pool.discover(plan)
             tasks = plan_tasks(plan.jobs, options)
@@ -240,8 +240,6 @@ def _collect(tasks: list[Task], outcomes: Mapping[int, tuple[CaseResult | None, 
 def _across_cases(results: list[CaseResult]) -> list[CaseResult]:
     """What each check finds about its rows in every case of one spec (``Check.across_cases``),
     added to its row in the first case that has one."""
-    from gradverify.registry import REGISTRY
-
     for name, check in REGISTRY.items():
         rows = [c for r in results for c in r.checks if c.name == name]
         found = tuple(check.across_cases(rows)) if rows else ()

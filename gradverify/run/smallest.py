@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradverify.case.binding import Bound, bind
+from gradverify.case.inputs import InputMaker, case_seed
 from gradverify.errors import InputError
 from gradverify.options import RunOptions
 from gradverify.registry import REGISTRY
@@ -133,7 +134,6 @@ def _forward_runs_on_cpu(candidate: Case, bound: Bound, info: Target,
     assert on CUDA, and that poisons the process for every case after it."""
     import torch
 
-    from gradverify.case.inputs import InputMaker, case_seed
     from gradverify.checks import _calls
 
     maker = InputMaker(candidate, bound, info,

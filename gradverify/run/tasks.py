@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from gradverify.discover import Job
 from gradverify.errors import Interrupted
+from gradverify.registry import REGISTRY
 from gradverify.results import (
     CaseResult,
     CheckResult,
@@ -38,8 +39,6 @@ class Task:
 def failed_case(task: Task, check: str | None, code: str, message: str, hint: str) -> CaseResult:
     """A case that could not finish: one error row carrying the finding, the row of the check
     that was running, or one about the case (its import, inputs or forward, or before)."""
-    from gradverify.registry import REGISTRY
-
     finding = Finding(code, Severity.ERROR, message, hint=hint)
     spec = task.job.spec
     row = (CheckResult(check or "run", Status.ERROR, 0.0, first_clause(message), (finding,)),)

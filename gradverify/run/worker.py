@@ -14,9 +14,11 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from gradverify import syspath, torchstate
 from gradverify.discover import Plan, resolve_deferred
 from gradverify.results import ErrorEntry
 from gradverify.run import caches, leftovers, processes
+from gradverify.run.execute import execute
 from gradverify.run.messages import (
     CheckStarted,
     Discover,
@@ -29,6 +31,9 @@ from gradverify.run.messages import (
 from gradverify.run.output import TASK_MARK, Output
 from gradverify.run.processes import Process
 from gradverify.run.tasks import Task, TaskOutcome
+from gradverify.syspath import add_user_path
+from gradverify.targets import load
+from gradverify.torchstate import import_torch
 
 
 def worker_main(conn: Connection, threads: int, compiler_cache: str = "") -> None:
@@ -37,19 +42,12 @@ def worker_main(conn: Connection, threads: int, compiler_cache: str = "") -> Non
     empty: the user's)."""
     caches.use(compiler_cache)
     leftovers.adopt_orphans()
-    from gradverify.torchstate import import_torch
-
     torch = import_torch()
 
     if threads:
         torch.set_num_threads(threads)
-    from gradverify import torchstate
-
     torchstate.warm_up()  # torch's first-backward imports: not in the first case's time
     torchstate.baseline()  # before any user module is imported
-    from gradverify import syspath
-    from gradverify.targets import load
-
     importlib.import_module("gradverify.run.execute")  # what a case runs (imported once here)
     # Only now, with gradverify's own modules imported: the user's folder is for their imports.
     syspath.ensure_cwd_on_path()
@@ -119,9 +117,6 @@ def _discover(conn: Connection, plan: Plan) -> None:
 
 def _run(conn: Connection, message: RunTask, cache: dict[int, Any]) -> TaskOutcome:
     """One case's outcome, saying each check as it starts."""
-    from gradverify.run.execute import execute
-    from gradverify.syspath import add_user_path
-
     for folder in message.options.user_paths:
         add_user_path(folder)
     try:

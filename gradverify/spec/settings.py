@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from gradverify.errors import did_you_mean, one_of
+from gradverify.choices import check_device
+from gradverify.errors import UsageError, did_you_mean, one_of
+from gradverify.registry import REGISTRY, unknown_check
 from gradverify.spec.yamlio import Reader, join_key, kind_of
 from gradverify.specmodel import TOLERANCE_KEYS, CheckSetting, Tolerance
 
@@ -26,8 +28,6 @@ class SettingsReader(Reader):
         return Tolerance(**values)
 
     def checks(self, value: Any, line: int | None, key: str) -> dict[str, CheckSetting]:
-        from gradverify.registry import REGISTRY
-
         data = self.mapping(value, line, key, "check switches like {gradgradcheck: false}")
         result: dict[str, CheckSetting] = {}
         for name, raw in data.items():
@@ -84,8 +84,6 @@ class SettingsReader(Reader):
 
     def check_name(self, name: Any, line: int | None, key: str) -> str:
         """The name of a check (validated against the registry)."""
-        from gradverify.registry import unknown_check
-
         problem = unknown_check(name)
         if problem is not None:
             raise self.fail(problem, line, key)
@@ -101,9 +99,6 @@ class SettingsReader(Reader):
 
     def device(self, value: Any, line: int | None, key: str) -> str:
         """A device's spelling (``cuda:1``), as ``--device`` takes it (``choices``)."""
-        from gradverify.choices import check_device
-        from gradverify.errors import UsageError
-
         try:
             return check_device(self.string(value, line, key))
         except UsageError as exc:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gradverify.errors import TargetError
-from gradverify.targets import custom_op, kinds
+from gradverify.targets import custom_op, kinds, triton_launches
 from gradverify.targets.custom_op import registered_formula
 from gradverify.targets.introspection import line_of, location_of
 from gradverify.targets.load import import_module, normalise, resolve_named, resolve_object
@@ -152,8 +152,6 @@ def introspect(obj: Any, target: str | None = None,
 def _with_launches(target: Target) -> Target:
     """``target`` with the TRITON capability when its code launches Triton kernels (a kind
     of its own, such as a triton op, or any other)."""
-    from gradverify.targets import triton_launches
-
     if not triton_launches.launches(target.function):
         return target
     return dataclasses.replace(target, capabilities=target.capabilities

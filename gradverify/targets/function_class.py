@@ -86,7 +86,6 @@ def is_function_class(obj: Any) -> bool:
     """A ``torch.autograd.Function`` subclass that is not torch's own machinery."""
     from torch.autograd import Function
 
-    from gradverify import torchcompat
 
     return inspect.isclass(obj) and issubclass(obj, Function) \
         and obj not in torchcompat.function_machinery()
@@ -137,8 +136,6 @@ def class_target(obj: Any, target: str | None = None) -> Target:
 
 
 def _overrides(cls: type, name: str, base: type) -> bool:
-    from gradverify import torchcompat
-
     machinery = torchcompat.function_machinery()
     for klass in cls.__mro__:
         if klass is base or klass in machinery:

@@ -11,6 +11,7 @@ from typing import Any
 from gradverify.errors import shown_path
 from gradverify.results import Location
 from gradverify.targets.model import Param
+from gradverify.targets.op_calls import flat_outputs
 
 SOURCE_ERRORS = (OSError, TypeError, SyntaxError, tokenize.TokenError, UnicodeDecodeError)
 """What reading an object's source with ``inspect`` raises where it cannot be read as the code
@@ -85,8 +86,6 @@ def adapter(name: str, apply: Callable[..., Any], module: str, source: Any,
     ``random_use``: whether its calls draw random numbers (``draws_random``). Outputs in
     lists and tuples (an op's ``Tensor[]``, a function returning a list) come out flat, one
     output each, as autograd and torch's gradcheck see them."""
-    from gradverify.targets.op_calls import flat_outputs
-
     def flat_apply(*values: Any) -> Any:
         return flat_outputs(apply(*values))
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gradverify import frames
-from gradverify.errors import TargetError, did_you_mean, shown_path
+from gradverify import frames, torchcompat, torchstate
+from gradverify.errors import Interrupted, TargetError, did_you_mean, shown_path
 from gradverify.syspath import add_user_path, ensure_cwd_on_path
 
 USER_INTERRUPTS = False
@@ -21,8 +21,6 @@ code is then the code's own, an import failure."""
 
 
 def _real_interrupt(exc: KeyboardInterrupt) -> bool:
-    from gradverify.errors import Interrupted
-
     return not USER_INTERRUPTS or isinstance(exc, Interrupted)
 
 
@@ -49,8 +47,6 @@ def _as_typed(name: str) -> str:
 def import_module(name: str) -> ModuleType:
     """Import a dotted module or a ``.py`` path; raise TargetError with the reason. What the
     import changed in torch's global state is undone and remembered for the report."""
-    from gradverify import torchstate
-
     before = set(sys.modules)
     try:
         module = _import_module(name)
@@ -98,8 +94,6 @@ def _import_failed(name: str, exc: BaseException) -> str:
         return (f"importing {name!r} exited (sys.exit({'' if status is None else status})){where}"
                 "; a module must not exit when imported: put script code under "
                 "`if __name__ == \"__main__\":`")
-    from gradverify import torchcompat
-
     return (f"importing {name!r} raised {type(exc).__name__}: {exc}{where}"
             + torchcompat.missing_api_note(exc))
 

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from gradverify.errors import TargetError
+from gradverify.errors import TargetError, did_you_mean
 from gradverify.targets.model import Param
 
 MODULE_SEED = 0
@@ -36,7 +36,6 @@ def build_module(cls: type, name: str, init_args: Mapping[str, Any]) -> Any:
     (an unknown or missing argument named, with the closest spelling)."""
     import torch
 
-    from gradverify.errors import did_you_mean
 
     try:
         signature: inspect.Signature | None = inspect.signature(cls)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gradverify.specmodel import NAMED_SPEC_SUFFIXES, SPEC_SUFFIXES, Spec
+from gradverify.targets import kinds
 
 
 class Form(enum.Enum):
@@ -109,16 +110,12 @@ _MODULE_RE = re.compile(r"^[\w./\\-]+(\.py)?\Z")
 def named_by(text: str) -> str | None:
     """The name of the kind whose own grammar ``text`` is a name in (``custom op`` for
     ``ns::op``), or None."""
-    from gradverify.targets.kinds import KINDS
-
-    return next((kind.name for kind in KINDS if kind.name_of(text) == text), None)
+    return next((kind.name for kind in kinds.KINDS if kind.name_of(text) == text), None)
 
 
 def same_target_name(a: str, b: str) -> bool:
     """Whether two target names name one target: equal, or two spellings of one name in a
     kind's own grammar (``ns::op`` and ``ns::op.default``: ``Kind.same_name``)."""
-    from gradverify.targets import kinds
-
     if a == b:
         return True
     kind = named_by(a)
@@ -146,9 +143,7 @@ def canonical_target(text: str) -> str:
     other target as it is, its ``:Name`` normalised as Python normalises identifiers (NFKC:
     ``Café`` typed as ``Cafe`` + a combining accent is the class ``Café``). A file path keeps
     the file system's spelling."""
-    from gradverify.targets.kinds import KINDS
-
-    for kind in KINDS:
+    for kind in kinds.KINDS:
         spelt = kind.name_of(text)
         if spelt is not None:
             return spelt

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gradverify import torchcompat
 from gradverify.targets.model import Schema
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ def tensor_lists(info: Target, names: Sequence[str],
     (A Function class's ``apply`` does not: tensors in a list are constants to it.)"""
     import torch
 
-    from gradverify import torchcompat
 
     if info.list_inputs:
         lists = set(names)
