@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -38,9 +38,6 @@ from gradverify.run.leftovers import adopt_orphans
 from gradverify.syspath import own_module_command
 from gradverify.targets.names import parse_target
 from gradverify.torchstate import import_torch
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -154,8 +151,6 @@ def record(output: str, include: tuple[str, ...], exclude: tuple[str, ...], limi
     The script's output and exit code pass through; the specs are written even when it
     fails. Shapes are shrunk to small sizes for gradient checking.
     """
-
-
     echo = terminal.err  # stdout is the script's
     code, written = run_recorded(command, Path(output), include=include, exclude=exclude,
                                  limit=limit, force=force, shrink=not no_shrink,

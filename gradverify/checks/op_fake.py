@@ -131,8 +131,6 @@ def _output_with(ctx: CheckContext, what: str, real: str) -> int | None:
 def _fake_location(ctx: CheckContext) -> Location | None:
     """The op's fake implementation: a ``CustomOpDef``'s own function, else the kernel torch's
     registry recorded (read without adding an entry for the name)."""
-
-
     opdef = torchcompat.custom_op_def(ctx.info.need(Schema).name)
     fake = getattr(opdef, "_abstract_fn", None)
     if fake is not None:

@@ -37,7 +37,6 @@ class Written:
     """The ``notes`` that progress already said, beside their Function's line."""
 
 
-
 def write_specs(spool: Spool, out: Path, *, limit: int, force: bool, shrink: bool,
                 origin: str, progress: Callable[[str, bool], None] | None = None,
                 prober: Prober | None = None) -> Written:
