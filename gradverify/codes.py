@@ -17,7 +17,7 @@ RANGES: dict[str, str | None] = {
     "GV32": "precision", "GV33": "reference", "GV34": "device", "GV35": "compile",
     "GV36": "func", "GV37": "autocast", "GV38": "tiles", "GV39": "checkpoint",
     "GV40": "op_schema", "GV41": "op_autograd_registration", "GV42": "op_fake",
-    "GV43": "op_aot_dispatch",
+    "GV43": "op_aot_dispatch", "GV44": "placement",
 }
 """Whose codes each block of ten holds (``GV12`` is GV120 to GV129): a check's, or the run's
 own (None). A new check takes a free block."""

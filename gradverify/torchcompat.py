@@ -5,7 +5,8 @@ those releases is private: ``torch._C``, ``torch._library``, ``torch._ops``, ``t
 ``torch._functorch``. Nothing else in gradverify touches them (``tests/architecture_test.py``
 enforces it); each function here asks torch whether the thing exists or behaves as needed
 (never a version string) and says what happens when it does not. Nothing here imports torch at
-module level: ``--help`` and spec validation never pay for it.
+module level: ``--help`` and spec validation never pay for it. Long because every such seam
+lives here, grouped in sections, so that a new torch release is checked in one file.
 """
 from __future__ import annotations
 
@@ -397,3 +398,65 @@ def compiled_graph_count() -> int:
     except Exception:  # noqa: BLE001 -- a counter torch renamed reads as none
         return 0
 
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+def dispatch_mode_base() -> type:
+    """``TorchDispatchMode``, the base of a mode that sees every aten call (factory calls
+    included, and backward's calls: the engine carries dispatch modes to its threads)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def function_mode_base() -> type:
+    """``TorchFunctionMode``, the base of a mode that sees the calls of the ``torch`` namespace
+    on its own thread, before they reach aten (``torch.tensor(data, device=...)`` included)."""
+    from torch.overrides import TorchFunctionMode
+
+    return TorchFunctionMode
+
+
+def no_torch_function() -> Any:
+    """The ``__torch_function__`` that turns a tensor subclass's function-level handling off, so
+    only its ``__torch_dispatch__`` sees calls."""
+    return _torch()._C._disabled_torch_function_impl
+
+
+def wrapper_tensor(cls: type, real: Any, device: str) -> Any:
+    """A tensor of subclass ``cls`` with ``real``'s shape, strides, dtype and grad flag that
+    says it lives on ``device`` and has no storage of its own."""
+    return _torch().Tensor._make_wrapper_subclass(
+        cls, real.shape, strides=real.stride(), storage_offset=real.storage_offset(),
+        dtype=real.dtype, layout=real.layout, device=device,
+        requires_grad=real.requires_grad)
+
+
+def index_ops() -> frozenset[str]:
+    """The aten ops that take CPU index tensors with a device tensor (``x[cpu_index]``,
+    ``x[cpu_index] = v``), by overload-packet name; their indices are their second
+    argument."""
+    return frozenset({"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index",
+                      "_unsafe_index_put"})
+
+
+def host_argument_ops() -> frozenset[str]:
+    """The aten ops that take integer CPU tensors (lengths) with device tensors on every
+    device: packed sequences and CTC loss, by overload-packet name."""
+    return frozenset({"_pack_padded_sequence", "_pad_packed_sequence", "ctc_loss", "_ctc_loss",
+                      "_use_cudnn_ctc_loss", "_cudnn_ctc_loss"})
+
+
+def any_device_kernel(op: Any) -> Any:
+    """The Python function a ``torch.library.custom_op`` runs on every device (registered
+    without ``device_types``), for ``op`` (an ``OpOverload``); None for an aten op, an op with
+    a kernel of its own per device, or an op defined otherwise."""
+    if op.namespace in ("aten", "prims", "prim"):
+        return None
+    opdef = custom_op_def(op._schema.name)
+    kernels = getattr(opdef, "_backend_fns", None)
+    if not isinstance(kernels, dict) or set(kernels) != {None}:
+        return None
+    return getattr(opdef, "_init_fn", None)

@@ -271,6 +271,7 @@ DEFERRED: dict[str, str] = {
     "gradverify.checks._jacobian": "torch", "gradverify.checks._opcheck": "torch",
     "gradverify.checks._probes": "torch", "gradverify.checks._saved_changes": "torch",
     "gradverify.checks._tensors": "torch", "gradverify.mutants.engine": "torch",
+    "gradverify.checks._elsewhere": "torch",
 }
 """The list of docs/contributing.md's rule: a function-level import of our own module is one of
 these, from a module that does not load what it loads at import time (the check modules, the

@@ -64,7 +64,7 @@ def test_check_passes_on_default_spec_folder(ops):
     assert result.code == 0, result.output
     assert "specs/square.yaml  ops:Square  ." in result.stdout  # one line, a dot per case
     assert "ops:Square :: vec" in run_cli("check", "-v").stdout  # every case's table
-    assert re.match(r"13 passed, 3 skipped in \d", result.stdout.rstrip().splitlines()[-1])
+    assert re.match(r"14 passed, 3 skipped in \d", result.stdout.rstrip().splitlines()[-1])
 
 
 def test_check_fails_with_named_input(ops):
@@ -179,7 +179,7 @@ def test_json_report_schema(ops):
     assert data["triton"] is None  # Triton's interpreter is not on (triton_test.py)
     assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto", "strict": False,
                                 "empty_ok": False}
-    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 13
+    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 14
     assert data["summary"]["skip"] == 3 and data["summary"]["fail"] == 0
     assert data["summary"]["exit_code"] == 0
     (case,) = data["results"]

@@ -128,6 +128,7 @@ NOT_CHECK_NAMES = {
     ("_compare.py", "reference"): "a dict key: the reference value of a comparison",
     ("_probes.py", "vmap"): "the name of a Function's vmap staticmethod",
     ("op_fake.py", "device"): "a field of opcheck's message (Devices)",
+    ("_elsewhere.py", "device"): "a factory call's keyword argument (device=)",
 }
 """Strings in check modules that are spelt like a check but do not name one."""
 

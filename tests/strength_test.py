@@ -130,7 +130,7 @@ class Gather(Function):
     @staticmethod
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
-        return torch.zeros(ctx.size, dtype=g.dtype).index_add(0, index, g), None
+        return g.new_zeros(ctx.size).index_add(0, index, g), None
 
 
 class ReLU(Function):

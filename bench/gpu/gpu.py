@@ -14,12 +14,17 @@ Prints what it finds; exits 1 when an expectation below does not hold.
    correct and the hard correct corpus), each on the CPU and on the device, side by side. They
    must agree check by check, but for the checks that run only on an accelerator (``device``)
    and those whose dtype is the device's (``autocast``: bfloat16 on the CPU, float16 on CUDA).
-   ``device`` must pass on the correct Functions and catch ``device_bugs.py``'s.
+   ``device`` must pass on the correct Functions and catch ``device_bugs.py``'s. The device
+   zoo (``tests/zoo/placement.py``) is judged apart: on the CPU, ``placement`` catches each
+   bug and passes each look-alike; on the device, each bug fails the run and each look-alike
+   passes, which confirms the CPU's verdicts.
 2. Triton: the suite's Triton zoo (``tests/triton_test.py``'s documents), compiled, with the
    same expectations as under the interpreter; liger-kernel's RMSNorm, LayerNorm, SwiGLU,
    GeGLU, cross-entropy and RoPE Functions (``liger.yaml``), and two planted bugs in copies of
    two of them, each to be caught by ``reference`` naming the input.
-3. Speed: whole commands, median of 3, against the bare torch calls on the same inputs.
+3. Speed: whole commands, median of 3, against the bare torch calls on the same inputs; on
+   CUDA all default checks must stay within ``CUDA_BAR`` of the bare gradcheck + gradgradcheck
+   script, as on the CPU.
 """
 from __future__ import annotations
 
@@ -40,14 +45,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 TESTS = ROOT / "tests"
 PY = sys.executable
-DEVICE_ONLY = {"device", "interpreter"}
-"""Rows only the device's run has (``device``) or only the interpreter's (``interpreter``)."""
+DEVICE_ONLY = {"device", "interpreter", "placement"}
+"""Rows only one side judges: ``device`` runs on an accelerator, ``interpreter`` under Triton's
+interpreter, ``placement`` on the CPU (as if on a GPU; on the device itself it skips)."""
 DTYPE_OF_DEVICE = {"autocast"}
 """Checks that run in the device's own low dtype, so may differ by design."""
 PLANTED = {  # liger module: (its source text, the bug put in its place, the input named)
     "rms_norm": ("dX_row = rstd_row * m", "dX_row = m", "X"),
     "layer_norm": ("db = dy_f32\n", "db = dy_f32 * x_hat\n", "B"),
 }
+CUDA_BAR = 1.15
+"""All default checks against the bare script, on CUDA (the CPU's bars are bench.py's)."""
 failures: list[str] = []
 internal: dict[str, str] = {}
 """Tracebacks of gradverify's own errors (GV011), by their last line."""
@@ -147,6 +155,8 @@ def zoo_rows(device: str, part: int, parts: int, only: frozenset[str] = frozense
                               for c in first.checks}
         if cls not in zoo.BROKEN:
             rows[cls.__name__]["(correct)"] = ("", [])
+        if cls.__module__ == "zoo.placement":
+            rows[cls.__name__]["(placement zoo)"] = ("", list(getattr(cls, "EXPECT", ())[1:2]))
     return rows
 
 
@@ -182,6 +192,7 @@ def step_verdicts(device: str, quick: bool, only: str = "") -> None:
         parts = 6 if not only else 1  # named ones: in one process, in order
         with ThreadPoolExecutor(2) as pool:
             cpu, dev = pool.map(lambda d: zoo_on(d, parts, only), ["cpu", device])
+        device_zoo(cpu, dev, device)
         compare("the zoo (tests/zoo: broken, correct, hard correct)", cpu, dev, device)
         passed = [n for n, checks in dev.items() if checks.get("device", ("-",))[0] == "pass"]
         bad = [n for n, checks in dev.items()
@@ -202,6 +213,26 @@ def step_verdicts(device: str, quick: bool, only: str = "") -> None:
         expect(found[bug]["device"] == ("fail", ["GV341"]), f"{bug}: device fails, GV341")
     expect(found["Scale3DropsFactorOnCuda"]["gradcheck"][0] == "pass",
            "Scale3DropsFactorOnCuda: gradcheck on the device alone cannot see it")
+
+
+def device_zoo(cpu: dict[str, Any], dev: dict[str, Any], device: str) -> None:
+    """The device zoo's rows, taken out of ``cpu`` and ``dev``: placement's verdicts on the CPU
+    against what the device itself shows."""
+    names = sorted(n for n, checks in cpu.items() if "(placement zoo)" in checks)
+    print(f"\nthe device zoo (tests/zoo/placement.py): {len(names)} Functions, cpu | {device}")
+    for name in names:
+        a, b = cpu.pop(name), dev.pop(name, {})
+        expected = a.pop("(placement zoo)")[1]
+        b.pop("(placement zoo)", None)
+        on_cpu = a.get("placement", ("-", []))
+        print(f"  {on_cpu[0]:6} {on_cpu[1]} | {verdict(b):6}  {name}")
+        if expected:
+            expect(on_cpu == ("fail", expected), f"{name}: placement fails on the CPU, "
+                                                 f"{expected[0]}")
+            expect(verdict(b) in ("fail", "error"), f"{name}: the {device} run fails too")
+        else:
+            expect(on_cpu[0] == "pass", f"{name}: placement passes on the CPU")
+            expect(verdict(b) == "pass", f"{name}: the {device} run passes too")
 
 
 def triton_documents() -> tuple[list[dict[str, Any]], dict[str, tuple[str, str, str, Any]]]:
@@ -306,6 +337,9 @@ def step_speed(device: str, only: str = "", repeat: int = 3) -> None:
             continue
         b, o = timed(bare, bench, repeat), timed(ours, bench, repeat)
         print(f"  {label:50} {o:6.2f}s {b:6.2f}s {o / b:5.2f}x")
+        if device.startswith("cuda") and label.startswith("all default checks"):
+            expect(o / b <= CUDA_BAR, f"{label} on {device}: within {CUDA_BAR}x of the bare "
+                                      f"script ({o / b:.2f}x)")
 
 
 def header(device: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from gradverify.checks import _devices
 from gradverify.checks.base import Check, Consequence, Effect, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Location, Severity
@@ -169,8 +170,9 @@ class ContractCheck(Check):
             "GV101", Severity.ERROR,
             f"backward raised {calls.describe_exception(exc)}",
             location=calls.user_location(exc, ctx.info) or ctx.location,
-            hint="autograd calls backward with one gradient per output, shaped like that "
-                 "output; fix the line shown",
+            hint=f"a tensor on another device than the inputs: {_devices.HINT}"
+            if _devices.two_devices(exc) else "autograd calls backward with one gradient per "
+            "output, shaped like that output; fix the line shown",
             data={"exception": type(exc).__name__}))
         outcome.summary = f"backward raised {type(exc).__name__}"
         return outcome

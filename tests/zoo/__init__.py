@@ -34,7 +34,7 @@ MODULES = [importlib.import_module(f"zoo.{name}") for name in (
     "contract", "gradcheck", "gradgradcheck", "needs_input_grad", "saved_tensors", "mutation",
     "undefined_grad", "determinism", "layout", "lint", "forward_ad", "vmap", "precision",
     "declared", "reference", "compile", "func", "autocast", "complex", "inputs", "styles",
-    "checkpoint", "saved_hooks")]
+    "checkpoint", "saved_hooks", "placement")]
 
 
 def _defined_in(module):

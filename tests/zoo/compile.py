@@ -22,7 +22,7 @@ class ToListForward(Function):
 
     @staticmethod
     def forward(ctx, x):
-        return torch.tensor([v * 2 for v in x.tolist()], dtype=x.dtype)
+        return torch.tensor([v * 2 for v in x.tolist()], dtype=x.dtype, device=x.device)
 
     @staticmethod
     def backward(ctx, grad):

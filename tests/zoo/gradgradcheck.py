@@ -191,7 +191,7 @@ class FixedSparseAdjacency(Function):
 
     @staticmethod
     def forward(ctx, indices, x):
-        adjacency = torch.sparse_coo_tensor(indices, torch.ones(indices.shape[1], dtype=x.dtype),
+        adjacency = torch.sparse_coo_tensor(indices, x.new_ones(indices.shape[1]),
                                             (x.shape[0], x.shape[0])).coalesce()
         ctx.save_for_backward(adjacency)
         return torch.sparse.mm(adjacency, x)
@@ -246,7 +246,7 @@ class MaxPool1d(Function):
     @staticmethod
     def forward(ctx, x):
         values, arg = x.reshape(x.shape[0], -1, 2).max(-1)
-        index = arg + 2 * torch.arange(values.shape[1])
+        index = arg + 2 * torch.arange(values.shape[1], device=values.device)
         ctx.save_for_backward(index)
         ctx.shape = x.shape
         return values

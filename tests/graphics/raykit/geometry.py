@@ -57,7 +57,7 @@ class EdgeDirections(torch.autograd.Function):
             g = grad / length
         else:
             g = (grad - (grad * unit).sum(-1, keepdim=True) * unit) / length
-        d_pos = torch.zeros(ctx.n, unit.shape[-1], dtype=grad.dtype)
+        d_pos = grad.new_zeros(ctx.n, unit.shape[-1])
         d_pos.index_add_(0, edge_index[1], g)
         d_pos.index_add_(0, edge_index[0], -g)
         return d_pos, None
