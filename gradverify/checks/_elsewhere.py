@@ -8,8 +8,10 @@ device (``device=x.device``) makes an ``Elsewhere``; one given none makes a plai
 the mode remembers the user's line that made it. An op that meets a device tensor with a CPU
 tensor of one or more dimensions raises ``Misplaced``, as CUDA does ("Expected all tensors to be
 on the same device"); a 0-dim CPU tensor is a scalar PyTorch moves, and CPU index tensors are
-legal in indexing. Because the data is real, data-dependent code (``nonzero``, ``.item()``, a
-``.cpu()`` statistic) runs as it does on a GPU. Imported only from inside a check's ``run``.
+legal in indexing. ``FromData``, a function mode, keeps the data of ``torch.tensor(...,
+device=x.device)``, which torch copies below the dispatch mode. Because the data is real,
+data-dependent code (``nonzero``, ``.item()``, a ``.cpu()`` statistic) runs as it does on a
+GPU. Imported only from inside a check's ``run``.
 """
 from __future__ import annotations
 
