@@ -186,34 +186,57 @@ def _unwrap(value: Any) -> Any:
     return value.held if isinstance(value, Elsewhere) else value
 
 
+_COPIES = frozenset({"copy_", "_to_copy", "_copy_from", "_copy_from_and_resize"})
+"""The ops that move data between devices: legal with a CPU tensor."""
+
+
 def _dispatch(func: Any, args: Any, kwargs: dict[str, Any], mode: OnAnotherDevice | None
               ) -> Any:
     """One aten call, as on a device: check the placement of its tensors, run it on the real
     data, and say where its results live."""
     name = func.overloadpacket.__name__
     values = leaves((args, kwargs))
-    device = kwargs.get("device")
-    claimed = device is not None and torch.device(device).type == CLAIMED
-    to_cpu = device is not None and torch.device(device).type == "cpu"
-    if claimed:
-        kwargs = {**kwargs, "device": torch.device("cpu")}
+    kwargs, asked = _device_asked(kwargs)
     meets = any(on_device(v) for v in values)
     kernel = torchcompat.any_device_kernel(func) if meets else None
     if kernel is not None and mode is not None:  # a custom op's kernel for every device
         with mode:
             return kernel(*args, **kwargs)
-    if meets and name not in ("copy_", "_to_copy", "_copy_from", "_copy_from_and_resize"):
+    if meets and name not in _COPIES:
         _require_same_device(name, args, values, mode)
     out = func(*_map(_unwrap, args), **_map(_unwrap, kwargs))
-    if name == "copy_" or (name.endswith("_") and args and isinstance(args[0], torch.Tensor)):
-        return args[0]  # in place: the destination, wherever it lives
-    if (meets or claimed) and not to_cpu:
-        host = name in torchcompat.host_argument_ops()  # lengths stay on the CPU, as on a GPU
-        return _map(lambda v: Elsewhere(v) if isinstance(v, torch.Tensor) and not (
-            host and not v.is_floating_point()) else v, out)
+    if _in_place(name, args):
+        return args[0]  # the destination, wherever it lives
+    if asked if asked is not None else meets:
+        return _as_placed(name, out)
     if mode is not None:
         _remember(mode, name, values, out)
     return out
+
+
+def _device_asked(kwargs: dict[str, Any]) -> tuple[dict[str, Any], bool | None]:
+    """``kwargs`` with the claimed device replaced by the CPU, where the data is, and whether
+    the call asked for its results on the claimed device (True), on the CPU (False) or named
+    no device (None)."""
+    device = kwargs.get("device")
+    if device is None:
+        return kwargs, None
+    if torch.device(device).type != CLAIMED:
+        return kwargs, False
+    return {**kwargs, "device": torch.device("cpu")}, True
+
+
+def _in_place(name: str, args: Any) -> bool:
+    return name == "copy_" or (name.endswith("_") and bool(args)
+                               and isinstance(args[0], torch.Tensor))
+
+
+def _as_placed(name: str, out: Any) -> Any:
+    """The results of an op on the device: device tensors, but for the lengths that ops such as
+    packed sequences return on the CPU on every device."""
+    host = name in torchcompat.host_argument_ops()
+    return _map(lambda v: Elsewhere(v) if isinstance(v, torch.Tensor) and not (
+        host and not v.is_floating_point()) else v, out)
 
 
 def _require_same_device(name: str, args: Any, values: list[Any], mode: OnAnotherDevice | None
@@ -226,7 +249,7 @@ def _require_same_device(name: str, args: Any, values: list[Any], mode: OnAnothe
         legal = [v for v in leaves(args[1]) if isinstance(v, torch.Tensor) and v.dtype in INDICES]
     elif name in torchcompat.host_argument_ops():
         legal = [v for v in values if isinstance(v, torch.Tensor) and not v.is_floating_point()]
-    into = args[0] if name.endswith("_") and args and isinstance(args[0], torch.Tensor) else None
+    into = args[0] if _in_place(name, args) else None
     for value in values:
         refused = on_cpu(value) or (value is into and not on_device(into))
         if refused and not any(value is ok for ok in legal):
