@@ -22,6 +22,7 @@ import torch
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from gradverify import frames, torchcompat
+from gradverify.checks import _tensors as tensors
 from gradverify.results import Location
 
 CLAIMED = "meta"
@@ -116,6 +117,19 @@ def placed(value: torch.Tensor) -> Elsewhere:
 def placed_all(value: Any) -> Any:
     """``value`` with every tensor in it (in lists, tuples and dicts too) placed."""
     return _map(lambda v: placed(v) if isinstance(v, torch.Tensor) else v, value)
+
+
+def unplaceable(name: str, value: Any) -> str | None:
+    """Why input ``name`` cannot be placed, if it cannot: a tensor in it that is not dense and
+    plain (a list's too), or a module, whose parameters would have to move with it."""
+    if isinstance(value, torch.nn.Module):
+        return (f"{name!r} is a module: its parameters live where it does; placement is judged "
+                "on tensor inputs")
+    if any(tensors.is_tensor(v) and (not tensors.is_strided(v) or (
+            type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter)))
+           for v in leaves(value)):
+        return f"{name!r} is not a dense tensor: placement is judged on dense inputs"
+    return None
 
 
 def on_device(value: object) -> bool:

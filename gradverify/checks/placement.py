@@ -67,7 +67,7 @@ class PlacementCheck(Check):
             return Outcome.skip("Triton kernels read device memory directly: run with "
                                 "--device cuda to judge their placement")
         args = ctx.args("double")
-        odd = _unplaceable(args)
+        odd = next(filter(None, map(elsewhere.unplaceable, args.names, args.values)), None)
         if odd:
             return Outcome.skip(odd)
         mode = elsewhere.OnAnotherDevice(ctx.info.source_file)
@@ -103,7 +103,7 @@ class PlacementCheck(Check):
             return
         raw = calls.raw_backward(ctx.info, applied, grads)
         for pos, grad in enumerate(raw[:len(args.values)]):
-            if elsewhere.on_cpu(grad) and _is_tensor(args.values[pos]):
+            if elsewhere.on_cpu(grad) and elsewhere.on_device(placed.values[pos]):
                 name = args.names[pos]
                 outcome.add(_on_cpu(ctx, mode, grad, f"the gradient for {name!r}", name))
 
@@ -176,31 +176,6 @@ def _on_cpu(ctx: CheckContext, mode: _elsewhere.OnAnotherDevice, value: Any, wha
         f"\"expected device cuda:0 but got cpu\" for a gradient, and an output leaves the GPU",
         input=name, location=(made.location() if made is not None else None) or ctx.location,
         hint="return it on its input's device: compute it there, or `.to(x.device)`")
-
-
-def _is_tensor(value: object) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
-
-
-def _unplaceable(args: Args) -> str | None:
-    """Why an input cannot be placed, if one cannot: a tensor that is not dense and plain (in a
-    list too), or a module, whose parameters would have to move with it."""
-    import torch
-
-    from gradverify.checks import _elsewhere as elsewhere
-
-    for name, value in zip(args.names, args.values):
-        if isinstance(value, torch.nn.Module):
-            return (f"{name!r} is a module: its parameters live where it does; placement is "
-                    "judged on tensor inputs")
-        odd = [v for v in elsewhere.leaves(value) if _is_tensor(v) and (
-            v.layout != torch.strided
-            or (type(v) is not torch.Tensor and not isinstance(v, torch.nn.Parameter)))]
-        if odd:
-            return f"{name!r} is not a dense tensor: placement is judged on dense inputs"
-    return None
 
 
 CHECK = PlacementCheck()
