@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-from gradverify.mutants import operators
+from gradverify.mutants import operators, plan
 from gradverify.mutants.merge import merge, why
 from gradverify.mutants.plan import helpers
 from gradverify.mutants.source import BackwardSource, read_backward
@@ -568,6 +568,59 @@ def test_a_permutation_of_a_0d_gradient_is_equivalent_not_a_survivor():
     (line,) = [m for m in score.equivalent if m.mutation == "gradient of 'gain' permuted"]
     assert line.why == ("the gradient of 'gain' is 0-d: no input can make a permutation of it "
                         "change anything")
+
+
+class Crop(torch.autograd.Function):
+    """x[..., s:e]; backward reads the incoming gradient through a slice of its own length
+    (``g[..., :e - s]``, a slice that never cuts), or, with ``PAST``, through one that ends
+    beyond it (``g[..., :n - s]``)."""
+
+    PAST = False
+
+    @staticmethod
+    def forward(ctx, x, s, e):
+        ctx.s, ctx.e, ctx.n = s, e, x.shape[-1]
+        return x[..., s:e].clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        s, e, n = ctx.s, ctx.e, ctx.n
+        out = g.new_zeros((*g.shape[:-1], n))
+        out[..., s:e] = g[..., : (n if Crop.PAST else e) - s]
+        return out, None, None
+
+
+DROPPED_START = "`(n if Crop.PAST else e) - s` -> `n if Crop.PAST else e`"
+CROP = {"cases": [{"args": {"x": {"shape": [3, 8]}, "s": 2, "e": 6}},
+                  {"args": {"x": {"shape": [2, 5]}, "s": 1, "e": 3}}]}
+
+
+def test_a_bound_moved_past_the_end_of_a_slice_that_never_cuts_is_equivalent():
+    score = _score(Crop, CROP)
+    assert not [m for m in score.survived if "- s" in m.mutation], score.survived
+    (line,) = [m for m in score.equivalent if m.mutation == DROPPED_START]
+    assert "a slice that never cuts" in line.why
+
+
+def test_a_slice_whose_bound_is_already_past_the_end_lives_saying_what_would_kill_it(
+        monkeypatch):
+    monkeypatch.setattr(Crop, "PAST", True)
+    score = _score(Crop, CROP)
+    (line,) = [m for m in score.survived if m.mutation == DROPPED_START]
+    assert "took the whole of its dim in every case" in line.why
+    assert line.gap == "a slice that cuts (it took the whole of its dim)"
+
+
+def test_what_a_slice_took_of_its_dim():
+    took = plan._slices_took
+    x = torch.zeros(3, 4, 5)
+    assert took(x, (Ellipsis, slice(None, 5))) == [(1, "exact")]
+    assert took(x, (Ellipsis, slice(0, 9))) == [(1, "past")]
+    assert took(x, (slice(1, None), None, 0, slice(None, 5))) == [(0, "cut"), (3, "exact")]
+    assert took(x, (Ellipsis, slice(None, 3), slice(None, None))) == [(1, "cut"), (2, "exact")]
+    assert took(x, (slice(None, None, 2),)) == [(0, "cut")]
+    assert took(x, (torch.tensor([0, 1]), slice(None))) == []  # indices: no claim
+    assert took([1, 2, 3], slice(torch.tensor(0), torch.tensor(3))) == [(0, "exact")]
 
 
 class AssertsAndMangles(torch.autograd.Function):

@@ -120,17 +120,21 @@ def _judge(ctx: CheckContext, mutant: Mutant, mutants: Plan,
                            "no input can make a permutation of it change anything")
         known["uniform"] = bool(mutant.value.uniform) and all(mutant.value.uniform)
     known["new_codes"] = sorted(_said(seen) - _said(baseline))
-    same = _same_by_what_it_saw(mutant, known)
+    same = _same_by_what_it_saw(mutant, known, difference)
     if same is not None:
         return verdict("equivalent", why=same)
     return verdict("survived", difference=difference, **known)
 
 
-def _same_by_what_it_saw(mutant: Mutant, known: dict[str, Any]) -> str | None:
+def _same_by_what_it_saw(mutant: Mutant, known: dict[str, Any],
+                         difference: float | None) -> str | None:
     """Why a mutant that lived is the original's function, as its runs showed (an ignored
     gate that only wastes work; a ``.view`` of a tensor that stays contiguous whatever layout
-    backward is handed), or None; ``known`` gets what a survivor's why reads."""
+    backward is handed; a bound of a slice that ends where its dim does, moved past the end),
+    or None; ``known`` gets what a survivor's why reads."""
     source = mutant.source
+    if known.get("slice") == "exact" and difference == 0.0:
+        return NEVER_CUTS
     if source is not None and source.operator == "gate" and WASTED & set(known["new_codes"]):
         return ONLY_WASTE
     if source is not None and source.operator == "view":
@@ -142,6 +146,9 @@ def _same_by_what_it_saw(mutant: Mutant, known: dict[str, Any]) -> str | None:
     return None
 
 
+NEVER_CUTS = ("it moves a bound of a slice that, in every call, ended exactly where its dim "
+              "does (a slice that never cuts: the bound is the dim's size, as the code made "
+              "them), past that end, where the slice takes the same")
 VIEWS_FRESH = ("the tensor it views stayed contiguous while backward was handed non-contiguous "
                "gradients (the layout check's), so `.view` takes it as `.reshape` does")
 
@@ -206,6 +213,9 @@ def _known(mutant: Mutant, mutants: Plan, original: Original) -> dict[str, Any]:
         # an input of forward's, or an attribute named as one: what the spec's values set
         bare = (source.dropped_text or "").removeprefix("ctx.")
         known["operand_is_input"] = bare in original.args.names
+    if source is not None and source.sliced is not None:
+        took = set(mutants.probes.get(source.sliced, ()))
+        known["slice"] = took.pop() if len(took) == 1 else "varies" if took else None
     position = mutant.value.position if mutant.value is not None \
         else source.returned if source is not None else None
     if source is not None and source.gate is not None:

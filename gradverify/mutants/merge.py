@@ -81,6 +81,10 @@ def _too_small(facts: Sequence[Mapping[str, Any]]) -> str | None:
         return ("no case hands backward a non-contiguous gradient that reaches this line "
                 "(each permuted dim has size 1: one row, one frame, one block); give those "
                 "dims sizes of at least 2")
+    if _all(facts, "slice", "past"):
+        return ("the slice whose bound it changes took the whole of its dim in every case (the "
+                "bound beyond the dim's end); only a case on which that slice cuts can kill "
+                "it, if forward admits one")
     if _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False):
         return ("what this `+=` adds to held only zeros each time, in every case (one window, "
                 "one block, a loop that ran once, or windows that never overlap); give a case "
@@ -90,7 +94,8 @@ def _too_small(facts: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _gap(facts: Sequence[Mapping[str, Any]]) -> str | None:
-    """What a survivor's cases never exercised, where its facts say (a layout, an overlap)."""
+    """What a survivor's cases never exercised, where its facts say (a layout, an overlap, a
+    slice that cuts)."""
     if _all(facts, "operator", "view"):
         if any(f.get("layout") == "splits" for f in facts):
             return "a `.reshape` that merges dims of a non-contiguous tensor"
@@ -101,6 +106,8 @@ def _gap(facts: Sequence[Mapping[str, Any]]) -> str | None:
         return None
     if _all(facts, "operator", "overwrite") and _all(facts, "wrote_over", False):
         return "a `+=` onto what an earlier window or block added (overlap, two blocks)"
+    if _all(facts, "slice", "past"):
+        return "a slice that cuts (it took the whole of its dim)"
     return None
 
 

@@ -270,18 +270,44 @@ def source_mutants(source: BackwardSource) -> list[SourceMutant]:
 
 
 def probed(source: BackwardSource, mutants: list[SourceMutant]) -> ast.FunctionDef:
-    """Backward with every dropped operand wrapped in ``_gv_probe(key, operand)``: the same
-    function, recording what the operands a drop removes were, for why a mutant lived."""
+    """Backward with every dropped operand wrapped in ``_gv_probe(key, operand)``, and every
+    subscript with a mutated slice bound made ``_gv_cut(key, value, index)``: the same
+    function, recording what the operands a drop removes were and whether those slices cut,
+    for why a mutant lived."""
     keys = {m.dropped for m in mutants if m.dropped}
+    cuts = {m.sliced.rsplit(":", 1)[0] for m in mutants if m.sliced}
     tree = copy.deepcopy(source.tree)
     nodes = list(_own_nodes(tree))
     for parent in [tree, *nodes]:
         for field, value in ast.iter_fields(parent):
-            if isinstance(value, ast.expr) and f"operand:{_index(nodes, value)}" in keys:
+            if not isinstance(value, ast.expr):
+                continue
+            if f"operand:{_index(nodes, value)}" in keys:
                 key = ast.Constant(value=f"operand:{_index(nodes, value)}")
                 setattr(parent, field, ast.fix_missing_locations(ast.copy_location(
                     _call("_gv_probe", key, value), value)))
+            elif isinstance(value, ast.Subscript) and f"slice:{_index(nodes, value)}" in cuts:
+                key = ast.Constant(value=f"slice:{_index(nodes, value)}")
+                setattr(parent, field, ast.fix_missing_locations(ast.copy_location(
+                    _call("_gv_cut", key, value.value, _as_index(value.slice)), value)))
     return tree
+
+
+def _as_index(index: ast.expr) -> ast.expr:
+    """A subscript's index as the value Python passes to ``__getitem__`` (``a:b`` made
+    ``_gv_cut.slice(a, b, None)``: the built-in, whatever the module calls ``slice``)."""
+    def one(element: ast.expr) -> ast.expr:
+        if not isinstance(element, ast.Slice):
+            return element
+        bounds = [b if b is not None else ast.Constant(value=None)
+                  for b in (element.lower, element.upper, element.step)]
+        return ast.Call(func=ast.Attribute(value=ast.Name(id="_gv_cut", ctx=ast.Load()),
+                                           attr="slice", ctx=ast.Load()),
+                        args=bounds, keywords=[])
+
+    if isinstance(index, ast.Tuple):
+        return ast.Tuple(elts=[one(e) for e in index.elts], ctx=ast.Load())
+    return one(index)
 
 
 def _index(nodes: list[ast.AST], node: ast.AST) -> int:

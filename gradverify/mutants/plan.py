@@ -4,6 +4,7 @@ and how each is put in place (``install``)."""
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
@@ -141,8 +142,51 @@ def helpers(probes: dict[str, list[str]], ran: set[int],
         seen.append(("kept", _nonzero(before)))
         return value
 
+    def cut(key: str, value: Any, index: Any) -> Any:
+        result = value[index]
+        for i, took in _slices_took(value, index):
+            probes.setdefault(f"{key}:{i}", []).append(took)
+        return result
+
+    cut.slice = slice  # type: ignore[attr-defined]
     return {"_gv_neg": neg, "_gv_ones": ones, "_gv_probe": probe, "_gv_line": ran.add,
-            "_gv_view": view, "_gv_incoming": incoming, "_gv_kept": kept}
+            "_gv_view": view, "_gv_incoming": incoming, "_gv_kept": kept, "_gv_cut": cut}
+
+
+def _slices_took(value: Any, index: Any) -> list[tuple[int, str]]:
+    """For each slice of ``index`` (its place in the index), what it took of its dim of
+    ``value`` (``_took``); none for an index that holds anything but slices, integers,
+    ``None`` and ``...`` (a tensor of indices), or for a value with no shape or length."""
+    elements = index if isinstance(index, tuple) else (index,)
+    shape = tuple(value.shape) if hasattr(value, "shape") else \
+        (len(value),) if isinstance(value, (list, tuple, str)) else None
+    if shape is None or not all(e is None or e is Ellipsis or isinstance(e, (slice, int))
+                                for e in elements):
+        return []
+    later = sum(1 for e in elements[elements.index(Ellipsis) + 1:] if e is not None) \
+        if Ellipsis in elements else 0
+    took, dim = [], 0
+    for i, element in enumerate(elements):
+        if element is Ellipsis:
+            dim = len(shape) - later
+        elif element is not None:
+            if isinstance(element, slice) and dim < len(shape):
+                took.append((i, _took(element, shape[dim])))
+            dim += 1
+    return took
+
+
+def _took(part: slice, size: int) -> str:
+    """``exact``: all of the dim, each bound given where the dim ends (``g[:n]``, ``n`` its
+    size); ``past``: all of it, a bound beyond the end; ``cut``; ``unknown``."""
+    try:
+        start, stop = (None if b is None else operator.index(b) for b in (part.start, part.stop))
+        first, last, step = part.indices(size)
+    except (TypeError, ValueError):
+        return "unknown"
+    if step != 1 or last - first != size:
+        return "cut"
+    return "exact" if start in (None, 0) and stop in (None, size) else "past"
 
 
 def _merges(before: tuple[int, ...], after: tuple[int, ...], *, ones: bool) -> bool:

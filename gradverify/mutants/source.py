@@ -18,13 +18,15 @@ from gradverify.targets.introspection import SOURCE_ERRORS, unwrap
 TRANSPOSES = frozenset({"t", "transpose", "swapaxes", "swapdims"})
 TRANSPOSED = frozenset({"T", "mT", "H", "mH"})
 HELPERS = ("_gv_neg", "_gv_ones", "_gv_probe", "_gv_line", "_gv_view", "_gv_incoming",
-           "_gv_kept")
+           "_gv_kept", "_gv_cut")
 """Names the mutated code calls, given to it as closure variables (never the user's globals).
 ``_gv_line(n)`` runs before each statement of backward's own, and in each arm of an ``a if c
 else b`` (``marked``): which lines ran and which arms were taken,
 seen in whatever thread runs backward, with no tracer. ``_gv_view`` and ``_gv_incoming``: what
 a ``.reshape`` read as ``.view`` saw of memory layouts (``operators.assume_contiguous``);
-``_gv_kept``: what an overwrite wrote over (``operators.overwrite_sum``)."""
+``_gv_kept``: what an overwrite wrote over (``operators.overwrite_sum``); ``_gv_cut(key,
+value, index)``: ``value[index]``, and whether each slice of the index cut its dim
+(``operators.probed``)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class SourceMutant:
     arms: tuple[int, ...] = ()
     """The keys of the ``a if c else b`` arms that hold the change (``arm_key``): it ran
     only if its statement ran and each of them was taken."""
+    sliced: str | None = None
+    """The key of the probe on the slice whose bound the change is in (``slice:N:i``: the
+    ``i``-th element of the index of the subscript that is node ``N``), for why it lived."""
 
 
 @dataclass
@@ -290,6 +295,22 @@ class _Site:
             node = parent
         return tuple(found)
 
+    def sliced(self, node: ast.AST) -> str | None:
+        """The probe key of the slice (of a subscript that reads) whose bound holds ``node``
+        (``SourceMutant.sliced``), or None."""
+        while not isinstance(node, ast.stmt):
+            parent = self.parents[id(node)]
+            if isinstance(parent, ast.Slice):
+                holder = self.parents[id(parent)]
+                index = holder.elts.index(parent) if isinstance(holder, ast.Tuple) else 0
+                subscript = self.parents[id(holder)] if isinstance(holder, ast.Tuple) \
+                    else holder
+                if isinstance(subscript, ast.Subscript) and isinstance(subscript.ctx, ast.Load):
+                    return f"slice:{self.nodes.index(subscript)}:{index}"
+                return None
+            node = parent
+        return None
+
     def replaced(self, node: ast.AST, new: ast.AST | None) -> ast.FunctionDef:
         """A copy of the function with ``node`` replaced by ``new`` (None: the statement goes,
         ``pass`` in its place)."""
@@ -316,7 +337,7 @@ class _Site:
             key=f"{operator}:{self.nodes.index(node)}:{variant}", operator=operator,
             mutation=mutation, line=node.lineno,  # type: ignore[attr-defined]
             span=self.span(node), tree=self.replaced(node, new), arms=self.arms(node),
-            **extra)
+            sliced=self.sliced(node), **extra)
 
 
 def _placed(new: ast.AST | None, old: ast.AST) -> Any:
