@@ -4,6 +4,7 @@ Function runs; the rows of earlier checks are made up here."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,27 @@ def test_an_earlier_finding_explains_a_later_one_on_the_same_input():
              Finding("GV141", Severity.ERROR, "wrong", input="x")]
     marked = consequences.marked(REGISTRY["gradgradcheck"], later, {"gradcheck": first})
     assert [f.consequence_of for f in marked] == ["GV121 (gradcheck)", None, None]
+
+
+@pytest.mark.parametrize("named", [("x",), (None,), ("x", "bias")],
+                         ids=["one input", "none", "two of three"])
+def test_a_declared_expected_failure_of_gradcheck_covers_every_input(named):
+    """Declaring gradcheck's failure says backward is not the gradient, of any input: what
+    assumes it is (needs_input_grad's None for a needed input) follows on every input, even
+    where gradcheck's findings name one input (torch's message) or none (backward raised)."""
+    found = tuple(Finding("GV121", Severity.ERROR, "wrong", input=name) for name in named)
+    declared = dataclasses.replace(CheckResult("gradcheck", Status.XFAIL, 0.0, "", found),
+                                   expect="a relevance rule, not a gradient")
+    later = [Finding("GV202", Severity.ERROR, "None for a needed input", input=name)
+             for name in ("weight", "bias")]
+    marked, reason = consequences.declared(REGISTRY["needs_input_grad"], later,
+                                           {"gradcheck": declared})
+    cited = "GV121 (gradcheck)"
+    assert [f.consequence_of for f in marked] == [cited, cited]
+    assert reason is not None and "declared expected failure of gradcheck" in reason
+    other = [Finding("GV201", Severity.ERROR, "raised with a partial gradient", input="weight")]
+    assert consequences.declared(REGISTRY["needs_input_grad"], other,
+                                 {"gradcheck": declared})[0][0].consequence_of is None
 
 
 def test_a_refusal_of_float64_skips_only_the_checks_that_need_float64():

@@ -105,10 +105,15 @@ def declared(check: Check, findings: list[Finding], results: Mapping[str, CheckR
             continue
         for rule in _rules(row, Effect.MARKS):
             if rule.declared and _reaches(rule, check):
-                for f in row.findings:
-                    if f.input is not None or not rule.same_input:
-                        roots[f.input if rule.same_input else None] = (
-                            f"{f.code} ({name})", name, row.expect, rule)
+                # the declaration is of the whole check, whichever inputs its findings name
+                # (torch's message may name one): a finding on the same input is cited where
+                # there is one, the check's first error otherwise
+                errors = [f for f in row.findings if f.severity == Severity.ERROR]
+                for f in reversed(errors or list(row.findings)):
+                    root = (f"{f.code} ({name})", name, row.expect, rule)
+                    roots[None] = root
+                    if f.input is not None and rule.same_input:
+                        roots[f.input] = root
     root_of = []
     for f in findings:
         root = roots.get(f.input) or roots.get(None)
