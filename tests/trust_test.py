@@ -2,8 +2,11 @@
 never weaker than bare ``torch.autograd.gradcheck``/``gradgradcheck`` (docs/checks.md)."""
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import re
+import textwrap
 import traceback
 import warnings
 from typing import Any, ClassVar
@@ -130,12 +133,24 @@ def _bare_inputs(cls) -> list[Any]:
     return list(maker.args("double").values)
 
 
+def _declares_writes(cls: Any) -> bool:
+    """Whether the Function calls ``ctx.mark_dirty`` (in its source, comments aside)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    return any(isinstance(node, ast.Attribute) and node.attr == "mark_dirty"
+               for node in ast.walk(tree))
+
+
 def _bare(cls, inputs: list[Any], which: str, **flags: Any) -> BaseException | None:
-    """Bare torch on ``cls.apply`` with default flags; mark_dirty Functions get clones, as any
-    hand-written script must give them. Returns what it raised: a GradcheckError, or what the
-    Function raised inside it (torch's own crashes are told apart by ``_torch_crashed``)."""
+    """Bare torch on ``cls.apply`` with default flags, as torch calls it: on the same tensors
+    every call (a forward writing into its input changes what the next call sees); mark_dirty
+    Functions get clones, as any hand-written script must give them. Returns what it raised: a
+    GradcheckError, or what the Function raised inside it (torch's own crashes are told apart
+    by ``_torch_crashed``)."""
+    clone = _declares_writes(cls)
+
     def fn(*args: Any) -> Any:
-        return cls.apply(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        return cls.apply(*[a.clone() if clone and isinstance(a, torch.Tensor) else a
+                           for a in args])
 
     call = getattr(torch.autograd, which)
     # a copy as a user script makes one: of the same class (a subclass index stays one)

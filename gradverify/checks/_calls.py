@@ -11,7 +11,7 @@ import torch
 
 from gradverify import frames
 from gradverify.case.inputs import Args
-from gradverify.checks._tensors import is_inexact, layout_copy
+from gradverify.checks._tensors import is_inexact, layout_copy, version
 from gradverify.checks.base import Outcome
 from gradverify.results import Location
 from gradverify.targets import Target, kind_for
@@ -245,6 +245,48 @@ def tensor_function(info: Target, args: Args, positions: Sequence[int],
         return tuple(out[j] for j in outputs)
 
     return fn
+
+
+def on_the_same_tensors(info: Target, args: Args, positions: Sequence[int],
+                        outputs: Sequence[int]) -> Callable[..., tuple[torch.Tensor, ...]] | None:
+    """``tensor_function`` as bare torch's gradcheck calls a Function: on the very tensors it
+    is given, every call, so that a forward or backward that writes into an input without
+    saying so changes what the next call sees (torch then raises "modified by an inplace
+    operation", or "a leaf Variable that requires grad is being used in an in-place
+    operation" under double backward). None where that changes nothing: a target that
+    declares its writes (called on copies, as users call it), or whose forward and backward,
+    called once on copies of ``args``, write into none of its tensors."""
+    if info.writes_inputs or not _writes_into(info, args, positions):
+        return None
+    base = list(args.values)
+
+    def fn(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        values = list(base)
+        for pos, t in zip(positions, tensors):
+            values[pos] = t
+        out = info.function.apply(*values)
+        out = out if isinstance(out, tuple) else (out,)
+        return tuple(out[j] for j in outputs)
+
+    return fn
+
+
+def _writes_into(info: Target, args: Args, positions: Sequence[int]) -> bool:
+    """Whether a forward and a backward on copies of ``args`` (those at ``positions`` leaves
+    requiring grad) change any of them in place: their version counters move."""
+    copies = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args.values]
+    leaves = [copies[i].requires_grad_(True) for i in positions]
+    before = [version(v) if isinstance(v, torch.Tensor) else None for v in copies]
+    try:
+        out = info.function.apply(*copies)
+        outs = [o for o in (out if isinstance(out, tuple) else (out,))
+                if isinstance(o, torch.Tensor) and o.requires_grad]
+        if outs:
+            torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs],
+                                allow_unused=True)
+    except Exception:  # noqa: BLE001 -- the checks report what the Function raises
+        pass
+    return any(b is not None and version(v) != b for v, b in zip(copies, before))
 
 
 def user_location(exc: BaseException, info: Target) -> Location | None:

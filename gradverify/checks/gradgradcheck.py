@@ -125,7 +125,7 @@ class GradgradcheckCheck(Check):
         except _CalledOnce:
             return _once_skip(ctx, CALLED_ONCE)
         try:
-            failure = _torch_gradgradcheck(view, grad_outputs, mode, tol)
+            failure = _torch_gradgradcheck(ctx, view, grad_outputs, mode, tol)
         except Exception as exc:  # noqa: BLE001 -- backward raised under create_graph=True
             if ONCE in str(exc):  # a Function it calls declares double backward unsupported
                 return _once_skip(ctx, CALLED_ONCE)
@@ -185,20 +185,30 @@ def _mode(ctx: CheckContext, view: DifferentiableView) -> str:
     return resolve_mode(ctx.mode, entries)
 
 
-def _torch_gradgradcheck(view: DifferentiableView, grad_outputs: list[Any], mode: str,
-                         tol: ResolvedTolerance) -> str | None:
-    """torch's gradgradcheck on the view: None when it passes, else its failure message.
-    Any other exception (backward raised under create_graph=True) propagates."""
+def _torch_gradgradcheck(ctx: CheckContext, view: DifferentiableView, grad_outputs: list[Any],
+                         mode: str, tol: ResolvedTolerance) -> str | None:
+    """torch's gradgradcheck on the view, and, for a Function that writes into its inputs, as
+    bare torch calls it, on the same tensors every call (``_calls.on_the_same_tensors``): None
+    when it passes, else its failure message. Any other exception (backward raised under
+    create_graph=True) propagates."""
     import torch
     from torch.autograd.gradcheck import GradcheckError
 
+    from gradverify.checks import _calls as calls
     from gradverify.checks import _jacobian as jac
 
+    runs = [(view.fn, view.inputs)]
+    same = calls.on_the_same_tensors(ctx.info, ctx.args("double"),
+                                     view.applied.args.diff_positions, view.applied.differentiable)
+    if same is not None:
+        runs.append((same, [t.detach().clone().requires_grad_(True) for t in view.inputs]))
     try:
-        with jac.no_slow_rerun():
-            torch.autograd.gradgradcheck(view.fn, view.inputs, grad_outputs, eps=tol.eps,
-                                         atol=tol.atol, rtol=tol.rtol, nondet_tol=tol.nondet_tol,
-                                         fast_mode=mode == "fast", raise_exception=True)
+        for fn, inputs in runs:
+            with jac.no_slow_rerun():
+                torch.autograd.gradgradcheck(fn, inputs, grad_outputs, eps=tol.eps,
+                                             atol=tol.atol, rtol=tol.rtol,
+                                             nondet_tol=tol.nondet_tol,
+                                             fast_mode=mode == "fast", raise_exception=True)
     except GradcheckError as exc:
         return str(exc)
     return None

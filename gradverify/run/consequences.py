@@ -108,12 +108,12 @@ def declared(check: Check, findings: list[Finding], results: Mapping[str, CheckR
                 # the declaration is of the whole check, whichever inputs its findings name
                 # (torch's message may name one): a finding on the same input is cited where
                 # there is one, the check's first error otherwise
-                errors = [f for f in row.findings if f.severity == Severity.ERROR]
-                for f in reversed(errors or list(row.findings)):
-                    root = (f"{f.code} ({name})", name, row.expect, rule)
-                    roots[None] = root
+                failing = [f for f in row.findings if f.severity == Severity.ERROR]
+                for f in reversed(failing or list(row.findings)):
+                    entry = (f"{f.code} ({name})", name, row.expect, rule)
+                    roots[None] = entry
                     if f.input is not None and rule.same_input:
-                        roots[f.input] = root
+                        roots[f.input] = entry
     root_of = []
     for f in findings:
         root = roots.get(f.input) or roots.get(None)

@@ -198,6 +198,29 @@ class ReluAtZero(Function):
         return grad * (x > 0).to(grad.dtype)
 
 
+class ClampsItsInputInPlace(Function):
+    """A forward that clamps its input in place (undeclared) and saves it: the values stay
+    below the bound, so one call's result is right, but bare gradcheck calls forward again on
+    the same tensor, whose version the write bumps, and the first call's backward raises
+    "modified by an inplace operation" (soft-DTW's forward writing inf into its cost matrix).
+    gradverify's gradcheck is called as torch calls it too, and says so as mutation's
+    consequence."""
+
+    EXPECT = ("gradcheck", "GV121", None)
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        x.clamp_(max=1e6)
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
 # ============================================================================ correct
 
 
@@ -269,3 +292,23 @@ class Float32BackwardArithmetic(Function):
     @once_differentiable
     def backward(ctx, grad):
         return (grad.float() * 3).to(grad.dtype)
+
+
+class ClampsACopyInPlace(Function):
+    """Clamps a copy of its input in place. naive gradcheck (a forward with an in-place write
+    called again on the same tensors): the write is into a tensor of its own, so every call
+    sees the same input, and backward the same saved one."""
+
+    SPEC = VEC
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.clone()
+        y.clamp_(max=1e6)
+        ctx.save_for_backward(x)
+        return y * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x.clamp(max=1e6) * grad
