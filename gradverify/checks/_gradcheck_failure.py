@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from gradverify.checks._probes import Nonlinear
 
 IGNORES_INCOMING = "not multiplied by the incoming gradient"  # a pattern of gradcheck's GV121
+AS_TORCH_CALLS_IT = "as torch's gradcheck calls it, forward again on the same input tensors: "
+"""Before torch's message where only that call failed (``_calls.on_the_same_tensors``)."""
 
 
 def mismatch(ctx: CheckContext, view: DifferentiableView, failure: str,
@@ -132,11 +134,11 @@ def raised(exc: BaseException, ctx: CheckContext, n_outputs: int, *,
     location = calls.user_location(exc, ctx.info)
     if rerun:
         return Finding("GV121", Severity.ERROR,
-                       f"gradcheck as torch runs it, calling forward again on the same input "
-                       f"tensors, raised {calls.describe_exception(exc)}: forward writes into "
-                       "its input", location=location or ctx.forward_location,
-                       hint="bare torch.autograd.gradcheck fails the same way; make forward "
-                            "work on a copy (see mutation)")
+                       f"{AS_TORCH_CALLS_IT}it raised {calls.describe_exception(exc)}",
+                       location=location or ctx.forward_location,
+                       hint="forward or backward writes into its input, so bare "
+                            "torch.autograd.gradcheck fails the same way; make them work on a "
+                            "copy (see mutation)")
     if where == "backward":
         hint = ("gradcheck calls backward once per output element with the other outputs' "
                 "gradients undefined (zeros, or None after set_materialize_grads(False)); "

@@ -207,7 +207,7 @@ class GradcheckCheck(Check):
                                              check_undefined_grad=False,
                                              fast_mode=run_mode == "fast", raise_exception=True)
         except GradcheckError as exc:
-            return str(exc)
+            return (failed.AS_TORCH_CALLS_IT if current[3] else "") + str(exc)
         except Exception as exc:  # noqa: BLE001 -- forward or backward raised inside gradcheck
             outcome.add(failed.raised(exc, ctx, len(view.outputs), rerun=current[3]))
             outcome.summary = "the Function raised during gradcheck"
