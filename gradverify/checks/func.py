@@ -10,7 +10,8 @@ through ``vjp`` and through ``grad``, must equal autograd's on the same inputs (
 backward that reads grad mode, or other state that torch.func sets differently). A backward
 that cannot run under a transform (torch.func wraps tensors: numpy or ``.data`` in an
 ``@once_differentiable`` backward) is a note when it declares so, a warning otherwise
-(GV362).
+(GV362); one that recomputes forward with ``requires_grad_()`` and ``torch.autograd.grad``,
+which torch.func refuses whatever the backward declares, is a warning.
 """
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ CODES = (
 )
 
 _TRANSFORMS = ("vjp", "grad")
+_RECOMPUTES = "attempting to call Tensor.requires_grad_()"
+"""torch.func's refusal of a backward that recomputes forward with autograd (functorch's
+message: "You are attempting to call Tensor.requires_grad_() (or perhaps using
+torch.autograd.functional.* APIs) inside of a function being transformed...")."""
 
 
 
@@ -122,6 +127,14 @@ def _raised(ctx: CheckContext, transform: str, exc: BaseException) -> Finding:
 
     formula = ctx.info.need(Formula)
     said = calls.describe_exception(exc)
+    if _RECOMPUTES in str(exc):  # not a tensor torch.func wraps: what @once_differentiable says
+        return Finding("GV362", Severity.WARNING, f"torch.func.{transform} raises {said}",
+                       location=calls.user_location(exc, ctx.info) or ctx.location,
+                       hint="torch.func refuses requires_grad_() and torch.autograd.grad inside "
+                            "a function it transforms, @once_differentiable or not: compute "
+                            "backward's derivative with torch ops (its closed form, or "
+                            "torch.func.vjp of the forward computation) instead of recomputing "
+                            "forward under torch.enable_grad()")
     if formula.once_differentiable:
         return Finding(
             "GV362", Severity.INFO,

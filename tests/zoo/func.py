@@ -59,6 +59,34 @@ class NumpyBackwardUndeclared(Function):
         return torch.from_numpy(grad.detach().numpy() * y.detach().numpy())
 
 
+class RecomputingSiLU(Function):
+    """SiLU whose @once_differentiable backward recomputes forward under enable_grad and takes
+    torch.autograd.grad of it: torch.func refuses requires_grad_() inside a transform, which
+    @once_differentiable does not declare (it says no double backward)."""
+
+    EXPECT = ("func", "GV362", None)
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"shape": [5]})
+
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            y = x * torch.sigmoid(x)
+            (dx,) = torch.autograd.grad(y, x, grad)
+        return dx
+
+
 # ============================================================================ look-alikes
 
 
@@ -126,3 +154,26 @@ class MaxWithIndex(Function):
         (index,) = ctx.saved_tensors
         full = torch.zeros((ctx.rows, *grad.shape), dtype=grad.dtype, device=grad.device)
         return full.scatter(0, index.unsqueeze(0), grad.unsqueeze(0))
+
+
+class ClosedFormSiLU(Function):
+    """naive func: an @once_differentiable SiLU backward, like one that recomputes forward
+    with torch.autograd.grad; this one computes the derivative in closed form with torch
+    ops, which torch.func runs."""
+
+    SPEC = spec_for(x={"shape": [5]})
+
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad * s * (1 + x * (1 - s))
