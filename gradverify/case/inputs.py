@@ -70,14 +70,11 @@ def fresh_leaf(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     import torch
 
     with torch.no_grad():  # a clone made without grad is a detached copy
-        out = t.clone()
+        out = _copied(t, lambda: t.clone())
         if type(out) is not type(t):
-            out = t.detach().clone()
+            out = _copied(t, lambda: t.detach().clone())
         if type(out) is not type(t):
-            try:
-                out = copy.deepcopy(t)
-            except Exception:  # noqa: BLE001 -- a subclass without a deepcopy
-                pass
+            out = _copied(t, lambda: copy.deepcopy(t))
         if type(out) is not type(t) and not requires_grad:
             return t
         # A subclass's clone keeps its class but not the attributes set on the instance
@@ -87,6 +84,15 @@ def fresh_leaf(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     if out.requires_grad != requires_grad:
         out.requires_grad_(requires_grad)
     return out
+
+
+def _copied(t: Any, copy_of: Any) -> Any:
+    """``copy_of()``, or None where it raises: a subclass that cannot copy itself (a frozen
+    quantized weight whose clone re-quantizes with other block sizes)."""
+    try:
+        return copy_of()
+    except Exception:  # noqa: BLE001 -- the subclass's own code
+        return None
 
 
 def describe(name: str, value: Any) -> InputInfo:

@@ -239,7 +239,7 @@ def tensor_function(info: Target, args: Args, positions: Sequence[int],
         # the flag, so that code registering hooks on its input runs as it would for a user
         values = [v.clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor)
                   and v.requires_grad and not torch.is_grad_enabled() else
-                  v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+                  _copy(v) if isinstance(v, torch.Tensor) else v for v in values]
         out = info.function.apply(*values)
         out = out if isinstance(out, tuple) else (out,)
         return tuple(out[j] for j in outputs)
@@ -274,7 +274,7 @@ def on_the_same_tensors(info: Target, args: Args, positions: Sequence[int],
 def _writes_into(info: Target, args: Args, positions: Sequence[int]) -> bool:
     """Whether a forward and a backward on copies of ``args`` (those at ``positions`` leaves
     requiring grad) change any of them in place: their version counters move."""
-    copies = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args.values]
+    copies = [_copy(v.detach()) if isinstance(v, torch.Tensor) else v for v in args.values]
     leaves = [copies[i].requires_grad_(True) for i in positions]
     before = [version(v) if isinstance(v, torch.Tensor) else None for v in copies]
     try:
@@ -287,6 +287,18 @@ def _writes_into(info: Target, args: Args, positions: Sequence[int]) -> bool:
     except Exception:  # noqa: BLE001 -- the checks report what the Function raises
         pass
     return any(b is not None and version(v) != b for v, b in zip(copies, before))
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A clone of ``t``, or ``t`` itself for a frozen subclass that cannot clone itself (a
+    quantized weight whose own dispatch refuses ``clone``): it requires no grad, so no call
+    can carry a graph through it, and the mutation check judges writes into it."""
+    try:
+        return t.clone()
+    except (NotImplementedError, RuntimeError, TypeError, AssertionError):
+        if t.requires_grad:
+            raise
+        return t
 
 
 def user_location(exc: BaseException, info: Target) -> Location | None:

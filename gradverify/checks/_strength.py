@@ -84,9 +84,13 @@ def constant_inputs(args: Args, exclude: Sequence[str] = ()) -> dict[str, float]
                 or not value.is_floating_point() \
                 or not is_strided(value) or not value.numel():
             continue
-        flat = value.detach().reshape(-1)
-        first = float(flat[0])
-        if bool((flat == first).all()) and (flat.numel() > 1 or first in (0.0, 1.0, -1.0)):
+        try:
+            flat = value.detach().reshape(-1)
+            first = float(flat[0])
+            alike = bool((flat == first).all())
+        except (NotImplementedError, RuntimeError, TypeError):
+            continue  # a frozen subclass without indexing (a quantized weight): no claim
+        if alike and (flat.numel() > 1 or first in (0.0, 1.0, -1.0)):
             found[name] = first
     return found
 

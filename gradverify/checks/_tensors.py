@@ -36,6 +36,13 @@ def is_strided(t: torch.Tensor) -> bool:
     return t.layout == torch.strided
 
 
+def has_own_dispatch(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a wrapper subclass with a ``__torch_dispatch__`` of its own (a frozen
+    quantized weight such as torchao's NF4Tensor): what its memory looks like is its own."""
+    return any("__torch_dispatch__" in vars(c) for c in type(t).__mro__
+               if c is not torch.Tensor)
+
+
 _PERMUTED = {
     "transposed": lambda n: [*range(n - 2), n - 1, n - 2] if n >= 2 else None,
     "leading dims permuted": lambda n: [*range(n - 3), n - 2, n - 3, n - 1] if n >= 3 else None,
@@ -240,6 +247,20 @@ def modify_in_place(t: torch.Tensor) -> None:
         raise Unsupported("it has no elements")
     if is_strided(t) and any(stride == 0 and size > 1 for stride, size in zip(t.stride(), t.shape)):
         raise Unsupported("its elements share memory (expanded), so torch refuses in-place writes")
+    try:
+        _change_values(t)
+    except Unsupported:
+        raise
+    except Exception as exc:
+        if is_protection(exc):
+            raise
+        # a frozen subclass (a quantized weight) without in-place arithmetic: our own write
+        # failed, which says nothing of backward
+        raise Unsupported(f"{type(t).__name__} has no in-place arithmetic "
+                          f"({type(exc).__name__})") from exc
+
+
+def _change_values(t: torch.Tensor) -> None:
     with torch.no_grad():
         if is_sparse(t):
             if not is_inexact(t):
@@ -271,8 +292,15 @@ def noncontiguous(t: torch.Tensor, how: str) -> torch.Tensor | None:
     ``reversed strides`` (every dim's order reversed, column-major, dim >= 3) or ``strided``
     (every other element of a larger buffer). None when the layout does not apply (sparse
     kinds, too few elements or dims)."""
-    if t.numel() < 2 or not is_strided(t):
-        return None
+    if t.numel() < 2 or not is_strided(t) or has_own_dispatch(t):
+        return None  # a wrapper subclass lays out its memory itself
+    try:
+        return _relaid(t, how)
+    except (NotImplementedError, RuntimeError, TypeError, AssertionError):
+        return None  # a frozen subclass that cannot be laid out otherwise (a quantized weight)
+
+
+def _relaid(t: torch.Tensor, how: str) -> torch.Tensor | None:
     with torch.no_grad():
         if how in _PERMUTED:
             order = _PERMUTED[how](t.dim())

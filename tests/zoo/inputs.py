@@ -231,3 +231,59 @@ class QuantizedScaleUnmarked(Function):
     SPEC = factory_case("make_quantized_weight_unmarked")
     forward = QuantizedScale.forward
     backward = QuantizedScale.backward
+
+
+class BlockQuantWeight(torch.Tensor):
+    """A frozen weight quantized in blocks, as torchao's NF4Tensor keeps one: a wrapper
+    subclass whose own dispatch runs what a linear kernel needs (detach, dequantizing ``to``
+    a dtype, metadata) and nothing else: no indexing, no permute, no in-place arithmetic, and
+    a clone that refuses (NF4's re-quantizes, and raises for block sizes it was not made
+    with)."""
+
+    @staticmethod
+    def __new__(cls, codes, scale, dtype):
+        return torch.Tensor._make_wrapper_subclass(cls, codes.shape, dtype=dtype,
+                                                   device=codes.device, requires_grad=False)
+
+    def __init__(self, codes, scale, dtype):
+        self.codes, self.scale = codes, scale
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        weight, kwargs = args[0], kwargs or {}
+        if func is torch.ops.aten.detach.default:
+            return BlockQuantWeight(weight.codes, weight.scale, weight.dtype)
+        if func is torch.ops.aten._to_copy.default:
+            dequantized = weight.codes.to(torch.float32) * weight.scale
+            return dequantized.to(kwargs.get("dtype") or weight.dtype)
+        raise NotImplementedError(f"BlockQuantWeight dispatch: attempting to run {func}")
+
+
+def make_block_quant_weight(generator, dtype):
+    x = torch.randn(3, 8, generator=generator, dtype=dtype, requires_grad=True)
+    codes = torch.randint(-7, 8, (5, 8), generator=generator, dtype=torch.int8)
+    scale = torch.rand(5, 1, generator=generator) + 0.5
+    return {"x": x, "weight": BlockQuantWeight(codes, scale, torch.bfloat16)}
+
+
+class BlockQuantLinear(Function):
+    """x @ w.T with a frozen block-quantized weight (torchao's LinearNF4 on an NF4Tensor):
+    forward dequantizes it to x's dtype. naive checks: a constant input is read entry by
+    entry, laid out non-contiguously, cloned, and written in place to see whether backward
+    protects it; each of those raises in the subclass's own dispatch, which is gradverify's
+    work failing, not the Function. Bare gradcheck on x passes."""
+
+    SPEC = factory_case("make_block_quant_weight")
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        w = weight.to(x.dtype)
+        ctx.save_for_backward(w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        return grad @ w, None
