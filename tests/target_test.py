@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 import zoo
 from gradverify.errors import TargetError
@@ -37,6 +38,24 @@ def test_once_differentiable_varargs_classmethod_mark_dirty():
     assert introspect(zoo.InplaceMul).need(Formula).uses_mark_dirty
     assert introspect(zoo.InplaceMul).writes_inputs
     assert not introspect(zoo.Exp).need(Formula).has_jvp and introspect(zoo.Exp).vmap is None
+
+
+class SaysMarkDirtyInWords(torch.autograd.Function):
+    """Writes into a copy, so it needs no ctx.mark_dirty."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.clone()  # no mark_dirty: y is its own
+        return y.mul_(2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_mark_dirty_named_in_a_comment_or_docstring_is_no_declaration():
+    assert not introspect(SaysMarkDirtyInWords).need(Formula).uses_mark_dirty
+    assert not introspect(SaysMarkDirtyInWords).writes_inputs
 
 
 def test_not_a_function():

@@ -2,7 +2,9 @@
 forward and backward (ctx style or setup_context style)."""
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -127,7 +129,7 @@ def class_target(obj: Any, target: str | None = None) -> Target:
     formula = Formula(
         style="setup_context" if setup_context else "ctx", once_differentiable=once,
         has_jvp=_overrides(cls, "jvp", Function) or _overrides(cls, "forward_ad", Function),
-        backward_arity=arity, uses_mark_dirty="mark_dirty" in source)
+        backward_arity=arity, uses_mark_dirty=_names_mark_dirty(source))
     return Target(
         function=cls, target=name, params=params, forward_location=location_of(forward_fn),
         backward_location=location_of(unwrap(backward_fn)), source_file=source_file,
@@ -170,3 +172,13 @@ def _backward_arity(fn: Any, is_classmethod: bool) -> int | None:
     return sum(1 for p in params[skip:] if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
                                                       inspect.Parameter.POSITIONAL_OR_KEYWORD))
 
+
+def _names_mark_dirty(source: str) -> bool:
+    """Whether the class's code reads ``mark_dirty`` (``ctx.mark_dirty(x)``): in its code, not
+    in a comment or a docstring that mentions it; the text itself where it does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return "mark_dirty" in source
+    return any(isinstance(node, ast.Attribute) and node.attr == "mark_dirty"
+               for node in ast.walk(tree))
