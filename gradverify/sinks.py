@@ -3,6 +3,7 @@
 Each file is refused before the run when it cannot be written, and written after it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from gradverify.files import (
 from gradverify.report import RENDERERS
 from gradverify.report.text import escaped
 from gradverify.results import Report
-from gradverify.run.repro import MARKER, file_names
+from gradverify.run.repro import MARKER, file_names, placed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -96,7 +97,7 @@ def write_repros(report: Report, folder: Path) -> bool:
         try:
             if _foreign(path, MARKER):
                 raise OutputError(f"{shown} is not a repro gradverify wrote: left as it is")
-            write_text(path, script, what="repro")
+            write_text(path, placed(script, str(folder), os.getcwd()), what="repro")
         except OutputError as exc:
             terminal.err(escaped(f"error: --repro: {exc}"))
             failed = True

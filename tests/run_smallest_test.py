@@ -51,9 +51,11 @@ def test_repro_fails_under_bare_torch_and_passes_on_the_fix(project: Project) ->
     script = project.root / f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py"
     text = script.read_text()
     assert "gradverify" not in text.split("import torch", 1)[1].replace(
-        "# where gradverify ran", "")  # bare torch only
-    done = _bare(script, project.root / "repro")
-    assert done.returncode == 1, done.stderr
+        "# the folder gradverify ran in, from this script's", "")  # bare torch only
+    assert str(project.root) not in text  # no local path: the project's folder from the script's
+    for cwd in (project.root / "repro", project.root, Path(sys.executable).parent):
+        done = _bare(script, cwd)
+        assert done.returncode == 1, (cwd, done.stderr)
     assert "FAILED: torch.autograd.gradcheck on specs.broken.broken_ops:SinWrongSign" \
         in done.stderr and "Jacobian mismatch" in done.stderr
     project.write("fixed/fixed_ops.py", _fixed())
@@ -67,6 +69,11 @@ def test_repro_fails_under_bare_torch_and_passes_on_the_fix(project: Project) ->
     done = _bare(project.root / f"repro/{BROKEN}CubeDetachedBackward_vector_gradgradcheck.py",
                  project.root)
     assert done.returncode == 1 and "FAILED: torch.autograd.gradgradcheck" in done.stderr
+    moved = project.root.parent / f"{project.root.name}-moved"
+    shutil.copytree(project.root, moved)  # the project, and the script with it
+    (project.root / "specs/broken/broken_ops.py").unlink()  # nothing left where it ran
+    done = _bare(moved / "repro" / script.name, moved.parent)
+    assert done.returncode == 1 and "FAILED: torch.autograd.gradcheck" in done.stderr
 
 
 def test_a_check_bare_torch_cannot_show_gets_no_script_and_says_so(project: Project) -> None:

@@ -152,7 +152,7 @@ def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
     if name.named:
         call = kind.bare_call(info, None)
         return None if call is None else (
-            f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
+            _root_line() + "sys.path.insert(0, ROOT)\n"
             + "".join(f"import {module}\n" for module in imports), call)
     module, _, attr = info.target.rpartition(":")
     call = kind.bare_call(info, attr) if module and attr else None
@@ -160,16 +160,43 @@ def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
         return None
     head = attr.split(".")[0]
     if module.endswith(".py") or "/" in module or os.sep in module:
-        path = os.path.abspath(module)
-        lines = ("import importlib.util\n\n"
-                 f"_spec = importlib.util.spec_from_file_location({_stem(path)!r}, {path!r})\n"
+        path = os.path.relpath(os.path.abspath(module))
+        lines = ("import importlib.util\n\n" + _root_line() +
+                 f"_spec = importlib.util.spec_from_file_location({_stem(path)!r}, "
+                 f"os.path.join(ROOT, {path!r}))\n"
                  "_module = importlib.util.module_from_spec(_spec)\n"
                  "_spec.loader.exec_module(_module)\n"
                  f"{head} = _module.{head}\n")
     else:
-        lines = (f"sys.path.insert(0, {os.getcwd()!r})  # where gradverify ran\n"
+        lines = (_root_line() + "sys.path.insert(0, ROOT)\n"
                  f"from {module} import {head}\n")
     return lines, call
+
+
+ROOT_LINE = "ROOT = "
+"""How the line naming the folder gradverify ran in starts: absolute as the worker writes it
+(``_root_line``), made relative to the script where it is written (``placed``)."""
+
+
+def _root_line() -> str:
+    return f"{ROOT_LINE}{os.getcwd()!r}  # the folder gradverify ran in\n"
+
+
+def placed(script: str, folder: str, ran_in: str) -> str:
+    """``script`` as written into ``folder``: the folder gradverify ran in (``ran_in``) named
+    relative to the script's own, so that no local path leaks into a bug report and the script
+    runs from any directory, and wherever the project goes with it."""
+    try:
+        relative = os.path.relpath(ran_in, folder)
+    except ValueError:  # another drive: only the absolute path reaches it
+        return script
+    lines = script.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(ROOT_LINE):
+            lines[i] = (f"{ROOT_LINE}os.path.normpath(os.path.join(os.path.dirname("
+                        f"os.path.abspath(__file__)), {relative!r}))  # the folder gradverify "
+                        "ran in, from this script's\n")
+    return "".join(lines)
 
 
 def _stem(path: str) -> str:
@@ -226,6 +253,7 @@ def _text(check: str, finding: Finding, info: Target, case: Case, callee: tuple[
 # It exits 1, printing the failure, while the bug is there; 0 once it is fixed.
 # Bare torch only: gradverify is not needed to run it. The case, as a spec case:
 {spec_case}
+import os
 import sys
 
 import torch
