@@ -89,6 +89,39 @@ def test_a_check_bare_torch_cannot_show_gets_no_script_and_says_so(project: Proj
     assert done.returncode == 1 and "returned an incorrect number of gradients" in done.stderr
 
 
+VIEWS_GRAD = """
+import torch
+
+
+class Triple(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.{how}(-1) * 3).view(ctx.shape)
+"""
+
+
+def test_a_backward_that_assumes_a_contiguous_gradient_gets_a_bare_torch_repro(
+        project: Project) -> None:
+    project.write("views.py", VIEWS_GRAD.format(how="view"))
+    project.write("views.yaml", "target: views:Triple\ncases:\n  - args: {x: {shape: [3, 4]}}\n")
+    result = run_cli("check", "views.yaml", "--only", "layout", "--repro", "repro")
+    assert result.code == 1 and "[GV254 layout]" in result.output
+    (script,) = (project.root / "repro").iterdir()
+    done = _bare(script, Path(sys.executable).parent)
+    assert done.returncode == 1, done.stderr
+    assert "FAILED: backward of views:Triple raised on an incoming gradient with the same " \
+        "values transposed in memory" in done.stderr
+    project.write("views.py", VIEWS_GRAD.format(how="reshape"))  # the fix
+    done = _bare(script, project.root)
+    assert done.returncode == 0, done.stderr
+    assert "ok: backward gives the same gradients whatever" in done.stdout
+
+
 def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:
     _broken(project)
     mine = project.write(f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py", "print('mine')\n")

@@ -101,6 +101,24 @@ _CALLED = """    args = inputs()
 """
 """The start of a body that runs backward itself: the call, its outputs and the leaves."""
 
+_RELAID = """    def strided(g):  # every other element of a buffer twice as long
+        buffer = torch.zeros(*g.shape[:-1], 2 * g.shape[-1], dtype=g.dtype)
+        out = buffer[..., ::2]
+        out.copy_(g)
+        return out
+
+    def transposed(g):  # the last two dims swapped in memory
+        return g.transpose(-1, -2).contiguous().transpose(-1, -2) if g.dim() >= 2 else g
+
+    def reversed_strides(g):  # every dim's order reversed in memory
+        order = list(range(g.dim()))[::-1]
+        return g.permute(order).contiguous().permute(order)
+
+    LAYOUTS = {"every other element of a larger buffer": strided,
+               "transposed in memory": transposed, "with reversed strides": reversed_strides}
+"""
+"""Incoming gradients with the same values in other memory, as the layout check makes them."""
+
 
 def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
           ) -> tuple[str, str] | None:
@@ -128,6 +146,24 @@ def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
     print("ok: autograd accepts backward's gradients")
     return None
 ''', "one backward through autograd"
+    if check == "layout" and code in ("GV253", "GV254"):
+        return _CALLED + _RELAID + f'''    torch.manual_seed(0)
+    grads = [torch.randn_like(o) for o in outs]
+    contiguous = torch.autograd.grad(outs, leaves, grads, retain_graph=True, allow_unused=True)
+    for how, relaid in LAYOUTS.items():
+        try:
+            other = torch.autograd.grad(outs, leaves, [relaid(g) for g in grads],
+                                        retain_graph=True, allow_unused=True)
+        except RuntimeError as exc:
+            return ("FAILED: backward of " + {target} + " raised on an incoming gradient "
+                    "with the same values " + how + ":\\n" + str(exc))
+        for k, (a, b) in enumerate(zip(contiguous, other)):
+            if (a is None) != (b is None) or a is not None and not torch.allclose(a, b):
+                return ("FAILED: backward of " + {target} + " gives another gradient for "
+                        "input " + str(k) + " when the incoming gradient, same values, is " + how)
+    print("ok: backward gives the same gradients whatever the incoming gradient's layout")
+    return None
+''', "backward on incoming gradients laid out otherwise"
     if check != "mutation" or code not in WRITES or not info.has(Capability.CLASS_SOURCE):
         return None
     what, watched = WRITES[code]
