@@ -9,7 +9,9 @@ is resolved as Python would, on the file system:
 - ``import a.b``, ``from a.b import c`` (``a/b/c.py`` when ``c`` is a module), relative imports
   (``from . import x``, ``from ..util import f``) against the importing file's package;
 - a module inside a package imports its package's ``__init__.py`` (and that one its parent's),
-  found as the ``__init__.py`` beside it;
+  found as the ``__init__.py`` beside it; an ``__init__.py`` that only re-exports (imports, a
+  docstring, ``__all__``) uses none of what it imports itself, so a name imported from it is
+  followed to the module that defines it (``through``), never to all it re-exports;
 - imports inside functions count (forward may import lazily); ``importlib`` calls do not.
 
 Only the project's folders are searched: ``PYTHONPATH``, the current directory, the project
@@ -49,23 +51,44 @@ class _Import:
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed(path: Path, stamp: tuple[int, int]) -> tuple[tuple[_Import, ...], str | None]:
+def _parsed(path: Path, stamp: tuple[int, int]
+            ) -> tuple[tuple[_Import, ...], str | None, bool]:
     """The imports of one file, or none and why it could not be read (``stamp``: its
-    modification time and size, so that an edited file is read again)."""
+    modification time and size, so that an edited file is read again), and whether it only
+    imports (a docstring, imports, ``__all__``: a package ``__init__.py`` that re-exports)."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except SyntaxError as exc:
-        return (), f"{exc.msg} at line {exc.lineno}"
+        return (), f"{exc.msg} at line {exc.lineno}", False
     except (OSError, ValueError, RecursionError) as exc:
-        return (), str(exc) or type(exc).__name__
+        return (), str(exc) or type(exc).__name__, False
     found: list[_Import] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [_Import(0, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            names = tuple(alias.name for alias in node.names if alias.name != "*")
+            names = tuple(alias.name if alias.asname is None else f"{alias.name} as "
+                          f"{alias.asname}" for alias in node.names if alias.name != "*")
             found.append(_Import(node.level, node.module or "", names))
-    return tuple(found), None
+    return tuple(found), None, all(_only_names(node) for node in tree.body)
+
+
+def _only_names(node: ast.stmt) -> bool:
+    """An import, the docstring, or ``__all__ = [...]``: a statement that runs no code of its
+    own."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    return bool(targets) and all(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+
+
+def _bound(name: str) -> tuple[str, str]:
+    """(the name imported, the name it is bound to) of ``from m import a as b``."""
+    imported, _, bound = name.partition(" as ")
+    return imported, bound or imported
 
 
 def _module_at(folder: Path, parts: Sequence[str]) -> Path | None:
@@ -111,14 +134,45 @@ class ImportGraph:
             package = self._package_init(file)
             if package is not None:
                 found.add(package)
-            imports, error = _parsed(file, stamp(file))
+            imports, error, only = _parsed(file, stamp(file))
             if error is not None:
                 self.unparsed[file] = error
-            for each in imports:
-                found |= self._relative(file, each) if each.level else self._absolute(each)
+            if not (only and file.name == "__init__.py"):
+                # a package __init__ that only re-exports uses none of them itself: a module
+                # that imports a name from it depends on the module defining that name
+                for each in imports:
+                    for imported in (self._relative(file, each) if each.level
+                                     else self._absolute(each)):
+                        found |= self.through(imported, each.names)
             found.discard(file)
             self._edges[file] = frozenset(found)
         return self._edges[file]
+
+    def through(self, file: Path, names: tuple[str, ...],
+                 seen: frozenset[Path] = frozenset()) -> set[Path]:
+        """``file``, and where it is a package ``__init__.py`` that only re-exports, the
+        modules that define ``names`` in it (all it re-exports, for ``import pkg`` or
+        ``from pkg import *``); ``seen``: the ``__init__.py`` files on the way (a cycle
+        ends)."""
+        if file.name != "__init__.py" or file in seen:
+            return {file}
+        imports, error, only = _parsed(file, stamp(file))
+        if error is not None or not only:
+            return {file}
+        wanted = {_bound(name)[0] for name in names}
+        found = {file}
+        for each in imports:
+            bound = {_bound(name)[1] for name in each.names}
+            if names and not each.names and each.level == 0:
+                continue  # `import a.b` binds `a`, never a name asked for
+            if names and each.names and not bound & wanted:
+                continue
+            for imported in (self._relative(file, each) if each.level
+                             else self._absolute(each)):
+                if imported != file:
+                    found |= self.through(imported, tuple(bound & wanted) or each.names,
+                                           seen | {file})
+        return found
 
     def find(self, module: str) -> Path | None:
         """The file of the dotted ``module`` in the first base that has it."""
@@ -143,7 +197,8 @@ class ImportGraph:
         """``import a.b.c`` (the longest part of the name that is a file: ``a.b`` when ``c``
         is compiled) and ``from a.b import c`` (``a/b/c.py`` when ``c`` is a module)."""
         parts = each.module.split(".")
-        found = {f for f in (self.find(f"{each.module}.{name}") for name in each.names) if f}
+        found = {f for f in (self.find(f"{each.module}.{_bound(name)[0]}")
+                             for name in each.names) if f}
         for end in range(len(parts), 0, -1):
             file = self.find(".".join(parts[:end]))
             if file is not None:
@@ -159,7 +214,7 @@ class ImportGraph:
             folder = folder.parent
         parts = each.module.split(".") if each.module else []
         candidates = [_module_at(folder, parts),
-                      *(_module_at(folder, [*parts, name]) for name in each.names)]
+                      *(_module_at(folder, [*parts, _bound(name)[0]]) for name in each.names)]
         return {c for c in candidates if c is not None}
 
 
@@ -212,6 +267,12 @@ class Readers:
             extra += [f.parent for n, found in files.items() if n.is_path
                       for f in found if f.is_file()]
         graph = ImportGraph(project_bases(root, extra))
+        for i, spec in enumerate(self.specs):  # a target re-exported by its package's
+            # __init__ (`pkg:Fn` from `from .ops import Fn`) is defined where it comes from
+            heads = tuple(n.text.rpartition(":")[2].split(".")[0] for n in names_read(spec)
+                          if n.form == Form.ATTRIBUTE)
+            self._starts[i] = self._starts[i].union(
+                *(graph.through(f, heads) for f in self._starts[i] if f.is_file()))
         self._importers: dict[Path, set[Path]] = {}
         for file in graph.closure(f for start in self._starts for f in start):
             for imported in graph.imports(file):

@@ -71,6 +71,46 @@ def test_a_changed_package_init_runs_every_target_under_the_package(package):
     assert changed("pkg/sub/__init__.py") == ["pkg.sub.more:Other"]
 
 
+@pytest.fixture
+def reexporting(project: Project) -> Project:
+    """sigproc/, whose __init__ only re-exports its modules' names (as most packages do)."""
+    project.write("sigproc/__init__.py", '''"""Signal processing."""
+from .util import twice as double
+from .filters import Lowpass
+from .peaks import Peak
+
+__all__ = ["Lowpass", "Peak", "double"]
+''')
+    project.write("sigproc/util.py", "def twice(x):\n    return 2 * x\n")
+    project.write("sigproc/peaks.py", fn("Peak", "double(x)", "from sigproc import double\n"))
+    project.write("sigproc/filters.py", fn("Lowpass"))
+    for target in ("sigproc.peaks:Peak", "sigproc.filters:Lowpass"):
+        spec(project, target)
+    project.write("specs/reexported.yaml",
+                  "target: sigproc:Lowpass\ncases:\n  - args: {x: {shape: [3]}}\n")
+    return project
+
+
+def test_a_package_init_that_only_re_exports_runs_only_the_targets_using_the_change(
+        reexporting):
+    """Importing sigproc.peaks runs sigproc/__init__.py, which imports every module; that
+    alone made every target depend on every module, so the hook ran everything."""
+    assert changed("sigproc/filters.py") == ["sigproc.filters:Lowpass", "sigproc:Lowpass"]
+    assert changed("sigproc/peaks.py") == ["sigproc.peaks:Peak"]
+    # a name imported from the package is followed to the module defining it (an alias too)
+    assert changed("sigproc/util.py") == ["sigproc.peaks:Peak"]
+    assert changed("sigproc/__init__.py") == [
+        "sigproc.filters:Lowpass", "sigproc.peaks:Peak", "sigproc:Lowpass"]
+
+
+def test_a_package_init_that_runs_code_depends_on_what_it_imports(reexporting):
+    reexporting.write("sigproc/__init__.py", "from .util import twice as double\n\n"
+                      "SCALE = double(1)\nfrom .filters import Lowpass\n"
+                      "from .peaks import Peak\n")
+    assert changed("sigproc/util.py") == [
+        "sigproc.filters:Lowpass", "sigproc.peaks:Peak", "sigproc:Lowpass"]
+
+
 def test_an_unrelated_file_runs_nothing_and_passes(package):
     result = run_cli("check", "--changed", "unrelated.py", "README.md")
     assert result.code == 0 and "no checks ran" in result.stdout
