@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import re
 import shutil
 import struct
 import subprocess
@@ -139,14 +141,33 @@ def test_user_text_is_escaped_and_nothing_is_fetched():
     assert f"pkg:{HOSTILE}" in page.rows[1] and f"basic {HOSTILE}" in page.rows[1]
 
 
-def test_the_case_table_has_a_row_per_check():
-    page = _parse(RENDERERS["html"].render(_report(_block(2, 2))))
-    assert page.rows[0] == ["target", "spec", "case", "check", "status", "duration"]
-    assert [row[3:] for row in page.rows[1:]] == [["contract", "pass", "0.10s"],
-                                                  ["gradcheck", "fail", "0.25s"]]
+HEADER = ["target", "spec", "case", "check", "status", "duration"]
+
+
+def test_the_case_table_has_a_row_per_check_the_passing_ones_folded():
+    text = RENDERERS["html"].render(_report(_block(2, 2)))
+    page = _parse(text)
+    assert page.rows == [HEADER, page.rows[1], HEADER, page.rows[3]]
+    assert [page.rows[1][3:], page.rows[3][3:]] == [["gradcheck", "fail", "0.25s"],
+                                                    ["contract", "pass", "0.10s"]]
+    folded = text[text.index("<details>"):text.index("</details>")]
+    assert "1 passing check</summary>" in folded and ">contract<" in folded
+    assert ">gradcheck<" not in folded
     text = " ".join("".join(page.text).split())
     assert f"pkg/ops.py:42: error: gradient for 'x' is wrong: {HOSTILE} [GV121 gradcheck]" in text
     assert f"specs/bad.yaml:3: GV002 bad {HOSTILE}" in text
+
+
+def test_the_page_opens_on_the_summary_and_the_failures_each_linked_to_its_finding():
+    text = RENDERERS["html"].render(_report(_block(2, 2)))
+    order = [text.index(part) for part in ('class="summary"', "exit status 3", "<h2>Failing",
+                                           '<div class="finding error" id="f1">',
+                                           "<h2>Cases", "<details>")]
+    assert order == sorted(order)
+    failing = text[text.index("<h2>Failing"):text.index("<h2>Findings")]
+    assert '<a href="#f1">gradcheck</a>' in failing and "pkg.ops:F" in failing
+    table = text[text.index("<h2>Cases"):]
+    assert '<td><a href="#f1">gradcheck</a></td>' in table
 
 
 @pytest.fixture
@@ -190,7 +211,39 @@ def test_a_browser_renders_the_table_and_the_images(tmp_path):
                           "--dump-dom", path.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
     page = _parse(dom)
-    assert [row[3:5] for row in page.rows[1:]] == [["contract", "pass"], ["gradcheck", "fail"]]
+    assert [row[3:5] for row in page.rows if row != HEADER] == [["gradcheck", "fail"],
+                                                                ["contract", "pass"]]
     (image,) = page.images
     assert str(image["src"]).startswith("data:image/png;base64,")
     assert "<script" not in dom
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless browser (chromium) on this machine")
+def test_the_first_screen_shows_the_failures(tmp_path):
+    """As people see it: in a 1280x800 window, the first finding starts on the first screen,
+    however many passing checks the run had (a copy of the page measures itself; the report
+    has no script)."""
+    report = _report(_block(3, 4))
+    many = tuple(CheckResult(f"check{i}", Status.PASS, 0.1, "ok") for i in range(300))
+    report = dataclasses.replace(report, results=(dataclasses.replace(
+        report.results[0], checks=many + report.results[0].checks),))
+    text = RENDERERS["html"].render(report)
+    assert "<script" not in text
+    measure = ("<script>document.title = String(Math.round(document.getElementById('f1')"
+               ".getBoundingClientRect().top));</script></body>")
+    path = tmp_path / "report.html"
+    path.write_text(text.replace("</body>", measure), encoding="utf-8")
+    dom = subprocess.run([str(BROWSER), "--headless", "--no-sandbox", "--disable-gpu",
+                          "--window-size=1280,800", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    top = re.search(r"<title>(\d+)</title>", dom)
+    assert top is not None and int(top.group(1)) < 800, dom[:500]
+    shot = tmp_path / "first-screen.png"
+    subprocess.run([str(BROWSER), "--headless", "--no-sandbox", "--disable-gpu",
+                    "--window-size=1280,800", f"--screenshot={shot}", path.as_uri()],
+                   capture_output=True, timeout=120, cwd=tmp_path)
+    assert shot.is_file() and _png_signature(shot.read_bytes())
+
+
+def _png_signature(data: bytes) -> bool:
+    return data[:8] == b"\x89PNG\r\n\x1a\n"

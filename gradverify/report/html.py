@@ -1,7 +1,10 @@
-"""One self-contained HTML page (``--format html``): the case table, the findings with their
-``file:line``, and each disagreeing Jacobian block's |analytical - numerical| heatmap as a PNG
-in a ``data:`` URI. Inline style, no script, nothing fetched: the file opens anywhere, offline,
-as a CI artifact. Every user-given text is escaped."""
+"""One self-contained HTML page (``--format html``) that opens on what failed: the summary
+(counts, the exit status, each failing target linked to its findings), then the findings with
+their ``file:line`` and each disagreeing Jacobian block's |analytical - numerical| heatmap as a
+PNG in a ``data:`` URI, each with an anchor, then the case table, whose rows that did not pass
+link to their findings and whose passing rows are folded (``<details>``). Inline style, no
+script, nothing fetched: the file opens anywhere, offline, as a CI artifact. Every user-given
+text is escaped."""
 from __future__ import annotations
 
 import base64
@@ -31,6 +34,8 @@ td.xpass { color: #8250df; }
 .where { font-family: monospace; } .hint { color: #555; }
 figure { margin: 0.5em 0; } img.heatmap { image-rendering: pixelated; border: 1px solid #ccc; }
 pre { background: #f6f8fa; padding: 0.5em; overflow-x: auto; }
+p.exit { font-weight: bold; } ul.failing { margin-top: 0; }
+details { margin: 0.5em 0; } summary { cursor: pointer; color: #555; }
 """
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -58,12 +63,15 @@ class Html:
 
 
 def render(report: Report) -> str:
+    anchors = _anchors(report.results)
     parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              "<title>gradverify report</title>", f"<style>{_STYLE}</style>", "</head>",
              "<body>", "<h1>gradverify</h1>",
-             f'<p class="summary">{_h(summary_line(report).plain())}</p>']
-    parts += _case_table(report.results)
-    parts += _findings(report.results)
+             f'<p class="summary">{_h(summary_line(report).plain())}</p>',
+             f'<p class="exit">exit status {int(report.exit_code)}</p>']
+    parts += _failing(report.results, anchors)
+    parts += _findings(report.results, anchors)
+    parts += _case_table(report.results, anchors)
     if report.errors:
         parts += ["<h2>Errors</h2>", "<ul>"]
         parts += [f'<li class="error-entry">{_where(e.location)}<b>{_h(e.code)}</b> '
@@ -87,41 +95,86 @@ def _where(location: object) -> str:
     return f'<span class="where">{_h(location)}</span>: ' if location else ""
 
 
-def _case_table(cases: tuple[CaseResult, ...]) -> list[str]:
-    """One row per check of each case: target, spec, case, check, status, duration."""
+def _shown(check: CheckResult) -> list[Finding]:
+    """The findings the page shows of a check: those of a check that did not pass, and the
+    warnings of one that did."""
+    return [f for f in check.findings
+            if f.severity != Severity.INFO or check.status not in (Status.PASS, Status.SKIP)]
+
+
+def _anchors(cases: tuple[CaseResult, ...]) -> dict[tuple[int, str], str]:
+    """The anchor of each (case, check) whose findings the page shows: ``f1``, ``f2``..."""
+    found: dict[tuple[int, str], str] = {}
+    for i, case in enumerate(cases):
+        for check in case.rows:
+            if _shown(check):
+                found[(i, check.name)] = f"f{len(found) + 1}"
+    return found
+
+
+def _failing(cases: tuple[CaseResult, ...], anchors: dict[tuple[int, str], str]) -> list[str]:
+    """Each case that failed or erred, with links to its findings."""
+    items = []
+    for i, case in enumerate(cases):
+        bad = [c for c in case.rows if c.status in (Status.FAIL, Status.ERROR)]
+        if not bad:
+            continue
+        links = ", ".join(f'<a href="#{anchors[(i, c.name)]}">{_h(c.name)}</a>'
+                          if (i, c.name) in anchors else _h(c.name) for c in bad)
+        items.append(f"<li><b>{_h(case.target)}</b> :: {_h(case.case)}: {links}</li>")
+    return ["<h2>Failing</h2>", '<ul class="failing">', *items, "</ul>"] if items else []
+
+
+def _case_table(cases: tuple[CaseResult, ...],
+                anchors: dict[tuple[int, str], str]) -> list[str]:
+    """One row per check of each case: target, spec, case, check, status, duration; the rows
+    that did not pass first, linked to their findings, the passing ones folded."""
     if not cases:
         return []
-    rows = ["<h2>Cases</h2>", '<table class="cases">',
-            "<thead><tr><th>target</th><th>spec</th><th>case</th><th>check</th>"
-            "<th>status</th><th>duration</th></tr></thead>", "<tbody>"]
-    for case in cases:
+    head = ('<table class="cases">', "<thead><tr><th>target</th><th>spec</th><th>case</th>"
+            "<th>check</th><th>status</th><th>duration</th></tr></thead>", "<tbody>")
+    other: list[str] = []
+    passed: list[str] = []
+    for i, case in enumerate(cases):
         for check in case.rows:
             status = check.status.value
-            rows.append(f'<tr class="{status}"><td>{_h(case.target)}</td>'
-                        f"<td>{_h(case.spec or '')}</td><td>{_h(case.case)}</td>"
-                        f"<td>{_h(check.name)}</td>"
-                        f'<td class="{status}">{status}</td>'
-                        f'<td class="duration">{check.duration_s:.2f}s</td></tr>')
-    rows += ["</tbody>", "</table>"]
+            anchor = anchors.get((i, check.name))
+            name = f'<a href="#{anchor}">{_h(check.name)}</a>' if anchor else _h(check.name)
+            row = (f'<tr class="{status}"><td>{_h(case.target)}</td>'
+                   f"<td>{_h(case.spec or '')}</td><td>{_h(case.case)}</td>"
+                   f"<td>{name}</td>"
+                   f'<td class="{status}">{status}</td>'
+                   f'<td class="duration">{check.duration_s:.2f}s</td></tr>')
+            (passed if check.status == Status.PASS else other).append(row)
+    rows = ["<h2>Cases</h2>"]
+    if other:
+        rows += [*head, *other, "</tbody>", "</table>"]
+    if passed:
+        rows += [f"<details><summary>{len(passed)} passing "
+                 f"check{'s' if len(passed) != 1 else ''}</summary>", *head, *passed,
+                 "</tbody>", "</table>", "</details>"]
     return rows
 
 
-def _findings(cases: tuple[CaseResult, ...]) -> list[str]:
-    """The findings of every check that did not pass (and the warnings of those that did)."""
+def _findings(cases: tuple[CaseResult, ...],
+              anchors: dict[tuple[int, str], str]) -> list[str]:
+    """The findings of every check that did not pass (and the warnings of those that did),
+    each check's under its anchor."""
     parts: list[str] = []
-    for case in cases:
+    for i, case in enumerate(cases):
         for check in case.rows:
-            shown = [f for f in check.findings if f.severity != Severity.INFO
-                     or check.status not in (Status.PASS, Status.SKIP)]
-            for finding in shown:
-                parts += _finding(case, check, finding)
+            for k, finding in enumerate(_shown(check)):
+                parts += _finding(case, check, finding,
+                                  anchors[(i, check.name)] if k == 0 else None)
     return ["<h2>Findings</h2>", *parts] if parts else []
 
 
-def _finding(case: CaseResult, check: CheckResult, finding: Finding) -> list[str]:
+def _finding(case: CaseResult, check: CheckResult, finding: Finding,
+             anchor: str | None) -> list[str]:
     label = "expected failure" if check.status == Status.XFAIL and \
         finding.severity == Severity.ERROR else LABEL[finding.severity]
-    parts = [f'<div class="finding {finding.severity.value}">',
+    at = f' id="{anchor}"' if anchor else ""
+    parts = [f'<div class="finding {finding.severity.value}"{at}>',
              f"<p><b>{_h(case.target)}</b> :: {_h(case.case)} ({_h(check.name)})</p>",
              f"<p>{_where(finding.location)}{_h(label)}: {_h(said(finding))} "
              f"[{_h(finding.code)} {_h(check.name)}]</p>"]
