@@ -122,6 +122,46 @@ def test_a_backward_that_assumes_a_contiguous_gradient_gets_a_bare_torch_repro(
     assert "ok: backward gives the same gradients whatever" in done.stdout
 
 
+WITH_REFERENCE = """
+import torch
+
+
+def reference(x, w):
+    return torch.tanh(x) * w
+
+
+class ScaledTanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return torch.tanh(x) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        t = torch.tanh(x)
+        return g * (1 - t * t){factor}, g * t
+"""
+
+
+def test_a_gradient_that_differs_from_the_reference_gets_a_bare_torch_repro(
+        project: Project) -> None:
+    project.write("scaled.py", WITH_REFERENCE.format(factor=""))  # forgets w in x's gradient
+    project.write("scaled.yaml", "target: scaled:ScaledTanh\nreference: scaled:reference\n"
+                  "cases:\n  - args: {x: {shape: [4]}, w: {shape: [4]}}\n")
+    result = run_cli("check", "scaled.yaml", "--only", "reference", "--repro", "repro")
+    assert result.code == 1 and "[GV332 reference]" in result.output, result.output
+    (script,) = (project.root / "repro").iterdir()
+    done = _bare(script, Path(sys.executable).parent)
+    assert done.returncode == 1, done.stderr
+    assert "FAILED: the gradient of scaled:ScaledTanh for input 0 differs from autograd " \
+        "through the reference" in done.stderr
+    project.write("scaled.py", WITH_REFERENCE.format(factor=" * w"))  # the fix
+    done = _bare(script, project.root)
+    assert done.returncode == 0, done.stderr
+    assert "ok: outputs and gradients equal the reference's" in done.stdout
+
+
 def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:
     _broken(project)
     mine = project.write(f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py", "print('mine')\n")

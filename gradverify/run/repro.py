@@ -66,17 +66,19 @@ def file_names(keys: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str, str
 
 
 def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...], case: Case,
-           bound: Bound, seed: int, tolerance: ResolvedTolerance, device: str
-           ) -> tuple[str | None, str | None]:
+           bound: Bound, seed: int, tolerance: ResolvedTolerance, device: str,
+           reference: str | None = None) -> tuple[str | None, str | None]:
     """The script that reproduces ``finding`` of ``check`` on ``case`` under bare torch, or
-    (None, why there is none)."""
-    body = _body(check, finding.code, info, tolerance)
+    (None, why there is none); ``reference``: the spec's ``reference:``, for that check."""
+    body = _body(check, finding.code, info, tolerance, reference)
     if body is None:
         return None, f"no bare-torch repro for {check}" + (
             f" {finding.code}" if check == "mutation" else "")
     callee = _callee(info, imports)
     if callee is None:
         return None, f"no bare-torch repro for a {info.kind} target"
+    if check == "reference" and reference:
+        callee = (callee[0] + _imported(reference, "reference"), callee[1])
     if info.writes_inputs:  # bare torch refuses in-place writes into leaves that need grad
         return None, "no bare-torch repro for a target that writes into its inputs"
     maker = InputMaker(case, bound, info, case_seed(seed, info.target, case.name), device)
@@ -101,6 +103,20 @@ _CALLED = """    args = inputs()
 """
 """The start of a body that runs backward itself: the call, its outputs and the leaves."""
 
+_REFERENCE = """    args = inputs()
+    copies = [a.detach().clone().requires_grad_(a.requires_grad)
+              if isinstance(a, torch.Tensor) else a for a in args]
+    out, ref = call(*args), reference(*copies)
+    outs = [o for o in (out if isinstance(out, tuple) else (out,))
+            if isinstance(o, torch.Tensor) and o.requires_grad]
+    refs = [r for r in (ref if isinstance(ref, tuple) else (ref,))
+            if isinstance(r, torch.Tensor) and r.requires_grad]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    copies = [a for a in copies if isinstance(a, torch.Tensor) and a.requires_grad]
+"""
+"""The start of a body that compares the call with the spec's reference on copies of the
+inputs."""
+
 _RELAID = """    def strided(g):  # every other element of a buffer twice as long
         buffer = torch.zeros(*g.shape[:-1], 2 * g.shape[-1], dtype=g.dtype)
         out = buffer[..., ::2]
@@ -120,8 +136,8 @@ _RELAID = """    def strided(g):  # every other element of a buffer twice as lon
 """Incoming gradients with the same values in other memory, as the layout check makes them."""
 
 
-def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
-          ) -> tuple[str, str] | None:
+def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance,
+          reference: str | None = None) -> tuple[str, str] | None:
     """The body of the script's ``main()`` (``call`` stands for the callable), and what it
     compares; None for a finding bare torch cannot show."""
     target = repr(info.target)
@@ -146,6 +162,24 @@ def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance
     print("ok: autograd accepts backward's gradients")
     return None
 ''', "one backward through autograd"
+    if check == "reference" and code in ("GV331", "GV332") and reference:
+        return _REFERENCE + f'''    for k, (a, b) in enumerate(zip(outs, refs)):
+        if not torch.allclose(a, b, rtol={tolerance.rtol!r}, atol={tolerance.atol!r}):
+            return ("FAILED: output " + str(k) + " of " + {target} + " differs from the "
+                    "reference's by " + str(float((a - b).abs().max())))
+    torch.manual_seed(0)
+    grads = [torch.randn_like(o) for o in outs]
+    ours = torch.autograd.grad(outs, leaves, grads, allow_unused=True)
+    theirs = torch.autograd.grad(refs, copies, grads, allow_unused=True)
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        a = torch.zeros_like(leaves[k]) if a is None else a
+        b = torch.zeros_like(copies[k]) if b is None else b
+        if not torch.allclose(a, b, rtol={tolerance.rtol!r}, atol={tolerance.atol!r}):
+            return ("FAILED: the gradient of " + {target} + " for input " + str(k) + " differs "
+                    "from autograd through the reference by " + str(float((a - b).abs().max())))
+    print("ok: outputs and gradients equal the reference's")
+    return None
+''', "outputs and gradients against the reference's"
     if check == "layout" and code in ("GV253", "GV254"):
         return _CALLED + _RELAID + f'''    torch.manual_seed(0)
     grads = [torch.randn_like(o) for o in outs]
@@ -233,6 +267,22 @@ def placed(script: str, folder: str, ran_in: str) -> str:
                         f"os.path.abspath(__file__)), {relative!r}))  # the folder gradverify "
                         "ran in, from this script's\n")
     return "".join(lines)
+
+
+def _imported(name: str, bound: str) -> str:
+    """The lines that import ``mod:attr`` (or ``file.py:attr``) as ``bound``, from ``ROOT``."""
+    module, _, attr = name.rpartition(":")
+    head, _, rest = attr.partition(".")
+    if module.endswith(".py") or "/" in module or os.sep in module:
+        path = os.path.relpath(os.path.abspath(module))
+        return ("import importlib.util\n\n"
+                f"_ref_spec = importlib.util.spec_from_file_location({_stem(path)!r}, "
+                f"os.path.join(ROOT, {path!r}))\n"
+                "_ref_module = importlib.util.module_from_spec(_ref_spec)\n"
+                "_ref_spec.loader.exec_module(_ref_module)\n"
+                f"{bound} = _ref_module.{attr}\n")
+    return f"from {module} import {head} as _reference_head\n" \
+        f"{bound} = _reference_head{'.' + rest if rest else ''}\n"
 
 
 def _stem(path: str) -> str:

@@ -120,7 +120,8 @@ def smallest(failure: Failure, info: Target, spec: Spec, case: Case, run: RunCas
     inputs = tuple((i.name, i.shape) for i in last["result"].inputs if i.shape is not None)
     script, why = repros.script(failure.check, last["finding"], info, spec.imports, small,
                                 bind(small, info, spec), options.seed,
-                                options.tolerance_for(spec, small), options.device_for(spec)) \
+                                options.tolerance_for(spec, small), options.device_for(spec),
+                                reference=spec.reference) \
         if options.repro else (None, None)
     return Smallest(case=case_yaml(small), name=small.name, shapes=inputs, tried=budget.spent,
                     repro=script, no_repro=why)
