@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from gradverify.case.inputs import InputMaker, case_seed
 from gradverify.results import Finding
+from gradverify.run import repro_bodies as bodies
 from gradverify.specmodel import Case, ResolvedTolerance
-from gradverify.targets import Capability, Target, kind_for
+from gradverify.targets import Target, kind_for
 from gradverify.targets.names import parse_target
 
 if TYPE_CHECKING:
@@ -27,19 +28,6 @@ if TYPE_CHECKING:
 
 MARKER = "# gradverify repro:"
 """The first line of every script written: the only files ``--repro`` writes over."""
-COMPARISONS = {
-    "gradcheck": "torch.autograd.gradcheck",
-    "gradgradcheck": "torch.autograd.gradgradcheck",
-}
-"""The checks whose failure a bare torch call shows, and that call."""
-WRITES = {
-    "GV222": ("the tensors forward saved", "list(outs[0].grad_fn.saved_tensors)"),
-    "GV223": ("its incoming gradients", "grads"),
-}
-"""mutation's codes a script shows by comparing values before and after backward: what
-backward writes into, and the expression of those tensors in the script."""
-
-
 MAX_NAME = 120
 """Characters of a script's name at most (file systems take 255 bytes): a longer one keeps its
 start and gets the suffix that makes it its own (``file_names``)."""
@@ -70,7 +58,7 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
            reference: str | None = None) -> tuple[str | None, str | None]:
     """The script that reproduces ``finding`` of ``check`` on ``case`` under bare torch, or
     (None, why there is none); ``reference``: the spec's ``reference:``, for that check."""
-    body = _body(check, finding.code, info, tolerance, reference)
+    body = bodies.body(check, finding.code, info, tolerance, reference)
     if body is None:
         return None, f"no bare-torch repro for {check}" + (
             f" {finding.code}" if check == "mutation" else "")
@@ -92,125 +80,6 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
         return None, (f"no bare-torch repro: {body[1]} passes under bare torch on the smallest "
                       f"case ({finding.code} comes from gradverify's own comparisons)")
     return text, None
-
-
-_CALLED = """    args = inputs()
-    out = call(*args)
-    outs = [o for o in (out if isinstance(out, tuple) else (out,))
-            if isinstance(o, torch.Tensor) and o.requires_grad]
-    grads = [torch.ones_like(o) for o in outs]
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-"""
-"""The start of a body that runs backward itself: the call, its outputs and the leaves."""
-
-_REFERENCE = """    args = inputs()
-    copies = [a.detach().clone().requires_grad_(a.requires_grad)
-              if isinstance(a, torch.Tensor) else a for a in args]
-    out, ref = call(*args), reference(*copies)
-    outs = [o for o in (out if isinstance(out, tuple) else (out,))
-            if isinstance(o, torch.Tensor) and o.requires_grad]
-    refs = [r for r in (ref if isinstance(ref, tuple) else (ref,))
-            if isinstance(r, torch.Tensor) and r.requires_grad]
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    copies = [a for a in copies if isinstance(a, torch.Tensor) and a.requires_grad]
-"""
-"""The start of a body that compares the call with the spec's reference on copies of the
-inputs."""
-
-_RELAID = """    def strided(g):  # every other element of a buffer twice as long
-        buffer = torch.zeros(*g.shape[:-1], 2 * g.shape[-1], dtype=g.dtype)
-        out = buffer[..., ::2]
-        out.copy_(g)
-        return out
-
-    def transposed(g):  # the last two dims swapped in memory
-        return g.transpose(-1, -2).contiguous().transpose(-1, -2) if g.dim() >= 2 else g
-
-    def reversed_strides(g):  # every dim's order reversed in memory
-        order = list(range(g.dim()))[::-1]
-        return g.permute(order).contiguous().permute(order)
-
-    LAYOUTS = {"every other element of a larger buffer": strided,
-               "transposed in memory": transposed, "with reversed strides": reversed_strides}
-"""
-"""Incoming gradients with the same values in other memory, as the layout check makes them."""
-
-
-def _body(check: str, code: str, info: Target, tolerance: ResolvedTolerance,
-          reference: str | None = None) -> tuple[str, str] | None:
-    """The body of the script's ``main()`` (``call`` stands for the callable), and what it
-    compares; None for a finding bare torch cannot show."""
-    target = repr(info.target)
-    if check in COMPARISONS:
-        comparison = COMPARISONS[check]
-        seeded = "    torch.manual_seed(0)  # the random incoming gradients it draws\n" \
-            if check == "gradgradcheck" else ""
-        return f'''{seeded}    try:
-        {comparison}(call, inputs(), eps={tolerance.eps!r}, atol={tolerance.atol!r},
-            rtol={tolerance.rtol!r}, nondet_tol={tolerance.nondet_tol!r})
-    except RuntimeError as exc:
-        return "FAILED: {comparison} on " + {target} + ":\\n" + str(exc)
-    print("ok: {comparison} passes")
-    return None
-''', f"bare {comparison}"
-    if check == "contract":  # what autograd itself rejects of backward's result
-        return _CALLED + f'''    try:
-        torch.autograd.grad(outs, leaves, grads, allow_unused=True)
-    except RuntimeError as exc:
-        return "FAILED: autograd rejects the gradients backward of " + {target} + \\
-            " returns:\\n" + str(exc)
-    print("ok: autograd accepts backward's gradients")
-    return None
-''', "one backward through autograd"
-    if check == "reference" and code in ("GV331", "GV332") and reference:
-        return _REFERENCE + f'''    for k, (a, b) in enumerate(zip(outs, refs)):
-        if not torch.allclose(a, b, rtol={tolerance.rtol!r}, atol={tolerance.atol!r}):
-            return ("FAILED: output " + str(k) + " of " + {target} + " differs from the "
-                    "reference's by " + str(float((a - b).abs().max())))
-    torch.manual_seed(0)
-    grads = [torch.randn_like(o) for o in outs]
-    ours = torch.autograd.grad(outs, leaves, grads, allow_unused=True)
-    theirs = torch.autograd.grad(refs, copies, grads, allow_unused=True)
-    for k, (a, b) in enumerate(zip(ours, theirs)):
-        a = torch.zeros_like(leaves[k]) if a is None else a
-        b = torch.zeros_like(copies[k]) if b is None else b
-        if not torch.allclose(a, b, rtol={tolerance.rtol!r}, atol={tolerance.atol!r}):
-            return ("FAILED: the gradient of " + {target} + " for input " + str(k) + " differs "
-                    "from autograd through the reference by " + str(float((a - b).abs().max())))
-    print("ok: outputs and gradients equal the reference's")
-    return None
-''', "outputs and gradients against the reference's"
-    if check == "layout" and code in ("GV253", "GV254"):
-        return _CALLED + _RELAID + f'''    torch.manual_seed(0)
-    grads = [torch.randn_like(o) for o in outs]
-    contiguous = torch.autograd.grad(outs, leaves, grads, retain_graph=True, allow_unused=True)
-    for how, relaid in LAYOUTS.items():
-        try:
-            other = torch.autograd.grad(outs, leaves, [relaid(g) for g in grads],
-                                        retain_graph=True, allow_unused=True)
-        except RuntimeError as exc:
-            return ("FAILED: backward of " + {target} + " raised on an incoming gradient "
-                    "with the same values " + how + ":\\n" + str(exc))
-        for k, (a, b) in enumerate(zip(contiguous, other)):
-            if (a is None) != (b is None) or a is not None and not torch.allclose(a, b):
-                return ("FAILED: backward of " + {target} + " gives another gradient for "
-                        "input " + str(k) + " when the incoming gradient, same values, is " + how)
-    print("ok: backward gives the same gradients whatever the incoming gradient's layout")
-    return None
-''', "backward on incoming gradients laid out otherwise"
-    if check != "mutation" or code not in WRITES or not info.has(Capability.CLASS_SOURCE):
-        return None
-    what, watched = WRITES[code]
-    return _CALLED + f'''    watched = {watched}
-    before = [t.detach().clone() for t in watched]
-    torch.autograd.grad(outs, leaves, grads, retain_graph=True, allow_unused=True)
-    changed = [k for k, (t, b) in enumerate(zip(watched, before)) if not torch.equal(t, b)]
-    if changed:
-        return ("FAILED: backward of " + {target} + " wrote into {what} in place "
-                "(positions " + str(changed) + "): their values before and after differ")
-    print("ok: backward leaves {what} unchanged")
-    return None
-''', "comparing values before and after backward"
 
 
 def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
