@@ -105,21 +105,32 @@ class Triple(torch.autograd.Function):
 """
 
 
-def test_a_backward_that_assumes_a_contiguous_gradient_gets_a_bare_torch_repro(
-        project: Project) -> None:
-    project.write("views.py", VIEWS_GRAD.format(how="view"))
-    project.write("views.yaml", "target: views:Triple\ncases:\n  - args: {x: {shape: [3, 4]}}\n")
-    result = run_cli("check", "views.yaml", "--only", "layout", "--repro", "repro")
-    assert result.code == 1 and "[GV254 layout]" in result.output
+def _fails_then_passes(project: Project, module: str, spec: str, check: str, code: str,
+                       texts: tuple[str, str], said: tuple[str, str]) -> None:
+    """``check``'s repro of ``code`` on ``module`` (its broken and fixed ``texts``): written,
+    failing under bare torch from another folder with ``said[0]``, passing with ``said[1]``
+    once the module is fixed."""
+    project.write(f"{module}.py", texts[0])
+    project.write(f"{module}.yaml", spec)
+    result = run_cli("check", f"{module}.yaml", "--only", check, "--repro", "repro")
+    assert result.code == 1 and f"[{code} {check}]" in result.output, result.output
     (script,) = (project.root / "repro").iterdir()
     done = _bare(script, Path(sys.executable).parent)
     assert done.returncode == 1, done.stderr
-    assert "FAILED: backward of views:Triple raised on an incoming gradient with the same " \
-        "values transposed in memory" in done.stderr
-    project.write("views.py", VIEWS_GRAD.format(how="reshape"))  # the fix
+    assert said[0] in done.stderr
+    project.write(f"{module}.py", texts[1])  # the fix
     done = _bare(script, project.root)
     assert done.returncode == 0, done.stderr
-    assert "ok: backward gives the same gradients whatever" in done.stdout
+    assert said[1] in done.stdout
+
+
+def test_a_backward_that_assumes_a_contiguous_gradient_gets_a_bare_torch_repro(
+        project: Project) -> None:
+    _fails_then_passes(
+        project, "views", "target: views:Triple\ncases:\n  - args: {x: {shape: [3, 4]}}\n",
+        "layout", "GV254", (VIEWS_GRAD.format(how="view"), VIEWS_GRAD.format(how="reshape")),
+        ("FAILED: backward of views:Triple raised on an incoming gradient with the same "
+         "values transposed in memory", "ok: backward gives the same gradients whatever"))
 
 
 WITH_REFERENCE = """
@@ -146,20 +157,13 @@ class ScaledTanh(torch.autograd.Function):
 
 def test_a_gradient_that_differs_from_the_reference_gets_a_bare_torch_repro(
         project: Project) -> None:
-    project.write("scaled.py", WITH_REFERENCE.format(factor=""))  # forgets w in x's gradient
-    project.write("scaled.yaml", "target: scaled:ScaledTanh\nreference: scaled:reference\n"
-                  "cases:\n  - args: {x: {shape: [4]}, w: {shape: [4]}}\n")
-    result = run_cli("check", "scaled.yaml", "--only", "reference", "--repro", "repro")
-    assert result.code == 1 and "[GV332 reference]" in result.output, result.output
-    (script,) = (project.root / "repro").iterdir()
-    done = _bare(script, Path(sys.executable).parent)
-    assert done.returncode == 1, done.stderr
-    assert "FAILED: the gradient of scaled:ScaledTanh for input 0 differs from autograd " \
-        "through the reference" in done.stderr
-    project.write("scaled.py", WITH_REFERENCE.format(factor=" * w"))  # the fix
-    done = _bare(script, project.root)
-    assert done.returncode == 0, done.stderr
-    assert "ok: outputs and gradients equal the reference's" in done.stdout
+    _fails_then_passes(
+        project, "scaled", "target: scaled:ScaledTanh\nreference: scaled:reference\n"
+        "cases:\n  - args: {x: {shape: [4]}, w: {shape: [4]}}\n", "reference", "GV332",
+        # the broken one forgets w in x's gradient
+        (WITH_REFERENCE.format(factor=""), WITH_REFERENCE.format(factor=" * w")),
+        ("FAILED: the gradient of scaled:ScaledTanh for input 0 differs from autograd "
+         "through the reference", "ok: outputs and gradients equal the reference's"))
 
 
 def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:

@@ -162,14 +162,8 @@ class ClosedFormSiLU(Function):
     ops, which torch.func runs."""
 
     SPEC = spec_for(x={"shape": [5]})
-
-    @staticmethod
-    def forward(x):
-        return x * torch.sigmoid(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
+    forward = RecomputingSiLU.forward
+    setup_context = RecomputingSiLU.setup_context
 
     @staticmethod
     @once_differentiable
