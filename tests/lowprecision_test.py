@@ -126,8 +126,10 @@ def test_the_rule_passes_a_correct_kernel_and_fails_a_wrong_one_naming_the_input
     rule = ok["reference"].data["rule"]
     assert rule["dtype"] == "float32" and rule["seeds"] == 3 and rule["k"] == 2.0
     figures = rule["tensors"]["gradient for 'x'"]
-    assert set(figures) == {"max_abs", "rms", "ulp", "baseline_max_abs", "limit", "flake_rate"}
+    assert set(figures) == {"max_abs", "rms", "ulp", "baseline_max_abs", "limit", "flake_rate",
+                            "past_limit_rate", "condition", "condition_limit"}
     assert figures["max_abs"] <= figures["limit"] and figures["flake_rate"] == 0
+    assert figures["past_limit_rate"] == 0 and figures["condition"] is None
 
     bad = _checks(verify(Float32InsideWrongFactor, spec=_spec(reference="lowprecision_test:sin2")))
     (finding,) = bad["reference"].findings
@@ -159,3 +161,64 @@ def test_the_floor_lets_a_kernel_round_once_where_the_baseline_is_exact():
     far = _baseline.figures("output 0", torch.tensor([1.001]), torch.tensor([1.0]),
                             torch.tensor([1.0]), 2.0**-23)
     assert far.broken
+
+
+def _welford(**reference):
+    spec = {**zoo.WelfordVariance.SPEC, "checks": {"reference": reference}}
+    return _checks(verify(zoo.WelfordVariance, spec=spec, checks=["reference"]))["reference"]
+
+
+def test_another_correct_algorithm_passes_by_the_condition_allowance_and_fails_without_it():
+    """Welford's variance of data with a mean of 100: past twice torch's own float32 error on
+    every seed, within its componentwise condition; with the allowance taken away
+    (`condition: 0`) the first limit alone fails it."""
+    passed = _welford()
+    assert passed.status == Status.PASS and not passed.findings, passed.summary
+    rule = passed.data["rule"]
+    assert rule["condition"] == 10
+    figures = rule["tensors"]["output 0"]
+    assert figures["past_limit_rate"] == 1 and figures["max_abs"] > figures["limit"]
+    assert 0 < figures["condition"] < 2 and figures["flake_rate"] == 0
+
+    failed = _welford(condition=0)
+    assert failed.status == Status.FAIL
+    (finding,) = failed.findings
+    assert finding.code == "GV331"
+    assert "its worst element is off by 0." in finding.message
+    assert "(allowed 0 x), on 3 of 3 seed(s)" in finding.message
+
+
+def variance_without_graph(x):
+    with torch.no_grad():
+        return torch.var(x, dim=-1, correction=0)
+
+
+def test_a_reference_autograd_cannot_differentiate_gives_no_allowance():
+    spec = {**zoo.WelfordVariance.SPEC, "reference": "lowprecision_test:variance_without_graph"}
+    report = verify(zoo.WelfordVariance, spec=spec, checks=["reference"])
+    check = _checks(report)["reference"]
+    assert check.status == Status.FAIL
+    assert check.data["rule"]["tensors"]["output 0"]["condition"] is None
+    assert "its worst element" not in check.findings[0].message
+
+
+def test_the_allowance_is_judged_per_element_on_the_elements_past_the_limit():
+    """An element within its own condition passes; one element far past its own fails the
+    tensor, however well conditioned the others are."""
+    from gradverify.checks import _condition
+
+    class Sensitivities:
+        def of_output(self, index, elements):
+            return torch.full((len(elements),), 1.0, dtype=torch.float64)
+
+    eps = 2.0**-23
+    error = torch.tensor([0.0, 5 * eps, 9 * eps], dtype=torch.float64)
+    assert _condition.worst_ratio(Sensitivities(), 0, True, error, 4 * eps, eps) == \
+        pytest.approx(9)
+    error[0] = 50 * eps
+    assert _condition.worst_ratio(Sensitivities(), 0, True, error, 4 * eps, eps) == \
+        pytest.approx(50)
+    error[0] = float("inf")
+    assert _condition.worst_ratio(Sensitivities(), 0, True, error, 4 * eps, eps) == \
+        float("inf")
+    assert _condition.worst_ratio(Sensitivities(), 0, True, error * 0, 4 * eps, eps) == 0

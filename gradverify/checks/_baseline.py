@@ -10,9 +10,12 @@ gradients, each output and each input's gradient of the target is compared with 
     max |target - truth|  <=  K * max |baseline - truth|  +  FLOOR_ULPS * eps(dtype) * max |truth|
 
 K is 2 (the ``k`` option). The floor, a few units in the last place of the tensor's largest
-value, covers a baseline that happens to round exactly where the target rounds once. The rule
-runs on several seeds (``seeds``, default 3): a tensor that breaks it on at least half of them
-fails, on fewer it is a warning, with the share of seeds (the flake rate).
+value, covers a baseline that happens to round exactly where the target rounds once. An element
+past that limit is still a correct algorithm's rounding when it is within ``c`` times the
+componentwise condition of the reference's math at that element (``_condition``): a kernel may
+use another correct algorithm than its reference. The rule runs on several seeds (``seeds``,
+default 3): a tensor that breaks it on at least half of them fails, on fewer it is a warning,
+with the share of seeds (the flake rate).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gradverify.case.inputs import Args, InputMaker, case_seed
+from gradverify.checks import _condition as conditioning
 from gradverify.checks.base import Outcome
 from gradverify.results import Finding, Severity
 from gradverify.targets import op_calls as opcalls
@@ -54,6 +58,10 @@ class Figures:
     eps: float
     """The low dtype's machine epsilon."""
     k: float = K
+    condition: float | None = None
+    """Past the limit: the worst element's error in units of its componentwise condition
+    (``_condition``); None within the limit, or where the reference cannot say."""
+    c: float = conditioning.C
 
     @property
     def limit(self) -> float:
@@ -67,12 +75,17 @@ class Figures:
 
     @property
     def broken(self) -> bool:
-        return not self.error <= self.limit  # NaN breaks it
+        past = not self.error <= self.limit  # NaN breaks it
+        return past and not (self.condition is not None and self.condition <= self.c)
 
     def describe(self) -> str:
-        return (f"max abs error {self.error:.3g} (RMS {self.rms:.3g}, {self.ulps:.3g} ulp) "
+        said = (f"max abs error {self.error:.3g} (RMS {self.rms:.3g}, {self.ulps:.3g} ulp) "
                 f"against {self.k:g} x {self.baseline:.3g} (plain PyTorch in the same dtype) "
                 f"+ {FLOOR_ULPS} ulp = {self.limit:.3g}")
+        if self.condition is not None and not self.error <= self.limit:
+            said += (f"; its worst element is off by {self.condition:.3g} x what rounding "
+                     f"the inputs alone moves it by (allowed {self.c:g} x)")
+        return said
 
 
 @dataclass
@@ -174,6 +187,7 @@ def judge(ctx: CheckContext, low: torch.dtype) -> Outcome | None:
             where[fig.subject] = (output, name)
     label = str(low).removeprefix("torch.")
     outcome = Outcome(data={"rule": {"dtype": label, "k": k, "floor_ulps": FLOOR_ULPS,
+                                     "condition": conditioning.factor(ctx),
                                      "seeds": seeds, "tensors": {
                                          s: _data(t) for s, t in tallies.items()}}})
     for subject, tally in tallies.items():
@@ -225,17 +239,41 @@ def one_seed(ctx: CheckContext, working: Args, low: torch.dtype, seed: int, k: f
     except Exception as exc:
         raise BaselineUnavailable from exc
     eps = torch.finfo(low).eps
+    condition = conditioning.Condition(ctx, values, grads, diff)
+    c = conditioning.factor(ctx)
     found: list[tuple[Figures, int | None, str | None]] = []
     for j, (o, t, b) in enumerate(zip(ours[0], truth[0], base[0])):
         if all(isinstance(x, torch.Tensor) and x.is_floating_point() for x in (o, t, b)) \
                 and o.shape == t.shape:
-            found.append((figures(f"output {j}", o, t, b, eps, k), j, None))
-    for i, o, t, b in zip(diff, ours[1], truth[1], base[1]):
+            fig = figures(f"output {j}", o, t, b, eps, k)
+            fig.c = c
+            if not fig.error <= fig.limit:
+                fig.condition = conditioning.worst_ratio(condition, j, True, _errors(o, t),
+                                                         fig.limit, eps)
+            found.append((fig, j, None))
+    for position, (i, o, t, b) in enumerate(zip(diff, ours[1], truth[1], base[1])):
         name = working.names[i]
         if isinstance(t, torch.Tensor) and isinstance(b, torch.Tensor):
             got = o if isinstance(o, torch.Tensor) else torch.zeros_like(t)
-            found.append((figures(f"gradient for {name!r}", got, t, b, eps, k), None, name))
+            fig = figures(f"gradient for {name!r}", got, t, b, eps, k)
+            fig.c = c
+            if not fig.error <= fig.limit and got.shape == t.shape:
+                fig.condition = conditioning.worst_ratio(condition, position, False,
+                                                         _errors(got, t), fig.limit, eps)
+            found.append((fig, None, name))
     return found
+
+
+def _errors(got: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
+    """|got - truth| per element, flat, in float64: infinite where the truth is finite and
+    ``got`` is not, zero where the truth itself is not finite (the rule judges nothing
+    there)."""
+    import torch
+
+    truth = truth.detach().to(torch.float64).reshape(-1)
+    diff = (got.detach().to(torch.float64).reshape(-1) - truth).abs()
+    diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, float("inf")))
+    return torch.where(torch.isfinite(truth), diff, torch.zeros_like(diff))
 
 
 def reference_run(ctx: CheckContext, values: list[Any], grads: list[Any] | None,
@@ -256,10 +294,14 @@ def reference_run(ctx: CheckContext, values: list[Any], grads: list[Any] | None,
     return [o.detach() if isinstance(o, torch.Tensor) else o for o in outs], gradients
 
 
-def _data(tally: Tally) -> dict[str, float]:
+def _data(tally: Tally) -> dict[str, float | None]:
     worst = tally.worst
+    conditions = [f.condition for f in tally.runs if f.condition is not None]
     return {"max_abs": worst.error, "rms": worst.rms, "ulp": worst.ulps,
             "baseline_max_abs": worst.baseline, "limit": worst.limit,
+            "past_limit_rate": sum(not f.error <= f.limit for f in tally.runs)
+            / len(tally.runs),
+            "condition": max(conditions) if conditions else None, "condition_limit": worst.c,
             "flake_rate": len(tally.broken) / len(tally.runs)}
 
 

@@ -4,7 +4,9 @@
 (the working dtype, or the dtype a kernel computes in inside, ``_computes``), the Function's
 outputs and gradients are judged by the error-baseline rule (``_baseline``): their error
 against autograd through the reference in float64 may be at most twice the error of the
-reference itself run in that dtype, plus a few ulps, on each of several seeds. In float64, or
+reference itself run in that dtype, plus a few ulps, on each of several seeds; past that, an
+element within ten times what the rounding of the inputs alone moves it by is another correct
+algorithm's rounding (``_condition``). In float64, or
 when the reference cannot run in the low dtype, they must match within the dtype's tolerance.
 This is how to verify kernels that cannot run in float64 at all.
 """
@@ -48,7 +50,10 @@ class ReferenceCheck(Check):
     judges_in_working_dtype = True
     options = (CheckOption("seeds", int, "seeds the error-baseline rule runs on (default 3)"),
                CheckOption("k", float, "how many times the reference's own error in the low "
-                                       "dtype the target may be off (default 2)"))
+                                       "dtype the target may be off (default 2)"),
+               CheckOption("condition", float, "how many times the rounding its inputs' own "
+                                               "rounding causes an element may be off, past "
+                                               "that (default 10)"))
 
     def run(self, ctx: CheckContext) -> Outcome:
         low = rule.low_dtype(ctx)
