@@ -166,6 +166,49 @@ def test_a_gradient_that_differs_from_the_reference_gets_a_bare_torch_repro(
          "through the reference", "ok: outputs and gradients equal the reference's"))
 
 
+MODULE = """
+import torch
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(weight, x)
+        return weight * x
+
+    @staticmethod
+    def backward(ctx, g):
+        weight, x = ctx.saved_tensors
+        return g * weight, (g * x).sum(0){factor}
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, width, drop=0.0):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(width))
+        self.register_buffer("calls", torch.zeros(()))
+        self.drop = torch.nn.Dropout(drop)
+
+    def forward(self, x):
+        self.calls += 1
+        return self.drop(_Scale.apply(x, self.weight))
+"""
+
+
+def test_a_module_target_gets_a_bare_torch_repro_built_from_its_init_args(
+        project: Project) -> None:
+    """The module built as gradverify builds it (seeded, from init_args), its parameters
+    inputs, the same dropout mask on every call: bare gradcheck fails on the bug in the
+    parameter's gradient and passes on the fix."""
+    _fails_then_passes(
+        project, "layers", "target: layers:Scaled\ninit_args: {width: 4, drop: 0.25}\n"
+        "cases:\n  - args: {x: {shape: [3, 4]}}\n", "gradcheck", "GV121",
+        (MODULE.format(factor=" * 2"), MODULE.format(factor="")),
+        ("FAILED: torch.autograd.gradcheck on layers:Scaled", "ok: torch.autograd.gradcheck"))
+    (script,) = (project.root / "repro").iterdir()
+    assert "built = Scaled(**{'width': 4, 'drop': 0.25}).double()" in script.read_text()
+
+
 def test_repro_never_writes_over_a_file_it_did_not_write(project: Project) -> None:
     _broken(project)
     mine = project.write(f"repro/{BROKEN}SinWrongSign_vector_gradcheck.py", "print('mine')\n")

@@ -83,8 +83,8 @@ def script(check: str, finding: Finding, info: Target, imports: tuple[str, ...],
 
 
 def _callee(info: Target, imports: tuple[str, ...]) -> tuple[str, str] | None:
-    """(the import lines, the expression of the callable), or None for a kind no plain call
-    reaches (a module, keyword-only parameters)."""
+    """(the import lines, the source that binds ``call``), or None where no plain call
+    reaches the target (keyword-only parameters, a module built from what is no literal)."""
     if any(p.kind in ("keyword_only", "var_keyword") for p in info.params):
         return None
     name, kind = parse_target(info.target), kind_for(info)
@@ -220,8 +220,7 @@ def inputs():
 {values}    )
 
 
-call = {call}
-
+{call}
 
 def main():
 {body}

@@ -119,9 +119,9 @@ class CustomOpKind:
     @staticmethod
     def bare_call(target: Target, attribute: str | None) -> str | None:
         if attribute is not None:
-            return attribute
+            return f"call = {attribute}\n"
         namespace, _, op = target.target.partition("::")
-        return f"torch.ops.{namespace}.{op}"
+        return f"call = torch.ops.{namespace}.{op}\n"
 
     @staticmethod
     def no_raw_backward(target: Target, node: Any) -> str | None:

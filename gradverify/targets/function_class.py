@@ -78,7 +78,7 @@ class FunctionClassKind(UnnamedKind):
 
     @staticmethod
     def bare_call(target: Target, attribute: str | None) -> str | None:
-        return None if attribute is None else f"{attribute}.apply"
+        return None if attribute is None else f"call = {attribute}.apply\n"
 
 
 KIND = FunctionClassKind()

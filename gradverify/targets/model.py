@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -102,6 +102,8 @@ class Built:
 
     instance: Any
     parameters: tuple[str, ...] = ()
+    init_args: Mapping[str, Any] = field(default_factory=dict)
+    """What it was built from (``cls(**init_args)``)."""
 
 
 D = TypeVar("D")
@@ -237,9 +239,10 @@ class Kind(Protocol):
         call of it (an op registered by name is found through it)."""
 
     def bare_call(self, target: Target, attribute: str | None) -> str | None:
-        """The expression a bare-torch script (``--repro``) calls ``target`` by, having
-        imported ``attribute`` (None for a target named in the kind's grammar); None where no
-        plain call reaches it."""
+        """The source that binds ``call``, by which a bare-torch script (``--repro``) calls
+        ``target`` with a case's inputs, having imported ``torch`` and ``attribute`` (None for
+        a target named in the kind's grammar): ``call = Name.apply``, or the statements that
+        build a module; None where no plain call reaches it."""
 
     def no_raw_backward(self, target: Target, node: Any) -> str | None:
         """Why backward cannot be called raw on the graph of a call of ``target`` (``node``,
@@ -270,7 +273,7 @@ class UnnamedKind:
 
     @staticmethod
     def bare_call(target: Target, attribute: str | None) -> str | None:
-        return attribute
+        return None if attribute is None else f"call = {attribute}\n"
 
     @staticmethod
     def no_raw_backward(target: Target, node: Any) -> str | None:

@@ -3,15 +3,18 @@ called through ``torch.func.functional_call`` with its parameters as differentia
 buffers are copied per call (``module_calls``)."""
 from __future__ import annotations
 
+import ast
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from gradverify.errors import TargetError
 from gradverify.targets.introspection import adapter, file_of, location_of, params_of
 from gradverify.targets.model import Built, Capability, Param, Target, UnnamedKind
 from gradverify.targets.module_calls import (
+    MODULE_SEED,
     RandomUse,
     buffer_copy,
     build_module,
@@ -49,7 +52,26 @@ class ModuleKind(UnnamedKind):
 
     @staticmethod
     def bare_call(target: Target, attribute: str | None) -> str | None:
-        return None  # built from init_args, its parameters inputs: no plain call
+        """The module built as gradverify builds it (seeded, from ``init_args``, in float64
+        as the gradient checks run it) and called through ``functional_call`` with its
+        parameters the last inputs; buffers copied per call; the same random numbers on every
+        call (``module_calls``)."""
+        built = target.detail(Built)
+        if attribute is None or built is None or not _literal(built.init_args):
+            return None
+        return f'''torch.manual_seed({MODULE_SEED})  # the seed gradverify builds modules after
+built = {attribute}(**{dict(built.init_args)!r}).double()  # float64, as the checks run it
+PARAMETERS = [name for name, _ in built.named_parameters()]  # inputs after forward's own
+
+
+def call(*values):
+    """forward, with the module's parameters given as the last inputs."""
+    torch.manual_seed({MODULE_SEED})  # every call draws the same random numbers (dropout)
+    split = len(values) - len(PARAMETERS)
+    state = {{name: b.clone() for name, b in built.named_buffers()}}  # a copy per call
+    state.update(zip(PARAMETERS, values[split:]))
+    return torch.func.functional_call(built, state, values[:split])
+'''
 
     @staticmethod
     def defined_in(obj: Any, module: str) -> bool:
@@ -101,7 +123,8 @@ def _module_target(cls: type, name: str, init_args: Mapping[str, Any]) -> Target
         target=name, params=params + tuple(Param(n, ModuleParameter(n)) for n in names),
         forward_location=location_of(forward), backward_location=None,
         source_file=file_of(cls), kind=KIND.name, capabilities=KIND.capabilities,
-        called=f"{shown}.forward", list_inputs=True, details=(Built(module, names),))
+        called=f"{shown}.forward", list_inputs=True,
+        details=(Built(module, names, MappingProxyType(dict(init_args))),))
 
 
 def module_parameter(target: Target, name: str) -> Any:
@@ -109,3 +132,11 @@ def module_parameter(target: Target, name: str) -> Any:
     built = target.detail(Built)
     assert built is not None, f"{target.target} is not built from init_args"
     return dict(built.instance.named_parameters())[name].detach()
+
+
+def _literal(init_args: Mapping[str, Any]) -> bool:
+    """Whether ``init_args`` read back from their ``repr`` (numbers, strings, lists, dicts)."""
+    try:
+        return ast.literal_eval(repr(dict(init_args))) == dict(init_args)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        return False
