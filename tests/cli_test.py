@@ -64,7 +64,7 @@ def test_check_passes_on_default_spec_folder(ops):
     assert result.code == 0, result.output
     assert "specs/square.yaml  ops:Square  ." in result.stdout  # one line, a dot per case
     assert "ops:Square :: vec" in run_cli("check", "-v").stdout  # every case's table
-    assert re.match(r"14 passed, 3 skipped in \d", result.stdout.rstrip().splitlines()[-1])
+    assert re.match(r"15 passed, 2 skipped in \d", result.stdout.rstrip().splitlines()[-1])
 
 
 def test_check_fails_with_named_input(ops):
@@ -179,8 +179,8 @@ def test_json_report_schema(ops):
     assert data["triton"] is None  # Triton's interpreter is not on (triton_test.py)
     assert data["settings"] == {"device": "cpu", "seed": 0, "mode": "auto", "strict": False,
                                 "empty_ok": False}
-    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 14
-    assert data["summary"]["skip"] == 3 and data["summary"]["fail"] == 0
+    assert data["summary"]["cases"] == 1 and data["summary"]["pass"] == 15
+    assert data["summary"]["skip"] == 2 and data["summary"]["fail"] == 0
     assert data["summary"]["exit_code"] == 0
     (case,) = data["results"]
     assert case["target"] == "ops:Square" and case["spec"] == "specs/square.yaml"
@@ -263,7 +263,7 @@ def test_list_without_import_and_with_module(ops):
     result = run_cli("list")
     assert result.code == 0 and "specs/square.yaml:1  ops:Square  1 case" in result.stdout
     result = run_cli("list", "ops")
-    assert "ops:Square  (forward(ctx, ...))  spec: specs/square.yaml:1" in result.stdout
+    assert "ops:Square  (setup_context)  spec: specs/square.yaml:1" in result.stdout
     assert "ops:Cube  (forward(ctx, ...))  no spec (gradverify init ops:Cube)" in result.stdout
 
 

@@ -99,6 +99,14 @@ def slow_first(items: Sequence[T], slow: Callable[[T], bool]) -> list[T]:
     return [item for item in items if slow(item)] + [item for item in items if not slow(item)]
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown with -p no:xdist
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than there are cores. For about a fifth of the suite's time
+    a worker only waits (a hang that must time out, a process starting, a sleep that a signal
+    test needs), and the extra worker keeps the cores busy meanwhile."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = slow_first(items, lambda item: item.get_closest_marker("slow") is not None)
 

@@ -1,7 +1,9 @@
 """Sample Functions shared by the tests that run gradverify on a project of their own (the CLI,
 the plugin, pre-commit, signals, global state): each is module source that a test writes into
 its project. ``tests/zoo/`` is different: the catalogue, one file per check, of the bugs that the
-checks must catch and of the correct Functions they must not flag."""
+checks must catch and of the correct Functions they must not flag. They are written in
+setup_context style, which torch.func can run (an old-style Function is a func warning,
+GV363)."""
 from __future__ import annotations
 
 HEADER = "import torch\nfrom torch.autograd import Function\n"
@@ -17,9 +19,12 @@ def square(name: str = "Square", gradient: str = "2 * x * grad") -> str:
     return f'''
 class {name}(Function):
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
+    def forward(x):
         return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
@@ -38,8 +43,12 @@ def scale(name: str, factor: int) -> str:
     return f'''
 class {name}(Function):
     @staticmethod
-    def forward(ctx, x):
+    def forward(x):
         return x * {factor}
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad):
@@ -57,10 +66,14 @@ import threading, time
 
 class {name}(Function):
     @staticmethod
-    def forward(ctx, x):
+    def forward(x):
         torch.set_num_threads(2)  # the suite runs torch on one (conftest.ONE_THREAD)
         threading.Thread(target=time.sleep, args=({seconds},), daemon=True).start()
         return x * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad):
@@ -107,8 +120,12 @@ def one_input(name: str, forward: str = "return x * 2", backward: str = "return 
     return f'''
 class {name}(Function):
     @staticmethod
-    def forward(ctx, x):
+    def forward(x):
 {body(forward)}
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad):

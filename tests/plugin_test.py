@@ -51,7 +51,7 @@ def test_a_session_after_another_in_the_same_process_runs_its_cases(suite):
 
 def test_failures_carry_findings(suite):
     result = suite.runpytest("--gradverify", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=29, skipped=6)
+    result.assert_outcomes(failed=1, passed=31, skipped=4)
     result.stdout.fnmatch_lines(["*error: gradient for 'x' (output 0) is wrong: off by a constant "
                                  "factor 0.5*[GV121]*",
                                  "*FAILED specs/bad.yaml::ops:Bad::vec::gradcheck*"])
@@ -68,7 +68,7 @@ def test_mutation_score_after_the_tests(suite):
     """--gradverify-mutate: each spec's score as a section of the summary; it fails no test."""
     result = suite.runpytest("--gradverify", "--gradverify-mutate", "--gradverify-no-isolate",
                              "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=29, skipped=6)
+    result.assert_outcomes(failed=1, passed=31, skipped=4)
     result.stdout.fnmatch_lines(["*gradverify mutation score*",
                                  "specs/*.yaml ops:*: */* mutants killed*"])
 
@@ -92,7 +92,7 @@ def test_nothing_without_the_flag(suite):
 def test_xdist(suite):
     result = suite.runpytest("--gradverify", "-n", "2", "--dist", "loadscope",
                              "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1, passed=29, skipped=6)
+    result.assert_outcomes(failed=1, passed=31, skipped=4)
 
 
 def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
@@ -102,7 +102,7 @@ def test_a_broken_spec_is_one_failing_item_and_the_session_goes_on(suite):
         "target: nowhere:Thing\ncases:\n  - name: vec\n    args: {x: {shape: [3]}}\n")
     suite.makepyfile(test_unit="def test_mine():\n    assert True\n")
     result = suite.runpytest("--gradverify", "specs", "test_unit.py", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=3, passed=30, skipped=6)  # half, missing, ops:Bad gradcheck
+    result.assert_outcomes(failed=3, passed=32, skipped=4)  # half, missing, ops:Bad gradcheck
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*specs/half.yaml:5*[GV001]*", "*nowhere*[GV003]*",
                                  "*FAILED specs/half.yaml::spec*"])
@@ -126,7 +126,7 @@ def test_case_level_findings_and_strict_are_the_command_lines(pytester):
         result = pytester.runpytest("--gradverify", "-p", "no:cacheprovider")
     finally:
         torch.set_num_threads(threads)
-    result.assert_outcomes(failed=1, passed=14, skipped=3)
+    result.assert_outcomes(failed=1, passed=15, skipped=2)
     result.stdout.fnmatch_lines(["*[[]GV012 case[]]*", "*[[]GV015 case[]]*",
                                  "*FAILED specs/leaky.yaml::leaky:Leaky::basic::case*"])
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch.autograd import Function
 
+import zoo
 from gradverify import verify
 from gradverify.results import Severity, Status
 from gradverify.spec.file import SpecError, from_dict
@@ -77,9 +78,12 @@ class MaskedSumWrongFactor(Function):
 
 class WeightForgotten(Function):
     @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
+    def forward(x, w):
         return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, g):
@@ -157,6 +161,13 @@ class Detach(Function):
         return torch.zeros_like(g)
 
 
+def _passed(case) -> bool:
+    """The case passed: every check, but func's warning that torch.func cannot run an
+    old-style Function (GV363), which these Functions are."""
+    return case.status == Status.PASS or (case.status == Status.WARN and all(
+        zoo.old_style_warning(c) for c in case.checks if c.status == Status.WARN))
+
+
 def _codes(report, check: str | None = None) -> list[str]:
     return [f.code for case in report.results for row in case.rows
             if check is None or row.name == check for f in row.findings]
@@ -218,7 +229,7 @@ def test_a_gradient_zero_by_design_is_declared_in_the_spec():
     spec = {"cases": [{"name": "c", "args": {"x": {"shape": [4]}}}]}
     assert "GV129" in _codes(verify(Detach, spec=spec))
     report = verify(Detach, spec={**spec, "zero_grad": ["x"]})
-    assert "GV129" not in _codes(report) and report.results[0].status == Status.PASS
+    assert "GV129" not in _codes(report) and _passed(report.results[0])
 
 
 def test_zero_grad_must_name_inputs():
@@ -234,7 +245,7 @@ def test_zero_grad_must_name_inputs():
 def test_a_jacobian_zero_in_some_rows_only_gets_nothing(cls, args):
     report = verify(cls, spec={"cases": [{"name": "c", "args": args}]})
     assert {"GV129", "GV130", "GV023"}.isdisjoint(_codes(report))
-    assert report.results[0].status == Status.PASS
+    assert _passed(report.results[0])
 
 
 # -- an input held constant: GV130 ------------------------------------------------------
@@ -325,7 +336,7 @@ def test_a_nan_that_a_second_call_does_not_repeat_is_no_domain_edge(monkeypatch)
 
 def test_a_case_inside_the_domain_is_verified_as_before():
     report = verify(Normalize, spec={"cases": [{"name": "c", "args": {"x": {"shape": [2, 3]}}}]})
-    assert report.results[0].status == Status.PASS and not report.results[0].about_case
+    assert _passed(report.results[0]) and not report.results[0].about_case
 
 
 # -- hints that quote the in-place write, and never blame saving an output -------------------
@@ -444,7 +455,7 @@ def test_a_self_loop_edge_makes_forward_nan_and_is_the_inputs_fault():
 
     chain = {**args, "edges": {"values": [[0, 1, 2], [1, 2, 3]], "dtype": "int64"}}
     report = verify(EdgeDirections, spec={"cases": [{"name": "chain", "args": chain}]})
-    assert report.results[0].status == Status.PASS
+    assert _passed(report.results[0])
 
 
 def test_zero_steps_leave_the_force_unexercised():

@@ -57,7 +57,7 @@ def test_correct_function_passes(cls):
     report = verify(cls, spec=cls.SPEC)
     bad = [(c.name, c.status, [f.message for f in c.findings])
            for case in report.results for c in case.checks
-           if c.status not in (Status.PASS, Status.SKIP)]
+           if c.status not in (Status.PASS, Status.SKIP) and not zoo.old_style_warning(c)]
     assert not bad
     assert report.ok
 
@@ -371,3 +371,35 @@ def test_what_a_write_into_the_incoming_gradient_corrupts_is_said_to_follow_from
         assert all("a consequence of GV223 (mutation)" in said(f) for f in errors)
     # a check that reads backward's result once says nothing that follows from the write
     assert not any(f.consequence_of for f in checks["contract"].findings)
+
+
+def _func_row(cls, **func):
+    spec = {**cls.SPEC, "checks": {"func": func or True}}
+    (case,) = verify(cls, spec=spec, checks=["func"]).results
+    (row,) = case.checks
+    return row
+
+
+@pytest.mark.parametrize("cls", [zoo.OldStyleSinh, zoo.RecomputingSiLU],
+                         ids=lambda c: c.__name__)
+def test_a_function_torch_func_cannot_run_is_an_error_where_the_spec_asks_for_func(cls):
+    """GV363 is a warning by default (the zoo's EXPECT); a spec that turns func on asks for
+    it, and the option sets any severity; torch's reason and the fix are said."""
+    asked = _func_row(cls)
+    assert asked.status == Status.FAIL
+    (finding,) = asked.findings
+    assert finding.code == "GV363" and finding.severity == Severity.ERROR
+    assert "torch.func cannot run it" in finding.message and "raises" in finding.message
+    assert "setup_context" in finding.hint or "closed form" in finding.hint
+    assert _func_row(cls, unsupported="warning").status == Status.WARN
+    noted = _func_row(cls, unsupported="note")
+    assert noted.status == Status.PASS and noted.findings[0].severity == Severity.INFO
+
+
+def test_an_old_style_function_is_said_once_on_its_first_case():
+    spec = {"cases": [{"name": n, "args": {"x": {"shape": [s]}}} for n, s in (("a", 3),
+                                                                              ("b", 4))]}
+    report = verify(zoo.OldStyleSinh, spec=spec, checks=["func"])
+    first, second = (next(c for c in case.checks if c.name == "func") for case in report.results)
+    assert first.status == Status.WARN and [f.code for f in first.findings] == ["GV363"]
+    assert second.status == Status.SKIP and "said on the target's first case" in second.summary

@@ -53,6 +53,8 @@ class CheckContext:
     such a target at float64's tolerances."""
     smallest: bool = False
     """The smallest case of its spec: gradcheck adds a slow-mode run when it chose fast mode."""
+    first: bool = True
+    """The first case of its target: what holds of the class alone is said there once."""
     found: dict[str, Location | None] = field(default_factory=dict, repr=False, compare=False)
     """What was found once for the case (``_inner``), shared by the contexts made from this
     one: a cache, never read by checks."""

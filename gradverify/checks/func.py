@@ -3,22 +3,24 @@ training steps, ``jacrev``) the Function's gradients are autograd's.
 
 torch.func can use an autograd.Function only in setup_context style (forward without ctx,
 plus a ``setup_context`` staticmethod): an old-style Function (``forward(ctx, ...)``) makes
-every torch.func transform raise. That is a skip, said once ``torch.func.vjp`` has shown it,
-with how to convert (not a failure: the Function is right wherever it can be used). In
-setup_context style, the gradients of the outputs weighted by random incoming gradients,
-through ``vjp`` and through ``grad``, must equal autograd's on the same inputs (GV361: a
-backward that reads grad mode, or other state that torch.func sets differently). A backward
-that cannot run under a transform (torch.func wraps tensors: numpy or ``.data`` in an
-``@once_differentiable`` backward) is a note when it declares so, a warning otherwise
-(GV362); one that recomputes forward with ``requires_grad_()`` and ``torch.autograd.grad``,
-which torch.func refuses whatever the backward declares, is a warning.
+every torch.func transform raise, and so does a backward that recomputes forward with
+``requires_grad_()`` and ``torch.autograd.grad`` (torch.func refuses both inside a function
+it transforms, ``@once_differentiable`` or not). Either is GV363, with torch's reason (shown
+by ``torch.func.vjp``) and the fix, at the severity of the ``unsupported`` option: by default
+a warning (the Function is legal everywhere else), an error where the spec asks for func
+(``checks: {func: true}``). In setup_context style, the gradients of the outputs weighted by
+random incoming gradients, through ``vjp`` and through ``grad``, must equal autograd's on the
+same inputs (GV361: a backward that reads grad mode, or other state that torch.func sets
+differently). A backward that cannot run under a transform (torch.func wraps tensors: numpy
+or ``.data`` in an ``@once_differentiable`` backward) is a note when it declares so, a warning
+otherwise (GV362).
 """
 from __future__ import annotations
 
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gradverify.checks.base import Check, Outcome, Trait
+from gradverify.checks.base import Check, CheckOption, Outcome, Trait
 from gradverify.codes import Code
 from gradverify.results import Finding, Severity
 from gradverify.targets.model import Capability, Formula
@@ -39,7 +41,20 @@ CODES = (
          "def backward(ctx, g):\n    return torch.from_numpy(g.numpy() * 2)",
          "Write backward with torch ops (torch.func wraps tensors), or mark it "
          "@once_differentiable to declare it does not support this."),
+    Code("GV363", "func-unsupported",
+         "torch.func cannot run this Function: forward takes ctx (an old-style Function), or "
+         "backward recomputes forward with requires_grad_() and torch.autograd.grad.",
+         "torch.func.grad, vjp, jacrev and vmap raise on it: per-sample gradients, functional "
+         "training steps and libraries built on torch.func crash. It is legal everywhere else, "
+         "so this is a warning unless the spec asks for func (`checks: {func: true}`) or sets "
+         "`checks: {func: {unsupported: error}}`.",
+         "@staticmethod\ndef forward(ctx, x):\n    ctx.save_for_backward(x)\n    return x.exp()",
+         "Use setup_context style: forward(x) without ctx, and a setup_context(ctx, inputs, "
+         "output) staticmethod that saves what backward needs; compute a recomputing "
+         "backward's derivative with torch ops instead of torch.autograd.grad."),
 )
+SEVERITIES = {"note": Severity.INFO, "warning": Severity.WARNING, "error": Severity.ERROR}
+"""The ``unsupported`` option's values."""
 
 _TRANSFORMS = ("vjp", "grad")
 _RECOMPUTES = "attempting to call Tensor.requires_grad_()"
@@ -55,10 +70,17 @@ class FuncCheck(Check):
     summary = "torch.func.vjp and torch.func.grad give autograd's gradients"
     codes = CODES
     traits = frozenset({Trait.CALLS_BACKWARD, Trait.COMPARES_RUNS})
+    options = (CheckOption("unsupported", str, "how a Function torch.func cannot run is "
+                                               "reported (GV363): note, warning or error "
+                                               "(default: warning; error where the spec "
+                                               "asks for func)", tuple(SEVERITIES)),)
 
     def run(self, ctx: CheckContext) -> Outcome:
         from gradverify.checks import _calls as calls
 
+        if calls.old_style(ctx.info) and not ctx.first:
+            return Outcome.skip("torch.func cannot run an old-style Function (GV363, said on "
+                                "the target's first case)")
         args = ctx.args("double")
         diff = args.diff_positions
         probe = calls.apply(ctx.info, args)
@@ -72,12 +94,12 @@ class FuncCheck(Check):
         weights = [g if j in probe.differentiable else None for j, g in enumerate(grads)]
         for transform in _TRANSFORMS:
             got = _transformed(ctx, transform, weights, outcome)
-            if isinstance(got, str):  # shown: torch.func refuses an old-style Function
-                return Outcome.skip(got)
             if got is None:
                 break
             _against_autograd(ctx, transform, got, eager, names, outcome)
-        if not outcome.findings:
+        if any(f.code == "GV363" for f in outcome.findings):
+            outcome.summary = "torch.func cannot run it"
+        elif not outcome.findings:
             outcome.summary = "torch.func.vjp and torch.func.grad match autograd"
         elif not outcome.summary:
             outcome.summary = "matches autograd where torch.func can run it"
@@ -85,9 +107,9 @@ class FuncCheck(Check):
 
 
 def _transformed(ctx: CheckContext, transform: str, grads: list[Any],
-                 outcome: Outcome) -> list[Any] | str | None:
-    """The gradients of the differentiable inputs through ``torch.func.<transform>``; when it
-    raised, the skip reason of an old-style Function, or None (said in ``outcome``)."""
+                 outcome: Outcome) -> list[Any] | None:
+    """The gradients of the differentiable inputs through ``torch.func.<transform>``, or None
+    when it raised (said in ``outcome``)."""
     import torch
 
     run = ctx.args("double")
@@ -109,13 +131,11 @@ def _transformed(ctx: CheckContext, transform: str, grads: list[Any],
         if transform == "vjp":
             pullback = torch.func.vjp(outputs, *inputs)[1]
             return list(pullback(cotangents))
-        loss = lambda *t: sum((o * c).sum() for o, c in zip(outputs(*t), cotangents))  # noqa: E731
+        # real(o * conj(c)): autograd's vector-Jacobian product for complex outputs too
+        loss = lambda *t: sum(torch.real(o * c.conj()).sum()  # noqa: E731
+                              for o, c in zip(outputs(*t), cotangents))
         return list(torch.func.grad(loss, argnums=tuple(range(len(inputs))))(*inputs))
     except Exception as exc:  # noqa: BLE001 -- torch's refusal or user code
-        from gradverify.checks import _calls as calls
-
-        if calls.old_style(ctx.info):
-            return calls.NO_TORCH_FUNC
         outcome.add(_raised(ctx, transform, exc))
         return None
 
@@ -127,8 +147,19 @@ def _raised(ctx: CheckContext, transform: str, exc: BaseException) -> Finding:
 
     formula = ctx.info.need(Formula)
     said = calls.describe_exception(exc)
+    if calls.old_style(ctx.info):
+        return Finding("GV363", _unsupported(ctx),
+                       f"torch.func cannot run it: forward takes ctx (an old-style Function); "
+                       f"torch.func.{transform} raises {said}", location=ctx.forward_location,
+                       hint="use setup_context style: forward(x) without ctx, plus a "
+                            "setup_context(ctx, inputs, output) staticmethod that saves what "
+                            "backward needs (ctx.save_for_backward(*inputs)); backward is "
+                            "unchanged")
     if _RECOMPUTES in str(exc):  # not a tensor torch.func wraps: what @once_differentiable says
-        return Finding("GV362", Severity.WARNING, f"torch.func.{transform} raises {said}",
+        return Finding("GV363", _unsupported(ctx),
+                       f"torch.func cannot run it: backward recomputes forward with "
+                       f"requires_grad_() and torch.autograd.grad; torch.func.{transform} "
+                       f"raises {said}",
                        location=calls.user_location(exc, ctx.info) or ctx.location,
                        hint="torch.func refuses requires_grad_() and torch.autograd.grad inside "
                             "a function it transforms, @once_differentiable or not: compute "
@@ -144,6 +175,17 @@ def _raised(ctx: CheckContext, transform: str, exc: BaseException) -> Finding:
     return Finding("GV362", Severity.WARNING, f"torch.func.{transform} raises {said}",
                    location=calls.user_location(exc, ctx.info) or ctx.location,
                    hint=CODES[1].fix)
+
+
+def _unsupported(ctx: CheckContext) -> Severity:
+    """GV363's severity: the ``unsupported`` option's, else an error where the spec (or the
+    case) asks for func, else a warning."""
+    given = ctx.options.get("unsupported")
+    if given in SEVERITIES:
+        return SEVERITIES[given]
+    asked = any(setting.enabled for level in (ctx.spec.checks, ctx.case.checks)
+                for name, setting in level.items() if name == "func")
+    return Severity.ERROR if asked else Severity.WARNING
 
 
 def _against_autograd(ctx: CheckContext, transform: str, got: list[Any], eager: list[Any],

@@ -1,4 +1,6 @@
-"""Elementwise Functions: exp, multiply by a constant, in-place ReLU."""
+"""Elementwise Functions: exp, multiply by a constant, in-place ReLU. Each is written in
+setup_context style (forward without ctx, ``setup_context`` saving what backward needs), the
+style torch.func can transform."""
 from __future__ import annotations
 
 import torch
@@ -9,10 +11,12 @@ class Exp(Function):
     """y = exp(x); backward reuses the saved output."""
 
     @staticmethod
-    def forward(ctx, x):
-        y = torch.exp(x)
-        ctx.save_for_backward(y)
-        return y
+    def forward(x):
+        return torch.exp(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad_y):
@@ -24,9 +28,12 @@ class MulConstant(Function):
     """y = x * constant, with a Python number argument (its gradient is None)."""
 
     @staticmethod
-    def forward(ctx, x, constant: float):
-        ctx.constant = constant
+    def forward(x, constant: float):
         return x * constant
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.constant = inputs[1]
 
     @staticmethod
     def backward(ctx, grad_y):
@@ -37,11 +44,13 @@ class InplaceReLU(Function):
     """max(x, 0) written into x itself: forward marks it dirty and returns it."""
 
     @staticmethod
-    def forward(ctx, x):
-        x.clamp_(min=0)
-        ctx.mark_dirty(x)
-        ctx.save_for_backward(x)
-        return x
+    def forward(x):
+        return x.clamp_(min=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad_y):

@@ -8,9 +8,12 @@ class ComplexMul(Function):
     """z * w for complex tensors. For a holomorphic f, backward returns grad * conj(df/dz)."""
 
     @staticmethod
-    def forward(ctx, z, w):
-        ctx.save_for_backward(z, w)
+    def forward(z, w):
         return z * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):

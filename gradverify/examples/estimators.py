@@ -10,9 +10,12 @@ class SignSTE(Function):
     """Forward: sign(x). Backward: the hard-tanh straight-through estimator, grad * 1{|x| <= 1}."""
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
+    def forward(x):
         return torch.sign(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad_y):

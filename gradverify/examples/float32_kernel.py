@@ -12,9 +12,12 @@ from torch.autograd import Function
 
 class Float32Softplus(Function):
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
+    def forward(x):
         return torch.nn.functional.softplus(x.float()).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     @torch.autograd.function.once_differentiable

@@ -7,13 +7,16 @@ from torch.autograd import Function
 
 class LinearFunction(Function):
     @staticmethod
-    def forward(ctx, input: torch.Tensor, weight: torch.Tensor,
+    def forward(input: torch.Tensor, weight: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
-        ctx.save_for_backward(input, weight, bias)
         output = input @ weight.t()
         if bias is not None:
             output = output + bias
         return output
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -9,12 +9,16 @@ class GlobalMaxPool(Function):
     """Max over the last dim of [B, C, L]; also returns the argmax indices (non-differentiable)."""
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(x):
         values, indices = x.max(dim=-1)
+        return values, indices
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, indices = output
         ctx.mark_non_differentiable(indices)
         ctx.save_for_backward(indices)
-        ctx.input_shape = x.shape
-        return values, indices
+        ctx.input_shape = inputs[0].shape
 
     @staticmethod
     def backward(ctx, grad_values, grad_indices):
@@ -27,14 +31,16 @@ class SuperpixelAvgPool(Function):
     """Mean of a [C, H, W] image over each superpixel of an integer [H, W] label map -> [C, K]."""
 
     @staticmethod
-    def forward(ctx, image, labels, num_segments: int):
+    def forward(image, labels, num_segments: int):
         channels = image.shape[0]
-        flat_labels = labels.reshape(-1)
         sums = image.new_zeros(channels, num_segments).index_add(
-            1, flat_labels, image.reshape(channels, -1))
-        counts = torch.bincount(flat_labels, minlength=num_segments).clamp(min=1).to(image.dtype)
-        ctx.save_for_backward(labels, counts)
-        return sums / counts
+            1, labels.reshape(-1), image.reshape(channels, -1))
+        return sums / _counts(labels, num_segments, image.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        image, labels, num_segments = inputs
+        ctx.save_for_backward(labels, _counts(labels, num_segments, image.dtype))
 
     @staticmethod
     def backward(ctx, grad_means):
@@ -44,3 +50,8 @@ class SuperpixelAvgPool(Function):
             per_pixel = (grad_means / counts).index_select(1, labels.reshape(-1))
             grad_image = per_pixel.reshape(grad_means.shape[0], *labels.shape)
         return grad_image, None, None
+
+
+def _counts(labels, num_segments, dtype):
+    """Pixels per superpixel (at least 1: an empty one has mean 0)."""
+    return torch.bincount(labels.reshape(-1), minlength=num_segments).clamp(min=1).to(dtype)

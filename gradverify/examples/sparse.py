@@ -13,12 +13,16 @@ class SparseDenseMatmul(Function):
     """
 
     @staticmethod
-    def forward(ctx, indices, values, n_rows: int, dense):
+    def forward(indices, values, n_rows: int, dense):
         rows, cols = indices
-        ctx.save_for_backward(indices, values, dense)
         contrib = values.unsqueeze(1) * dense.index_select(0, cols)
         out = dense.new_zeros(n_rows, dense.shape[1])
         return out.index_add(0, rows, contrib)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        indices, values, _, dense = inputs
+        ctx.save_for_backward(indices, values, dense)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -55,12 +59,15 @@ class SegmentSum(Function):
     """
 
     @staticmethod
-    def forward(ctx, values, segment_ids, num_segments: int):
+    def forward(values, segment_ids, num_segments: int):
         sums = values.new_zeros(num_segments, *values.shape[1:]).index_add(0, segment_ids, values)
         counts = torch.bincount(segment_ids, minlength=num_segments).to(values.dtype)
-        ctx.mark_non_differentiable(counts)
-        ctx.save_for_backward(segment_ids)
         return sums, counts
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(inputs[1])
 
     @staticmethod
     def backward(ctx, grad_sums, grad_counts):

@@ -105,7 +105,7 @@ def run_case(info: Target, spec: Spec, case: Case, bound: Bound, options: RunOpt
                                         options.device_for(spec)),
                        tolerance=options.tolerance_for(spec, case), mode=options.mode,
                        seed=options.seed, device=options.device_for(spec),
-                       smallest=smallest, reference=reference)
+                       smallest=smallest, first=first, reference=reference)
     checks = schedule.rows(spec, case, options, info.capabilities, first=first)
     running = leftovers.snapshot()
     rows = _Rows(state=casenotes.state_changes(info, torchstate.restore(), before=True))

@@ -17,6 +17,17 @@ import importlib
 
 from torch.autograd import Function
 
+from gradverify.results import Severity, Status
+
+
+def old_style_warning(check) -> bool:
+    """Whether ``check`` (a result row) is func's warning that torch.func cannot run an
+    old-style Function (GV363): what every Function whose forward takes ctx gets by default,
+    most of the zoo's; not a flag on its correctness."""
+    return check.name == "func" and check.status == Status.WARN and {
+        f.code for f in check.findings if f.severity != Severity.INFO} == {"GV363"}
+
+
 VEC = {"cases": [{"name": "vec", "args": {"x": {"shape": [5]}}}]}
 MAT = {"cases": [{"name": "mat", "args": {"x": {"shape": [2, 3]}}}]}
 

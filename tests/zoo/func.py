@@ -64,7 +64,7 @@ class RecomputingSiLU(Function):
     torch.autograd.grad of it: torch.func refuses requires_grad_() inside a transform, which
     @once_differentiable does not declare (it says no double backward)."""
 
-    EXPECT = ("func", "GV362", None)
+    EXPECT = ("func", "GV363", None)
     SEVERITY = "warning"
     SPEC = spec_for(x={"shape": [5]})
 
@@ -87,7 +87,42 @@ class RecomputingSiLU(Function):
         return dx
 
 
+class OldStyleSinh(Function):
+    """sinh with forward(ctx, x): right wherever autograd runs it, but every torch.func
+    transform refuses it (torch.func needs setup_context style): a warning by default."""
+
+    EXPECT = ("func", "GV363", None)
+    SEVERITY = "warning"
+    SPEC = spec_for(x={"shape": [4]})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sinh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.cosh(x)
+
+
 # ============================================================================ look-alikes
+
+
+class SetupContextSinh(Function):
+    """naive func: OldStyleSinh, its backward unchanged, saving in setup_context instead:
+    torch.func runs it, and its gradients are autograd's."""
+
+    SPEC = spec_for(x={"shape": [4]})
+    backward = staticmethod(OldStyleSinh.backward)
+
+    @staticmethod
+    def forward(x):
+        return torch.sinh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
 
 class NumpyBackwardDeclared(Function):
