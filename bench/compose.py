@@ -9,6 +9,13 @@ machine). Whole commands, alternating runs so that all see the same load; one wo
 (``-j 1``). Prints the medians and what each adds per target:
 `python bench/compose.py [REPEAT]`.
 
+`python bench/compose.py cells` reports every cell of the composition corpus instead: each
+Function of the test zoo's composition modules (``tests/zoo/func.py``, ``compile.py``,
+``autocast.py``: defects that show only when composed, and correct look-alikes) under
+``--compose``, the status and codes of each composition check (func, compile with aot_eager,
+autocast), and whether the defect was caught by its own check, missed, or a correct Function
+failed; then the counts.
+
 The spec is ``specs/compose.yaml``: ``ops:Softplus`` in setup_context style (so every
 composition applies), one case."""
 from __future__ import annotations
@@ -57,5 +64,49 @@ def main() -> None:
         print(f"{name:28s} {median:6.2f}s  {median / base:5.2f}x  +{added:5.2f}s per target")
 
 
+COMPOSITIONS = ("func", "compile", "autocast")
+
+
+def cells() -> None:
+    """Every cell of the composition corpus, and the counts (in-process, inductor off)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    import importlib
+
+    from gradverify import verify
+    from gradverify.results import Status
+
+    counts = {"caught": 0, "missed": 0, "false": 0, "correct": 0}
+    print(f"{'target':28} {'expected':22} " + " ".join(f"{c:18}" for c in COMPOSITIONS)
+          + " verdict")
+    for module in COMPOSITIONS:
+        zoo = importlib.import_module(f"zoo.{module}")
+        for name, cls in list(vars(zoo).items()):
+            if not isinstance(cls, type) or cls.__module__ != zoo.__name__ \
+                    or not hasattr(cls, "SPEC"):
+                continue
+            spec = {**cls.SPEC, "checks": {**cls.SPEC.get("checks", {}),
+                                           "compile": {"inductor": False}}}
+            report = verify(cls, spec=spec, checks=COMPOSITIONS, compose=True)
+            rows = {c.name: c for case in report.results for c in case.checks}
+            said = [f"{rows[c].status.value}"
+                    + "".join(f" {f.code}" for f in rows[c].findings if f.severity.value
+                              != "info") if c in rows else "-" for c in COMPOSITIONS]
+            expect = getattr(cls, "EXPECT", None)
+            if expect:
+                check, code, _ = expect
+                hit = check in rows and any(f.code == code for f in rows[check].findings)
+                verdict = "caught" if hit else "missed"
+            else:
+                failed = any(r.status in (Status.FAIL, Status.ERROR) for r in rows.values())
+                verdict = "false" if failed else "correct"
+            counts[verdict] += 1
+            print(f"{name:28} {(expect[0] + ' ' + expect[1]) if expect else 'correct':22} "
+                  + " ".join(f"{c:18}" for c in said) + f" {verdict}")
+    print(", ".join(f"{n} {k}" for k, n in counts.items()))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["cells"]:
+        cells()
+    else:
+        main()
