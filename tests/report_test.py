@@ -114,6 +114,24 @@ def _case(target: str, case: str, status: Status, summary: str = "ok") -> CaseRe
     return CaseResult(target, "specs/f.yaml", case, status, 0.0, checks=checks)
 
 
+def test_a_location_wider_than_the_report_keeps_its_label_once():
+    """``file:line: error:`` longer than the width: on a line of its own, the message after
+    it, the label said once."""
+    from gradverify.results import Finding, Location, Severity
+
+    where = Location("/tmp/" + "deep/" * 22 + "linear.py", 23)
+    finding = Finding("GV101", Severity.ERROR, "backward raised ValueError: not enough values",
+                      location=where)
+    checks = (CheckResult("contract", Status.FAIL, 0.0, "raised", (finding,)),)
+    report = Report(ReportSettings(), (CaseResult("m:F", "f.yaml", "a", Status.FAIL, 0.0,
+                                                  checks=checks),))
+    lines = render_plain(report).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(str(where.file)))
+    assert lines[at] == f"{where.file}:23: error:"
+    assert lines[at + 1] == "    backward raised ValueError: not enough values  [GV101 contract]"
+    assert sum(line.count("error:") for line in lines[at:at + 3]) == 1
+
+
 def test_concise_by_default_details_for_what_did_not_pass():
     report = Report(ReportSettings(), (_case("m:Good", "a", Status.PASS),
                                  _case("m:Good", "b", Status.PASS),

@@ -16,7 +16,8 @@ class LinearFunction(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
+        input, weight, *rest = inputs  # torch before 2.2 leaves out a default not passed
+        ctx.save_for_backward(input, weight, rest[0] if rest else None)
 
     @staticmethod
     def backward(ctx, grad_output):

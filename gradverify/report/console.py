@@ -226,7 +226,9 @@ class _Writer:
             LABEL[finding.severity]
         head = f"{where}{label}: "
         tag = f"[{finding.code} {check.name}]"
-        # the tag is never split across lines
+        # neither the tag nor the head (a long path's ``file:line: error:``) is split
+        if text.startswith(head):
+            text = head.rstrip().replace(" ", "\0") + text[len(head.rstrip()):]
         body = [line.replace("\0", " ") for line in
                 self.wrap(text.replace(tag, tag.replace(" ", "\0")), "    ")]
         first = body[0]
