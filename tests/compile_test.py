@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 import torchversions
+import zoo
 from conftest import ROOT
 from gradverify import verify
 from gradverify.checks import _compiled
@@ -310,3 +312,26 @@ class Square(torch.autograd.Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return 2 * x * grad
+
+
+def test_an_in_place_forward_is_compared_on_intermediates(monkeypatch):
+    """compile(func.grad) on inputs made inside it, for a forward that writes into its input
+    (exp_, declared; torch.func refuses it on a leaf, "a leaf Variable that requires grad is
+    used in an in-place operation"): a compiler that gets the gradient wrong there (simulated:
+    twice eager's) is GV354 for that cell; a right one leaves nothing (a note on a torch that
+    cannot compile it: 2.1). Before, torch.func's refusal of the leaves ended the comparison
+    (and its write into them changed the inputs of the next cell)."""
+    x = torch.randn(3, dtype=torch.double)
+    grad = torch.randn(3, dtype=torch.double)
+    eager = ([], [grad * x.exp()])
+    run = SimpleNamespace(values=[x.clone()], names=["x"], diff_positions=[0])
+    ctx = SimpleNamespace(args=lambda dtype: run, location=None, forward_location=None,
+                          info=SimpleNamespace(function=zoo.InplaceExpVmap))
+    right = _compiled.func_grad(ctx, [grad], eager)  # a note where torch cannot compile it
+    assert all(f.code == "GV353" and f.severity is Severity.INFO for f in right), right
+    assert torch.equal(run.values[0], x)
+    monkeypatch.setattr(torch, "compile",
+                        lambda fn, **_: lambda *xs: [2 * g for g in fn(*xs)])
+    (finding,) = _compiled.func_grad(ctx, [grad], eager)
+    assert finding.code == "GV354" and finding.input == "x"
+    assert "(inputs made inside it)" in finding.message

@@ -59,11 +59,11 @@ def _double(t: Any) -> Any:
 def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Finding]:
     """``torch.compile(torch.func.grad(loss))``, as a compiled functional training step calls
     it, on the inputs themselves and on intermediates made of them (``x * 1``: torch 2.13 gets
-    only the first wrong for a numpy forward), against eager autograd's gradients (``loss``:
-    the outputs weighted by the same incoming gradients). A difference is the compiler's
-    (GV354) only where eager ``torch.func.grad`` agrees with autograd; a ``torch.func.grad``
-    that cannot run the Function (a numpy backward), or no gradient to weigh by, leaves
-    nothing to compare."""
+    only the first wrong for a numpy forward; an in-place forward runs only on the second),
+    against eager autograd's gradients (``loss``: the outputs weighted by the same incoming
+    gradients). A difference is the compiler's (GV354) only where eager ``torch.func.grad``
+    agrees with autograd; a ``torch.func.grad`` that cannot run the Function (a numpy
+    backward), or no gradient to weigh by, leaves nothing to compare."""
     import torch
 
     from gradverify.checks import _compare as cmp
@@ -73,21 +73,25 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
     run = ctx.args("double")
     diff = run.diff_positions
     names = [run.names[i] for i in diff]
-    inputs = [run.values[i].detach() for i in diff]
-    argnums = tuple(range(len(inputs)))
+    argnums = tuple(range(len(diff)))
     for intermediate in (False, True):
+        # copies for each cell: a forward that writes into its input may have written even
+        # where torch.func then refused it
+        inputs = [run.values[i].detach().clone() for i in diff]
         loss = weighted_loss(ctx.info.function, list(run.values), diff, grads, intermediate)
         try:
             functional = list(torch.func.grad(loss, argnums=argnums)(*inputs))
         except Exception:  # noqa: BLE001 -- torch.func cannot run it: nothing to compare
-            return []
+            if intermediate:
+                return []
+            continue  # a forward that writes into its input refuses leaves, not intermediates
         if cmp.compare_runs(([], functional), ([], eager[1]), names, 1e-7, 1e-9):
             return []  # eager torch.func.grad already differs: not the compiler's doing
         way = " (inputs made inside it)" if intermediate else ""
         torchcompat.dynamo_reset()
         try:
             compiled = list(torch.compile(torch.func.grad(loss, argnums=argnums),
-                                          backend="aot_eager")(*inputs))
+                                          backend="aot_eager")(*(t.clone() for t in inputs)))
         except Exception as exc:  # noqa: BLE001 -- this torch cannot compile it: not compared
             return [_refused(ctx, f"torch.compile(torch.func.grad(f)){way}", exc)]
         found = [Finding(
