@@ -95,7 +95,9 @@ def test_record_check_runs_the_check_and_exit_codes_pass_through(training):
                                        "sys.exit(7)\n")
     done = _cli("record", "--check", "--", "python", "fails.py", cwd=training)
     assert done.returncode == 7
-    assert done.stdout.startswith("out\n") and " ." in done.stdout  # the check's report
+    # the script's output, then the check's report
+    assert done.stdout.startswith("out\n") and "SortPair.yaml  ops:SortPair" in done.stdout
+    assert " passed" in done.stdout.splitlines()[-1]
     assert "the command exited with 7" in done.stderr
     assert (training / "specs/recorded/SortPair.yaml").is_file()
 

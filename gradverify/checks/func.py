@@ -149,8 +149,8 @@ def _raised(ctx: CheckContext, transform: str, exc: BaseException) -> Finding:
     said = calls.describe_exception(exc)
     if calls.old_style(ctx.info):
         return Finding("GV363", _unsupported(ctx),
-                       f"torch.func cannot run it: forward takes ctx (an old-style Function), "
-                       f"and torch.func.{transform} requires a setup_context staticmethod",
+                       f"torch.func cannot run it: forward takes ctx (an old-style Function); "
+                       f"torch.func.{transform} requires a setup_context staticmethod",
                        location=ctx.forward_location,
                        hint="use setup_context style: forward(x) without ctx, plus a "
                             "setup_context(ctx, inputs, output) staticmethod that saves what "
