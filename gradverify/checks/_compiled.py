@@ -96,7 +96,8 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
             return [_refused(ctx, f"torch.compile(torch.func.grad(f)){way}", exc)]
         found = [Finding(
             "GV354", Severity.ERROR,
-            f"torch.compile(torch.func.grad(f)){way}: {mismatch.describe()} (against eager, "
+            f"torch.compile(torch.func.grad(f)){way} on torch {torch.__version__}: "
+            f"{mismatch.describe()} (against eager, "
             "where autograd and torch.func.grad agree): torch.compile is at fault, not the "
             "formula", input=mismatch.input, location=ctx.location, data=dict(mismatch.data),
             hint=FUNC_GRAD_FIX)
