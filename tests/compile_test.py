@@ -314,6 +314,7 @@ class Square(torch.autograd.Function):
         return 2 * x * grad
 
 
+@pytest.mark.slow
 def test_an_in_place_forward_is_compared_on_intermediates(monkeypatch):
     """compile(func.grad) on inputs made inside it, for a forward that writes into its input
     (exp_, declared; torch.func refuses it on a leaf, "a leaf Variable that requires grad is
@@ -327,11 +328,15 @@ def test_an_in_place_forward_is_compared_on_intermediates(monkeypatch):
     run = SimpleNamespace(values=[x.clone()], names=["x"], diff_positions=[0])
     ctx = SimpleNamespace(args=lambda dtype: run, location=None, forward_location=None,
                           info=SimpleNamespace(function=zoo.InplaceExpVmap))
-    right = _compiled.func_grad(ctx, [grad], eager)  # a note where torch cannot compile it
-    assert all(f.code == "GV353" and f.severity is Severity.INFO for f in right), right
+    right = _compiled.func_grad(ctx, [grad], eager)
+    if torchversions.at_least(2, 13):
+        assert right == [], right
+    else:  # torch 2.1 cannot compile the cell: a note
+        assert all(f.code == "GV353" and f.severity is Severity.INFO for f in right), right
     assert torch.equal(run.values[0], x)
     monkeypatch.setattr(torch, "compile",
                         lambda fn, **_: lambda *xs: [2 * g for g in fn(*xs)])
     (finding,) = _compiled.func_grad(ctx, [grad], eager)
     assert finding.code == "GV354" and finding.input == "x"
     assert f"(inputs made inside it) on torch {torch.__version__}:" in finding.message
+    assert torch.equal(run.values[0], x)

@@ -125,7 +125,7 @@ def test_a_location_wider_than_the_report_keeps_its_label_once():
     checks = (CheckResult("contract", Status.FAIL, 0.0, "raised", (finding,)),)
     report = Report(ReportSettings(), (CaseResult("m:F", "f.yaml", "a", Status.FAIL, 0.0,
                                                   checks=checks),))
-    lines = render_plain(report).splitlines()
+    lines = render_plain(report, width=100).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith(str(where.file)))
     assert lines[at] == f"{where.file}:23: error:"
     assert lines[at + 1] == "    backward raised ValueError: not enough values  [GV101 contract]"

@@ -384,7 +384,8 @@ def _func_row(cls, **func):
                          ids=lambda c: c.__name__)
 def test_a_function_torch_func_cannot_run_is_an_error_where_the_spec_asks_for_func(cls):
     """GV363 is a warning by default (the zoo's EXPECT); a spec that turns func on asks for
-    it, and the option sets any severity; torch's reason and the fix are said."""
+    it, and the option sets any severity; torch's reason (what torch.func requires, or its
+    message) and the fix are said."""
     asked = _func_row(cls)
     assert asked.status == Status.FAIL
     (finding,) = asked.findings

@@ -75,7 +75,7 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
     names = [run.names[i] for i in diff]
     argnums = tuple(range(len(diff)))
     for intermediate in (False, True):
-        # copies for each cell: a forward that writes into its input may have written even
+        # copies for each call: a forward that writes into its input may have written even
         # where torch.func then refused it
         inputs = [run.values[i].detach().clone() for i in diff]
         loss = weighted_loss(ctx.info.function, list(run.values), diff, grads, intermediate)
@@ -85,13 +85,15 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
             if intermediate:
                 return []
             continue  # a forward that writes into its input refuses leaves, not intermediates
+            # (any refusal of the leaves: the intermediates' call says whether it is only theirs)
         if cmp.compare_runs(([], functional), ([], eager[1]), names, 1e-7, 1e-9):
             return []  # eager torch.func.grad already differs: not the compiler's doing
         way = " (inputs made inside it)" if intermediate else ""
         torchcompat.dynamo_reset()
         try:
             compiled = list(torch.compile(torch.func.grad(loss, argnums=argnums),
-                                          backend="aot_eager")(*(t.clone() for t in inputs)))
+                                          backend="aot_eager")(
+                *(run.values[i].detach().clone() for i in diff)))
         except Exception as exc:  # noqa: BLE001 -- this torch cannot compile it: not compared
             return [_refused(ctx, f"torch.compile(torch.func.grad(f)){way}", exc)]
         found = [Finding(

@@ -5,8 +5,9 @@ torch.func can use an autograd.Function only in setup_context style (forward wit
 plus a ``setup_context`` staticmethod): an old-style Function (``forward(ctx, ...)``) makes
 every torch.func transform raise, and so does a backward that recomputes forward with
 ``requires_grad_()`` and ``torch.autograd.grad`` (torch.func refuses both inside a function
-it transforms, ``@once_differentiable`` or not). Either is GV363, with torch's reason (shown
-by ``torch.func.vjp``) and the fix, at the severity of the ``unsupported`` option: by default
+it transforms, ``@once_differentiable`` or not). Either is GV363, with torch's reason (what
+torch.func requires of an old-style Function; ``torch.func.vjp``'s message for a recomputing
+backward) and the fix, at the severity of the ``unsupported`` option: by default
 a warning (the Function is legal everywhere else), an error where the spec asks for func
 (``checks: {func: true}``). In setup_context style, the gradients of the outputs weighted by
 random incoming gradients, through ``vjp`` and through ``grad``, must equal autograd's on the
@@ -147,15 +148,16 @@ def _raised(ctx: CheckContext, transform: str, exc: BaseException) -> Finding:
 
     formula = ctx.info.need(Formula)
     said = calls.describe_exception(exc)
-    if calls.old_style(ctx.info):
+    if calls.old_style(ctx.info) and "setup_context" in str(exc):
         return Finding("GV363", _unsupported(ctx),
                        f"torch.func cannot run it: forward takes ctx (an old-style Function); "
                        f"torch.func.{transform} requires a setup_context staticmethod",
                        location=ctx.forward_location,
                        hint="use setup_context style: forward(x) without ctx, plus a "
                             "setup_context(ctx, inputs, output) staticmethod that saves what "
-                            "backward needs (ctx.save_for_backward(*inputs)); backward is "
-                            "unchanged (https://pytorch.org/docs/stable/notes/extending.func.html)")
+                            "backward needs (ctx.save_for_backward(x)); backward is "
+                            "unchanged; see "
+                            "https://pytorch.org/docs/stable/notes/extending.func.html")
     if _RECOMPUTES in str(exc):  # not a tensor torch.func wraps: what @once_differentiable says
         return Finding("GV363", _unsupported(ctx),
                        f"torch.func cannot run it: backward recomputes forward with "

@@ -27,6 +27,7 @@ from gradverify.report.text import (
     CHAR,
     LABEL,
     advice,
+    escaped,
     finding_line,
     jacobian_cell,
     mutation_lines,
@@ -221,10 +222,10 @@ class _Writer:
     def finding(self, check: CheckResult, finding: Finding) -> Iterator[Line]:
         expected = check.status == Status.XFAIL
         text = finding_line(finding, check.name, expected=expected)
-        where = f"{finding.location}: " if finding.location else ""
+        where = escaped(f"{finding.location}: ") if finding.location else ""
         label = "expected failure" if expected and finding.severity == Severity.ERROR else \
             LABEL[finding.severity]
-        head = f"{where}{label}: "
+        head = f"{where}{label}: "  # as the text says it: control characters escaped
         tag = f"[{finding.code} {check.name}]"
         # neither the tag nor the head (a long path's ``file:line: error:``) is split
         if text.startswith(head):
