@@ -84,8 +84,9 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
         except Exception:  # noqa: BLE001 -- torch.func cannot run it: nothing to compare
             if intermediate:
                 return []
-            continue  # a forward that writes into its input refuses leaves, not intermediates
-            # (any refusal of the leaves: the intermediates' call says whether it is only theirs)
+            # a forward that writes into its input is refused on leaves, not on intermediates
+            # (whatever refused the leaves, the intermediates' call says if it was only theirs)
+            continue
         if cmp.compare_runs(([], functional), ([], eager[1]), names, 1e-7, 1e-9):
             return []  # eager torch.func.grad already differs: not the compiler's doing
         way = " (inputs made inside it)" if intermediate else ""
