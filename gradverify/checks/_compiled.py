@@ -74,13 +74,16 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
     diff = run.diff_positions
     names = [run.names[i] for i in diff]
     argnums = tuple(range(len(diff)))
+
+    def copies() -> list[Any]:
+        """The inputs afresh for each call: a forward that writes into its input may have
+        written even where torch.func then refused it."""
+        return [run.values[i].detach().clone() for i in diff]
+
     for intermediate in (False, True):
-        # copies for each call: a forward that writes into its input may have written even
-        # where torch.func then refused it
-        inputs = [run.values[i].detach().clone() for i in diff]
         loss = weighted_loss(ctx.info.function, list(run.values), diff, grads, intermediate)
         try:
-            functional = list(torch.func.grad(loss, argnums=argnums)(*inputs))
+            functional = list(torch.func.grad(loss, argnums=argnums)(*copies()))
         except Exception:  # noqa: BLE001 -- torch.func cannot run it: nothing to compare
             if intermediate:
                 return []
@@ -93,8 +96,7 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
         torchcompat.dynamo_reset()
         try:
             compiled = list(torch.compile(torch.func.grad(loss, argnums=argnums),
-                                          backend="aot_eager")(
-                *(run.values[i].detach().clone() for i in diff)))
+                                          backend="aot_eager")(*copies()))
         except Exception as exc:  # noqa: BLE001 -- this torch cannot compile it: not compared
             return [_refused(ctx, f"torch.compile(torch.func.grad(f)){way}", exc)]
         found = [Finding(

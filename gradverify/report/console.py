@@ -25,9 +25,9 @@ from gradverify.report.line import Line, plain
 from gradverify.report.summary import STYLE, summary_line
 from gradverify.report.text import (
     CHAR,
-    LABEL,
     advice,
     escaped,
+    finding_label,
     finding_line,
     jacobian_cell,
     mutation_lines,
@@ -223,9 +223,8 @@ class _Writer:
         expected = check.status == Status.XFAIL
         text = finding_line(finding, check.name, expected=expected)
         where = escaped(f"{finding.location}: ") if finding.location else ""
-        label = "expected failure" if expected and finding.severity == Severity.ERROR else \
-            LABEL[finding.severity]
-        head = f"{where}{label}: "  # as the text says it: control characters escaped
+        said_as = finding_label(finding, expected=expected)
+        head = f"{where}{said_as}: "  # as the text says it: control characters escaped
         tag = f"[{finding.code} {check.name}]"
         # neither the tag nor the head (a long path's ``file:line: error:``) is split
         if text.startswith(head):
@@ -233,7 +232,7 @@ class _Writer:
         body = [line.replace("\0", " ") for line in
                 self.wrap(text.replace(tag, tag.replace(" ", "\0")), "    ")]
         first = body[0]
-        yield Line((where, "bold"), (f"{label}: ", SEVERITY_STYLE[finding.severity]),
+        yield Line((where, "bold"), (f"{said_as}: ", SEVERITY_STYLE[finding.severity]),
                     (first[len(head):].removesuffix(tag), ""),
                     (tag if first.endswith(tag) else "", "dim"))
         for rest in body[1:]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gradverify.report import heatmap
 from gradverify.report.interface import Verbosity
 from gradverify.report.summary import summary_line
-from gradverify.report.text import LABEL, advice, escaped, said, score_line
+from gradverify.report.text import advice, escaped, finding_label, said, score_line
 from gradverify.results import Severity, Status
 
 if TYPE_CHECKING:
@@ -171,12 +171,11 @@ def _findings(cases: tuple[CaseResult, ...],
 
 def _finding(case: CaseResult, check: CheckResult, finding: Finding,
              anchor: str | None) -> list[str]:
-    label = "expected failure" if check.status == Status.XFAIL and \
-        finding.severity == Severity.ERROR else LABEL[finding.severity]
+    said_as = finding_label(finding, expected=check.status == Status.XFAIL)
     at = f' id="{anchor}"' if anchor else ""
     parts = [f'<div class="finding {finding.severity.value}"{at}>',
              f"<p><b>{_h(case.target)}</b> :: {_h(case.case)} ({_h(check.name)})</p>",
-             f"<p>{_where(finding.location)}{_h(label)}: {_h(said(finding))} "
+             f"<p>{_where(finding.location)}{_h(said_as)}: {_h(said(finding))} "
              f"[{_h(finding.code)} {_h(check.name)}]</p>"]
     if hint := advice(finding):
         parts.append(f'<p class="hint">note: {_h(hint)} '

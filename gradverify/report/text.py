@@ -57,14 +57,20 @@ CHAR = {Status.PASS: ".", Status.WARN: "W", Status.FAIL: "F", Status.ERROR: "E",
 """A case's status in the one-line-per-target overview, as pytest marks tests."""
 
 
+def finding_label(finding: Finding, *, expected: bool = False) -> str:
+    """``error``, ``warning``, ``note``; ``expected``: an error the spec declared (``expect:``)
+    is an "expected failure"."""
+    if expected and finding.severity == Severity.ERROR:
+        return "expected failure"
+    return LABEL[finding.severity]
+
+
 def finding_line(finding: Finding, check: str | None = None, *, expected: bool = False) -> str:
     """``file:line: error: message  [GVnnn check]``; ``expected``: an error the spec declared
     (``expect:``), labelled "expected failure"."""
     where = f"{finding.location}: " if finding.location else ""
-    label = "expected failure" if expected and finding.severity == Severity.ERROR else \
-        LABEL[finding.severity]
     tag = f"{finding.code} {check}" if check else finding.code
-    return escaped(f"{where}{label}: {said(finding)}  [{tag}]")
+    return escaped(f"{where}{finding_label(finding, expected=expected)}: {said(finding)}  [{tag}]")
 
 
 def hint_line(finding: Finding) -> str | None:
