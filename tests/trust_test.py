@@ -402,28 +402,79 @@ class NumpyForward(torch.autograd.Function):
         return grad * y
 
 
-def test_compiled_func_grad_is_judged_against_bare_torch():
-    """GV354 exactly where bare torch.compile(torch.func.grad(f)) differs from eager; where
-    this torch cannot compile it, a note; where it gets it right, a pass."""
-    x = torch.randn(3, dtype=torch.double)
-    loss = lambda t: NumpyForward.apply(t).sum()  # noqa: E731
-    eager = torch.func.grad(loss)(x)
-    torch._dynamo.reset()
-    try:
-        compiled = torch.compile(torch.func.grad(loss), backend="aot_eager")(x)
-    except Exception:  # noqa: BLE001 -- torch 2.1 cannot compile it
-        compiled = None
-    row = _checks(verify(NumpyForward, spec=NumpyForward.SPEC, checks=["compile"]))["compile"]
+def _compiled(spec):
+    return {**spec, "checks": {"compile": True}}
+
+
+class NumpyGatedMul(zoo.GatedOnNeedsInputGrad):
+    """``x * w`` whose backward computes only what ``ctx.needs_input_grad`` asks for (the
+    pattern of pytorch#159299), right in eager, with a forward that leaves torch through numpy:
+    torch 2.13's torch.compile(torch.func.grad(f)) drops the custom backward and gives zero for
+    both ``x`` and ``w`` when it is called on the inputs themselves. Its correct look-alike is
+    ``zoo.GatedOnNeedsInputGrad``, the same over a forward in torch: compiled func.grad may drop
+    its backward too, but differentiating ``x * w`` gives the same gradients."""
+
+    SPEC: ClassVar = _compiled(zoo.GatedOnNeedsInputGrad.SPEC)
+
+    @staticmethod
+    def forward(x, w):
+        return torch.from_numpy(x.detach().numpy() * w.detach().numpy())
+
+
+def _bare_compiled_grad(cls, inputs):
+    """Eager and compiled torch.func.grad of ``cls.apply(*inputs).sum()`` for every input,
+    on the inputs themselves and on intermediates (None where this torch cannot compile it)."""
+    argnums = tuple(range(len(inputs)))
+    cells = {"leaves": lambda *a: cls.apply(*a).sum(),
+             "intermediates": lambda *a: cls.apply(*(t * 1.5 for t in a)).sum()}
+    compared = {}
+    for name, loss in cells.items():
+        eager = torch.func.grad(loss, argnums=argnums)(*inputs)
+        torch._dynamo.reset()
+        try:
+            compiled = torch.compile(torch.func.grad(loss, argnums=argnums),
+                                     backend="aot_eager")(*inputs)
+        except Exception:  # noqa: BLE001 -- torch 2.1 cannot compile it
+            compiled = None
+        compared[name] = (eager, compiled)
+    return compared
+
+
+@pytest.mark.parametrize("cls", [NumpyForward, NumpyGatedMul, zoo.GatedOnNeedsInputGrad])
+def test_compiled_func_grad_is_judged_against_bare_torch(cls):
+    """GV354 exactly where bare torch.compile(torch.func.grad(f)) differs from eager, for each
+    input it differs on; where this torch cannot compile it, a note; where it gets it right
+    (on the inputs and on intermediates), a pass."""
+    spec = _compiled(cls.SPEC)
+    names = list(spec["cases"][0]["args"])
+    inputs = [torch.randn(3, dtype=torch.double) for _ in names]
+    compared = _bare_compiled_grad(cls, inputs)
+    row = _checks(verify(cls, spec=spec, checks=["compile"]))["compile"]
     codes = {(f.code, f.severity) for f in row.findings}
-    if compiled is None:
+    if any(compiled is None for _, compiled in compared.values()):
         assert row.status == Status.PASS and ("GV353", Severity.INFO) in codes, codes
-    elif torch.allclose(compiled, eager):
+        return
+    wrong = {name for eager, compiled in compared.values()
+             for name, e, c in zip(names, eager, compiled) if not torch.allclose(e, c)}
+    if not wrong:
         assert row.status == Status.PASS and not codes, codes
-    else:
-        assert row.status == Status.FAIL and codes == {("GV354", Severity.ERROR)}, codes
-        finding = row.findings[0]
-        assert finding.input == "x" and "torch.compile is at fault" in finding.message
+        return
+    assert row.status == Status.FAIL and codes == {("GV354", Severity.ERROR)}, codes
+    assert {f.input for f in row.findings} == wrong
+    for finding in row.findings:
+        assert f"on torch {torch.__version__}" in finding.message
+        assert "torch.compile is at fault" in finding.message
         assert "torch.compiler.disable" in finding.hint
+
+
+def test_the_compiled_func_grad_cell_can_fail_here():
+    """Not vacuous on the pinned torch: its compiled func.grad gets a Function whose forward
+    leaves torch wrong, for both inputs of the gated product."""
+    if torch.__version__.split("+")[0] != "2.13.0":
+        pytest.skip("pinned to what torch 2.13 gets wrong")
+    inputs = [torch.randn(3, dtype=torch.double) for _ in range(2)]
+    eager, compiled = _bare_compiled_grad(NumpyGatedMul, inputs)["leaves"]
+    assert compiled is not None and all(not torch.allclose(e, c) for e, c in zip(eager, compiled))
 
 
 def test_differential_test_sees_failures_of_both_kinds():
