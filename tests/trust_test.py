@@ -410,9 +410,10 @@ class NumpyGatedMul(zoo.GatedOnNeedsInputGrad):
     """``x * w`` whose backward computes only what ``ctx.needs_input_grad`` asks for (the
     pattern of pytorch#159299), right in eager, with a forward that leaves torch through numpy:
     torch 2.13's torch.compile(torch.func.grad(f)) drops the custom backward and gives zero for
-    both ``x`` and ``w`` when it is called on the inputs themselves. Its correct look-alike is
-    ``zoo.GatedOnNeedsInputGrad``, the same over a forward in torch: compiled func.grad may drop
-    its backward too, but differentiating ``x * w`` gives the same gradients."""
+    both ``x`` and ``w`` when it is called on the inputs themselves. ``zoo.GatedOnNeedsInputGrad``
+    is the same over a forward in torch: right there, but called with one input passed in and
+    the other made inside the compiled function, the input passed in is said to need no
+    gradient and gets zero. Their correct look-alike is ``UngatedMul``."""
 
     SPEC: ClassVar = _compiled(zoo.GatedOnNeedsInputGrad.SPEC)
 
@@ -421,12 +422,32 @@ class NumpyGatedMul(zoo.GatedOnNeedsInputGrad):
         return torch.from_numpy(x.detach().numpy() * w.detach().numpy())
 
 
+class UngatedMul(zoo.GatedOnNeedsInputGrad):
+    """``x * w`` whose backward computes both gradients whatever ``ctx.needs_input_grad``
+    says: the correct look-alike of the gated products, right in every compiled cell."""
+
+    SPEC: ClassVar = _compiled(zoo.GatedOnNeedsInputGrad.SPEC)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad * w, grad * x
+
+
+def _made_inside(cls, made):
+    """``cls.apply(...).sum()`` with the inputs at the positions ``made`` made inside it."""
+    return lambda *a: cls.apply(*(t * 1.5 if i in made else t for i, t in enumerate(a))).sum()
+
+
 def _bare_compiled_grad(cls, inputs):
     """Eager and compiled torch.func.grad of ``cls.apply(*inputs).sum()`` for every input,
-    on the inputs themselves and on intermediates (None where this torch cannot compile it)."""
+    on the inputs themselves, on intermediates, and with one input passed in beside
+    intermediates (None where this torch cannot compile it)."""
     argnums = tuple(range(len(inputs)))
-    cells = {"leaves": lambda *a: cls.apply(*a).sum(),
-             "intermediates": lambda *a: cls.apply(*(t * 1.5 for t in a)).sum()}
+    every = set(range(len(inputs)))
+    cells = {"leaves": _made_inside(cls, set()), "intermediates": _made_inside(cls, every)}
+    if len(inputs) > 1:
+        cells.update({f"{kept} passed in": _made_inside(cls, every - {kept}) for kept in every})
     compared = {}
     for name, loss in cells.items():
         eager = torch.func.grad(loss, argnums=argnums)(*inputs)
@@ -440,11 +461,13 @@ def _bare_compiled_grad(cls, inputs):
     return compared
 
 
-@pytest.mark.parametrize("cls", [NumpyForward, NumpyGatedMul, zoo.GatedOnNeedsInputGrad])
+@pytest.mark.parametrize("cls", [NumpyForward, NumpyGatedMul, zoo.GatedOnNeedsInputGrad,
+                                 UngatedMul])
 def test_compiled_func_grad_is_judged_against_bare_torch(cls):
     """GV354 exactly where bare torch.compile(torch.func.grad(f)) differs from eager, for each
     input it differs on; where this torch cannot compile it, a note; where it gets it right
-    (on the inputs and on intermediates), a pass."""
+    (in every cell: on the inputs, on intermediates, one passed in beside intermediates), a
+    pass."""
     spec = _compiled(cls.SPEC)
     names = list(spec["cases"][0]["args"])
     inputs = [torch.randn(3, dtype=torch.double) for _ in names]
@@ -469,12 +492,22 @@ def test_compiled_func_grad_is_judged_against_bare_torch(cls):
 
 def test_the_compiled_func_grad_cell_can_fail_here():
     """Not vacuous on the pinned torch: its compiled func.grad gets a Function whose forward
-    leaves torch wrong, for both inputs of the gated product."""
+    leaves torch wrong, for both inputs of the gated product, and the gated product in torch
+    wrong for the input passed in beside an intermediate."""
     if torch.__version__.split("+")[0] != "2.13.0":
         pytest.skip("pinned to what torch 2.13 gets wrong")
     inputs = [torch.randn(3, dtype=torch.double) for _ in range(2)]
     eager, compiled = _bare_compiled_grad(NumpyGatedMul, inputs)["leaves"]
     assert compiled is not None and all(not torch.allclose(e, c) for e, c in zip(eager, compiled))
+    # the gated product in torch (pytorch#159299): the input passed in beside an intermediate
+    # gets zero, the intermediate its gradient; on the inputs or on intermediates, both right
+    compared = _bare_compiled_grad(zoo.GatedOnNeedsInputGrad, inputs)
+    for kept in (0, 1):
+        eager, compiled = compared[f"{kept} passed in"]
+        assert torch.count_nonzero(compiled[kept]) == 0 and torch.count_nonzero(eager[kept])
+        assert torch.allclose(eager[1 - kept], compiled[1 - kept])
+    for cell in ("leaves", "intermediates"):
+        assert all(torch.allclose(e, c) for e, c in zip(*compared[cell]))
 
 
 def test_differential_test_sees_failures_of_both_kinds():

@@ -25,6 +25,10 @@ seconds per graph, a C++ compiler needed on CPU)."""
 
 FUNC_GRAD_FIX = ("Keep the Function out of the compiled region (torch.compiler.disable), or "
                  "make its forward torch code (a torch.library.custom_op for the numpy part).")
+FUNC_GRAD_MIXED_FIX = ("Keep the Function out of the compiled region (torch.compiler.disable), "
+                       "or compute every gradient in backward whatever ctx.needs_input_grad "
+                       "says: compiled with inputs made inside it beside ones passed in, torch "
+                       "may say an input needs no gradient that does (pytorch#159299).")
 FUNC_JVP_FIX = ("Keep the torch.func.jvp call (or the Function) out of the compiled region "
                 "(torch.compiler.disable), or make forward torch code whose derivative is the "
                 "jvp: compiled, torch differentiates forward itself.")
@@ -58,12 +62,17 @@ def _double(t: Any) -> Any:
 
 def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Finding]:
     """``torch.compile(torch.func.grad(loss))``, as a compiled functional training step calls
-    it, on the inputs themselves and on intermediates made of them (``x * 1``: torch 2.13 gets
-    only the first wrong for a numpy forward; an in-place forward runs only on the second),
-    against eager autograd's gradients (``loss``: the outputs weighted by the same incoming
-    gradients). A difference is the compiler's (GV354) only where eager ``torch.func.grad``
-    agrees with autograd; a ``torch.func.grad`` that cannot run the Function (a numpy
-    backward), or no gradient to weigh by, leaves nothing to compare."""
+    it, against eager autograd's gradients (``loss``: the outputs weighted by the same incoming
+    gradients), in the cells of ``cells``: on the inputs themselves, on intermediates made of
+    them (``x * 1``), and with one input passed in and the others made inside. Each is a call
+    torch compiles differently: torch 2.13 gets only the first wrong for a numpy forward, runs an
+    in-place forward only on the second, and tells a backward that computes only what
+    ``ctx.needs_input_grad`` asks for that the input passed in beside intermediates needs no
+    gradient (pytorch#159299): it comes back zero. A difference is the compiler's
+    (GV354) only where eager ``torch.func.grad`` of the same cell agrees with autograd; a
+    ``torch.func.grad`` that cannot run the Function (a numpy backward) leaves that cell with
+    nothing to compare, as does no gradient to weigh by. Each input it gets wrong is a finding
+    once, in the first cell it is wrong in."""
     import torch
 
     from gradverify.checks import _compare as cmp
@@ -80,36 +89,54 @@ def func_grad(ctx: CheckContext, grads: list[Any] | None, eager: Any) -> list[Fi
         written even where torch.func then refused it."""
         return [run.values[i].detach().clone() for i in diff]
 
-    for intermediate in (False, True):
-        loss = weighted_loss(ctx.info.function, list(run.values), diff, grads, intermediate)
+    found: list[Finding] = []
+    for made in cells(len(diff)):
+        loss = weighted_loss(ctx.info.function, list(run.values), diff, grads, made)
         try:
             functional = list(torch.func.grad(loss, argnums=argnums)(*copies()))
-        except Exception:  # noqa: BLE001 -- torch.func cannot run it: nothing to compare
-            if intermediate:
-                return []
-            # a forward that writes into its input is refused on leaves, not on intermediates
-            # (whatever refused the leaves, the intermediates' call says if it was only theirs)
+        except Exception:  # noqa: BLE001 -- torch.func cannot run this cell: nothing to compare
+            # (a forward that writes into its input is refused on leaves, not on intermediates)
             continue
         if cmp.compare_runs(([], functional), ([], eager[1]), names, 1e-7, 1e-9):
-            return []  # eager torch.func.grad already differs: not the compiler's doing
-        way = " (inputs made inside it)" if intermediate else ""
+            continue  # eager torch.func.grad already differs: not the compiler's doing
+        way = cell_words(made, names)
         torchcompat.dynamo_reset()
         try:
             compiled = list(torch.compile(torch.func.grad(loss, argnums=argnums),
                                           backend="aot_eager")(*copies()))
         except Exception as exc:  # noqa: BLE001 -- this torch cannot compile it: not compared
-            return [_refused(ctx, f"torch.compile(torch.func.grad(f)){way}", exc)]
-        found = [Finding(
+            return [*found, _refused(ctx, f"torch.compile(torch.func.grad(f)){way}", exc)]
+        said = {finding.input for finding in found}
+        found += [Finding(
             "GV354", Severity.ERROR,
             f"torch.compile(torch.func.grad(f)){way} on torch {torch.__version__}: "
             f"{mismatch.describe()} (against eager, "
             "where autograd and torch.func.grad agree): torch.compile is at fault, not the "
             "formula", input=mismatch.input, location=ctx.location, data=dict(mismatch.data),
-            hint=FUNC_GRAD_FIX)
-            for mismatch in cmp.compare_runs(([], compiled), ([], eager[1]), names, 1e-7, 1e-9)]
-        if found:
-            return found
-    return []
+            hint=FUNC_GRAD_FIX if len(made) in (0, len(diff)) else FUNC_GRAD_MIXED_FIX)
+            for mismatch in cmp.compare_runs(([], compiled), ([], eager[1]), names, 1e-7, 1e-9)
+            if mismatch.input not in said]  # each input once, in the first cell it is wrong in
+    return found
+
+
+def cells(count: int) -> list[frozenset[int]]:
+    """Which of ``count`` differentiable inputs each compiled ``func.grad`` call makes inside
+    (the rest passed in as they are): none, all, then, where there are two or more, all but
+    one, for each one in turn."""
+    every = frozenset(range(count))
+    mixed = [every - {kept} for kept in range(count)] if count > 1 else []
+    return [frozenset(), every, *mixed]
+
+
+def cell_words(made: frozenset[int], names: list[str]) -> str:
+    """How a cell's inputs reach the Function, as a finding says it ("" for all passed in)."""
+    if not made:
+        return ""
+    if len(made) == len(names):
+        return " (inputs made inside it)"
+    inside = ", ".join(repr(names[i]) for i in sorted(made))
+    passed = ", ".join(repr(name) for i, name in enumerate(names) if i not in made)
+    return f" ({inside} made inside it, {passed} passed in)"
 
 
 def func_jvp(ctx: CheckContext) -> list[Finding]:
@@ -181,15 +208,16 @@ def _outputs_of(function: Any, values: list[Any], diff: list[int]) -> Any:
 
 
 def weighted_loss(function: Any, values: list[Any], diff: list[int], grads: list[Any],
-                  intermediate: bool) -> Any:
+                  made: frozenset[int]) -> Any:
     """``loss(*tensors)``: the sum of the outputs weighted by ``grads``, with the tensors at
-    ``diff`` passed in as they are or as intermediates (``t * 1``, as a model hands them on)."""
+    ``diff`` passed in as they are, those at the indices ``made`` (into ``diff``) as
+    intermediates (``t * 1``, as a model hands them on)."""
     import torch
 
     def loss(*tensors: Any) -> Any:
         called = list(values)
-        for position, tensor in zip(diff, tensors):
-            called[position] = tensor * 1 if intermediate else tensor
+        for index, (position, tensor) in enumerate(zip(diff, tensors)):
+            called[position] = tensor * 1 if index in made else tensor
         out = function.apply(*called)
         outs = out if isinstance(out, tuple) else (out,)
         terms = [(o * g.to(o.dtype)).sum() for o, g in zip(outs, grads)

@@ -148,7 +148,9 @@ class NumpyBackwardDeclared(Function):
 
 class GatedOnNeedsInputGrad(Function):
     """naive func: backward returns None for inputs that need no gradient; torch.func asks
-    for all of them and gets them."""
+    for all of them and gets them. (Under torch.compile(torch.func.grad(f)), torch 2.13 says an
+    input passed in beside an intermediate needs none, and it gets zero: the compile check's
+    GV354, judged against bare torch in tests/trust_test.py.)"""
 
     SPEC = _PAIR
 
