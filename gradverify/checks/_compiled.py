@@ -25,10 +25,11 @@ seconds per graph, a C++ compiler needed on CPU)."""
 
 FUNC_GRAD_FIX = ("Keep the Function out of the compiled region (torch.compiler.disable), or "
                  "make its forward torch code (a torch.library.custom_op for the numpy part).")
-FUNC_GRAD_MIXED_FIX = ("Keep the Function out of the compiled region (torch.compiler.disable), "
-                       "or compute every gradient in backward whatever ctx.needs_input_grad "
-                       "says: compiled with inputs made inside it beside ones passed in, torch "
-                       "may say an input needs no gradient that does (pytorch#159299).")
+FUNC_GRAD_MIXED_FIX = ("Keep the Function out of the compiled region (torch.compiler.disable). "
+                       "Skipping the gradients ctx.needs_input_grad says are not needed is "
+                       "right in eager (GV204), but here torch says an input passed in beside "
+                       "intermediates needs none (pytorch#159299): where this torch must "
+                       "compile torch.func.grad of it, compute every gradient in backward.")
 FUNC_JVP_FIX = ("Keep the torch.func.jvp call (or the Function) out of the compiled region "
                 "(torch.compiler.disable), or make forward torch code whose derivative is the "
                 "jvp: compiled, torch differentiates forward itself.")

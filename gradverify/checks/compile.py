@@ -61,7 +61,9 @@ CODES = (
          "torch.func.grad and autograd agree: torch.compile is at fault, not the formula.",
          "Per-sample gradients or a functional training step, compiled, train on wrong "
          "numbers (torch 2.13 drops the custom backward of a forward that leaves torch "
-         "through numpy: the gradient is zero).",
+         "through numpy: the gradient is zero; and it tells a backward gated on "
+         "ctx.needs_input_grad that an input passed in beside intermediates needs no "
+         "gradient: that input's is zero).",
          "def forward(x):\n    return torch.from_numpy(np.exp(x.detach().numpy()))",
          _compiled.FUNC_GRAD_FIX),
     Code("GV355", "compile-func-jvp-mismatch",
