@@ -102,12 +102,11 @@ def cells() -> None:
                 hit = check in rows and any(f.code == code for f in rows[check].findings)
                 verdict = "caught" if hit else "missed"
             else:
-                failing = {f.code for r in rows.values() if r.status in (Status.FAIL,
-                                                                           Status.ERROR)
-                           for f in r.findings if f.severity.value == "error"}
-                failed = any(r.status in (Status.FAIL, Status.ERROR) for r in rows.values())
-                verdict = ("torch" if failing and failing <= TORCH_AT_FAULT else "false") \
-                    if failed else "correct"
+                failed = [r for r in rows.values() if r.status in (Status.FAIL, Status.ERROR)]
+                failing = {f.code for r in failed for f in r.findings
+                           if f.severity.value == "error"}
+                verdict = "correct" if not failed else \
+                    "torch" if failing and failing <= TORCH_AT_FAULT else "false"
             counts[verdict] += 1
             print(f"{name:28} {(expect[0] + ' ' + expect[1]) if expect else 'correct':22} "
                   + " ".join(f"{c:18}" for c in said) + f" {verdict}")
