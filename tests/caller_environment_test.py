@@ -30,8 +30,7 @@ def test_a_test_may_set_them_for_itself(monkeypatch):
 def test_width_colour_and_locale_of_the_caller_change_no_verdict():
     """Tests that read the report's width and colour, in a pytest run under a hostile caller's
     environment (in-process through CliRunner, and as subprocesses)."""
-    chosen = ["tests/package_project_test.py"
-              "::test_the_report_says_each_thing_once_within_100_columns",
+    chosen = ["tests/formats_test.py::test_plain_report_has_a_fixed_width",
               "tests/report_test.py::test_golden_console_report",
               "tests/report_test.py::test_render_plain_has_no_escape_codes",
               "tests/cli_test.py", "tests/caller_environment_test.py::"

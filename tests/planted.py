@@ -16,10 +16,14 @@ import gradverify
 def gv(cwd: Path, *args: str, bugs: bool = False, flag: str = "FASTOPS_BUGS"
        ) -> subprocess.CompletedProcess[str]:
     """The installed command in ``cwd``; ``bugs``: with the project's planted bugs (the
-    environment variable ``flag`` set to 1). Nothing of the tests' PYTHONPATH but the tree of
-    the gradverify under test (a worktree's, not the one installed editable elsewhere)."""
+    environment variable ``flag`` set to 1). The tree of the gradverify under test first on
+    ``PYTHONPATH`` (a worktree's, not the one installed editable elsewhere), then the tests'
+    (``tests/warm/``: the command starts fresh, its workers and probes are forked from the
+    suite's warm interpreter, as every command a test starts)."""
+    path = [str(Path(gradverify.__file__).parents[1]), *filter(None, [os.environ.get(
+        "PYTHONPATH")])]
     env = {**os.environ, "NO_COLOR": "1", flag: "1" if bugs else "0",
-           "PYTHONPATH": str(Path(gradverify.__file__).parents[1])}
+           "PYTHONPATH": os.pathsep.join(path)}
     return subprocess.run([sys.executable, "-m", "gradverify", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
 

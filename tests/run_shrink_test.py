@@ -72,9 +72,25 @@ def test_the_budget_deadline_is_read_from_its_clock() -> None:
         now[0] += 1.0  # each run takes a second
         return sizes["n"] >= 7
 
-    budget = Budget(runs=100, seconds=2.5, clock=lambda: now[0])
+    budget = Budget(runs=100, seconds=3.5, clock=lambda: now[0])
     assert shrink_sizes({"n": 1000}, fails, budget) == {"n": 500}  # after 1 and 2 did not fail
-    assert budget.spent == 3  # at 0, 1 and 2 seconds; at 3 the deadline has passed
+    assert budget.spent == 3  # at 0, 1 and 2 seconds; one begun at 3 would end after 3.5
+
+
+def test_a_candidate_that_would_end_after_the_deadline_is_not_begun() -> None:
+    """Its time is judged by the candidate before it, the first by what the caller says (the
+    failed check's own run): a check slower than the whole budget is not shrunk at all."""
+    now = [0.0]
+
+    def fails(sizes: Mapping[str, int]) -> bool:
+        now[0] += 2.0  # each run takes 2 seconds
+        return sizes["n"] >= 500
+
+    slow = Budget(runs=100, seconds=7.0, clock=lambda: now[0], cost=8.0)
+    assert shrink_sizes({"n": 1000}, fails, slow) == {"n": 1000} and slow.spent == 0
+    budget = Budget(runs=100, seconds=7.0, clock=lambda: now[0], cost=2.0)
+    assert shrink_sizes({"n": 1000}, fails, budget) == {"n": 500}  # 1 and 2 did not fail
+    assert budget.spent == 3 and now[0] == 6.0  # begun at 0, 2, 4; at 6 it would end at 8
 
 
 def test_a_budget_within_another_takes_from_both() -> None:

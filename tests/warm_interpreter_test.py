@@ -223,6 +223,21 @@ def test_what_a_fork_cannot_make_the_same_starts_fresh(probe, monkeypatch, chang
     assert (json.loads(out)["env"].get("SITE") == "ran") == (change == "sitecustomize")
 
 
+@pytest.mark.parametrize(("entry", "forked"), [("torch.txt", True), ("torch.py", False),
+                                               ("torch/__init__.py", False)])
+def test_a_folder_in_front_declines_only_what_it_would_import(probe, entry, forked):
+    """A folder in front of the interpreter's ``PYTHONPATH`` that holds a module or package of
+    a name it imported from elsewhere makes a fresh Python import that one (here, one that
+    exits 7): it starts fresh. A file of that name that is no module (a project's
+    ``torch.txt`` pin) imports nothing: the probe is forked and runs on the real torch."""
+    (probe / "modules" / entry).parent.mkdir(exist_ok=True)
+    (probe / "modules" / entry).write_text("raise SystemExit(7)\n")
+    process = processes.start("gv_probe", "4", stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert isinstance(process, warm_client.Forked) == forked
+    assert process.wait(timeout=120) == (4 if forked else 7)
+
+
 def test_a_report_is_the_same_from_forked_and_fresh_workers(in_repo):
     def report(warm: bool) -> list[Any]:
         env = {**os.environ} if warm else {k: v for k, v in os.environ.items()

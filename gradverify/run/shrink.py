@@ -49,16 +49,25 @@ class Budget:
     """Candidates run so far."""
     within: Budget | None = None
     """A budget this one's runs are also taken from (a case's, over its checks')."""
+    cost: float = 0.0
+    """Seconds the next candidate is expected to take: at first what the caller says (the
+    failed check's own run), then what the candidate before it took (a candidate is never
+    larger than the one before it)."""
     _deadline: float | None = field(default=None, repr=False)
+    _began: float | None = field(default=None, repr=False)
 
     def take(self) -> bool:
-        """Whether one more candidate may run (and count it, here and ``within``)."""
+        """Whether one more candidate may run (and count it, here and ``within``): one that
+        would end after the deadline is not begun."""
         now = self.clock()
         if self._deadline is None:
             self._deadline = now + self.seconds
-        if self.spent >= self.runs or now >= self._deadline or \
+        if self._began is not None:  # the candidate run since the last take
+            self.cost = now - self._began
+        if self.spent >= self.runs or now + self.cost > self._deadline or \
                 (self.within is not None and not self.within.take()):
             return False
+        self._began = now
         self.spent += 1
         return True
 

@@ -77,7 +77,8 @@ def with_smallest(result: CaseResult, info: Target, spec: Spec, case: Case, run:
             continue
         done.add(key)
         failure = Failure(row.name, finding.code, finding.input)
-        found = smallest(failure, info, spec, case, run, options, Budget(within=case_budget))
+        found = smallest(failure, info, spec, case, run, options,
+                         Budget(within=case_budget, cost=row.duration_s))
         findings = tuple(replace(f, smallest=found) if f is finding else f
                          for f in row.findings)
         rows.append(replace(row, findings=findings) if found else row)

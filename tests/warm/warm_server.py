@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.machinery
 import json
 import os
 import resource
@@ -321,13 +322,17 @@ def _folders(python_path: str, cwd: str) -> list[str]:
 def _shadowing(folder: str) -> set[str]:
     """The modules in ``folder`` that a fresh Python with it on ``PYTHONPATH`` would import
     from there, where this one imported them from elsewhere (or would run as it starts:
-    ``sitecustomize``); a file there (a zip) cannot be read here: it is assumed to."""
+    ``sitecustomize``); a file there (a zip) cannot be read here: it is assumed to. Only a
+    module's file or a package counts: a project's ``torch.txt`` imports nothing."""
     if os.path.isfile(folder):
         return {folder}
     try:
-        names = {entry.partition(".")[0] for entry in os.listdir(folder)}
+        entries = os.listdir(folder)
     except OSError:
         return set()
+    suffixes = tuple(importlib.machinery.all_suffixes())  # a module's files: .py, .pyc, .so...
+    names = {entry.partition(".")[0] for entry in entries if entry.endswith(suffixes)
+             or ("." not in entry and os.path.isdir(os.path.join(folder, entry)))}  # a package
     found = names & {"sitecustomize", "usercustomize"}
     for name in names & {name.partition(".")[0] for name in sys.modules}:
         file = os.path.realpath(getattr(sys.modules[name], "__file__", None) or folder)
