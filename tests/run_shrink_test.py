@@ -101,6 +101,20 @@ def test_a_budget_within_another_takes_from_both() -> None:
     assert (first.spent, second.spent, case.spent) == (4, 1, 5)
 
 
+def test_a_budget_within_another_is_judged_by_the_inner_candidates_time() -> None:
+    """The case's budget judges a check's candidate by that check's candidates, not by the
+    time since the case's last take (another check's candidate, its repro script run)."""
+    now = [0.0]
+    case = Budget(runs=100, seconds=10.0, clock=lambda: now[0])
+    first = Budget(runs=100, seconds=5.0, clock=lambda: now[0], within=case, cost=1.0)
+    assert first.take()
+    now[0] = 7.0  # the candidate took 1 s, then a repro script ran for 6
+    second = Budget(runs=100, seconds=5.0, clock=lambda: now[0], within=case, cost=2.0)
+    assert second.take() and case.spent == 2  # begun at 7, ends at 9: within the case's 10
+    now[0] = 9.0
+    assert not second.take() and case.spent == 2  # 2 s more would end at 11
+
+
 def test_simplify_keeps_each_choice_that_still_fails() -> None:
     kept = simplify([0, 1, 2], lambda chosen: 1 not in chosen, Budget())
     assert kept == frozenset({0, 2})

@@ -56,16 +56,19 @@ class Budget:
     _deadline: float | None = field(default=None, repr=False)
     _began: float | None = field(default=None, repr=False)
 
-    def take(self) -> bool:
+    def take(self, cost: float | None = None) -> bool:
         """Whether one more candidate may run (and count it, here and ``within``): one that
-        would end after the deadline is not begun."""
+        would end after the deadline is not begun. ``cost``: its seconds as the budget it is
+        ``within`` judged them (of its own check's candidates); else this one's own judgement."""
         now = self.clock()
         if self._deadline is None:
             self._deadline = now + self.seconds
-        if self._began is not None:  # the candidate run since the last take
-            self.cost = now - self._began
-        if self.spent >= self.runs or now + self.cost > self._deadline or \
-                (self.within is not None and not self.within.take()):
+        if cost is None:
+            if self._began is not None:  # the candidate run since the last take
+                self.cost = now - self._began
+            cost = self.cost
+        if self.spent >= self.runs or now + cost > self._deadline or \
+                (self.within is not None and not self.within.take(cost)):
             return False
         self._began = now
         self.spent += 1
